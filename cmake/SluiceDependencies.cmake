@@ -1,0 +1,30 @@
+# Third-party libraries, all from Debian's packages (scripts/setup installs them).
+find_package(Threads REQUIRED)
+find_package(TBB REQUIRED CONFIG)
+find_package(libjpeg-turbo REQUIRED CONFIG)
+find_package(Boost 1.74 REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+
+if(SLUICE_BUILD_CLI)
+  find_package(CLI11 REQUIRED CONFIG)
+  find_package(nlohmann_json 3.10 REQUIRED CONFIG)
+  find_package(ZLIB REQUIRED)
+endif()
+
+# CUDA: AUTO turns it on when a toolkit is found; its code lives only in src/device and
+# src/train/cuda, so a build without it builds and tests everything else.
+set(SLUICE_CUDA_ENABLED OFF)
+if(NOT SLUICE_WITH_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(SLUICE_CUDA_ENABLED ON)
+  elseif(SLUICE_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "SLUICE_WITH_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "sluice: CUDA backends ${SLUICE_CUDA_ENABLED}")

@@ -1,0 +1,21 @@
+# Install rules and the package config that lets a consumer write find_package(sluice).
+include(CMakePackageConfigHelpers)
+
+install(TARGETS sluice EXPORT sluiceTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET sluice_cli)
+  install(TARGETS sluice_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+
+set(config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/sluice)
+install(EXPORT sluiceTargets NAMESPACE sluice:: DESTINATION ${config_dir})
+configure_package_config_file(cmake/sluiceConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/sluiceConfig.cmake INSTALL_DESTINATION ${config_dir})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/sluiceConfig.cmake ${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
+  DESTINATION ${config_dir})

@@ -1,0 +1,95 @@
+// Options of each stage and of build(): structs with named fields and defaults that suit
+// ImageNet-style training, so a call site says only what it changes:
+//   .decode_jpeg({.color = sluice::Color::kGrey})
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "sluice/core/dtype.hpp"
+#include "sluice/core/units.hpp"
+
+namespace sluice {
+
+// BuildOptions::threads = sluice::autotune lets the runtime choose the parallelism.
+inline constexpr int autotune = -1;
+
+// What a bad sample does: kFail throws sluice::Error on the consumer's thread; kSkip replaces the
+// sample with another from the same epoch (chosen from the seed), counts it and keeps batches full.
+enum class OnError : std::uint8_t { kFail, kSkip };
+
+enum class Color : std::uint8_t { kRGB, kGrey };
+
+// kBilinear: triangle filter; when downscaling with antialias its support widens with the scale
+// (Pillow's and torchvision's antialiased bilinear). kArea: box filter, the average of the source
+// area each output pixel covers (OpenCV's INTER_AREA, Pillow's BOX).
+enum class Filter : std::uint8_t { kBilinear, kArea };
+
+struct ReadOptions {
+  std::uint64_t max_file_size = 1_GiB;  // larger files are bad input (kTooLarge)
+};
+
+struct DecodeOptions {
+  Color color = Color::kRGB;                    // greyscale and CMYK inputs are converted
+  bool fast_dct = false;                        // libjpeg's fast integer IDCT: faster, less exact
+  bool fast_upsample = false;                   // nearest chroma upsampling instead of fancy
+  bool dct_scaling = true;                      // decode at 1/2, 1/4, 1/8 when the output allows
+  bool roi = true;                              // decode only the rows and columns a crop needs
+  bool accept_warnings = false;                 // libjpeg warnings (truncation...) are errors
+  std::uint64_t max_image_pixels = 128'000'000; // larger headers are bad input (kTooLarge)
+};
+
+struct ResizeOptions {
+  Filter filter = Filter::kBilinear;
+  bool antialias = true;  // widen the filter when downscaling; off: plain 2-tap bilinear
+};
+
+// torchvision's RandomResizedCrop: area fraction in [scale_min, scale_max], aspect ratio
+// log-uniform in [ratio_min, ratio_max], 10 tries, then a center crop clamped to the ratio range.
+struct RandomResizedCropOptions {
+  double scale_min = 0.08;
+  double scale_max = 1.0;
+  double ratio_min = 3.0 / 4.0;
+  double ratio_max = 4.0 / 3.0;
+  ResizeOptions resize{};
+  std::optional<std::uint64_t> seed;  // default: BuildOptions::seed
+};
+
+// torchvision's RandomCrop(size, padding, fill): pad every side, then crop at a random offset.
+struct RandomCropOptions {
+  int padding = 0;
+  std::uint8_t fill = 0;
+  std::optional<std::uint64_t> seed;
+};
+
+struct FlipOptions {
+  std::optional<std::uint64_t> seed;
+};
+
+// (x / 255 - mean[c]) / std[c], mean and std in [0, 1] units as torchvision writes them. Empty
+// mean and std: no normalisation (x / 255 for float outputs, the raw byte for u8).
+struct NormalizeOptions {
+  std::vector<float> mean;
+  std::vector<float> std;
+  Layout layout = Layout::kNCHW;
+  DType dtype = DType::kF32;  // u8, f32, f16 or bf16
+};
+
+struct ShuffleOptions {
+  std::optional<std::uint64_t> seed;
+};
+
+struct BatchOptions {
+  bool drop_last = false;  // drop the partial last batch of an epoch instead of emitting it short
+};
+
+struct BuildOptions {
+  std::uint64_t memory_budget = 0;  // bytes; 0: no limit
+  int threads = autotune;           // worker threads, or sluice::autotune
+  OnError on_error = OnError::kFail;
+  std::uint64_t seed = 0;           // every random choice derives from it
+  bool ordered = true;              // false: batches in completion order (not deterministic)
+};
+
+}  // namespace sluice

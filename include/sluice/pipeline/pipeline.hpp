@@ -1,0 +1,133 @@
+// The pipeline builder: a fluent description of where samples come from and what happens to them,
+// and Loader, the running pipeline that build() returns.
+//
+//   auto loader = sluice::Pipeline::from_folder("train")
+//       .shuffle_files(seed).read().decode_jpeg()
+//       .random_resized_crop(224).flip_horizontal(0.5)
+//       .normalize({.mean = {...}, .std = {...}}).batch(256)
+//       .build({.threads = sluice::autotune});
+//   for (sluice::Batch& b : loader.epoch(e)) step(b);
+//
+// The builder only records a PipelineSpec; build() validates it (bad configuration fails there,
+// naming what to change) and hands it to the runtime, which defines Loader's behaviour.
+#pragma once
+
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sluice/core/shape.hpp"
+#include "sluice/pipeline/batch.hpp"
+#include "sluice/pipeline/options.hpp"
+#include "sluice/pipeline/spec.hpp"
+#include "sluice/pipeline/stats.hpp"
+
+namespace sluice {
+
+class Loader;
+
+class Pipeline {
+ public:
+  static Pipeline from_folder(std::string dir);
+  static Pipeline from_list(std::string list_file);
+  static Pipeline from_items(std::vector<Item> items);
+  explicit Pipeline(PipelineSpec spec) : spec_(std::move(spec)) {}
+
+  // Keeps items i with i % world == rank of each epoch's order: disjoint slices covering the set
+  // (every rank must use the same seed).
+  Pipeline& shard(int rank, int world);
+  Pipeline& shuffle_files(std::uint64_t seed);
+  Pipeline& read(ReadOptions options = {});
+  Pipeline& decode_jpeg(DecodeOptions options = {});
+  Pipeline& resize_shorter(int size, ResizeOptions options = {});
+  Pipeline& resize(int width, int height, ResizeOptions options = {});
+  Pipeline& center_crop(int size) { return center_crop(size, size); }
+  Pipeline& center_crop(int width, int height);
+  Pipeline& random_resized_crop(int size, RandomResizedCropOptions options = {});
+  Pipeline& random_resized_crop(int width, int height, RandomResizedCropOptions options = {});
+  Pipeline& random_crop(int size, RandomCropOptions options = {});
+  Pipeline& random_crop(int width, int height, RandomCropOptions options = {});
+  Pipeline& flip_horizontal(double probability = 0.5, FlipOptions options = {});
+  Pipeline& normalize(NormalizeOptions options = {});
+  Pipeline& normalize(std::vector<float> mean, std::vector<float> std, Layout layout,
+                      DType dtype);
+  Pipeline& shuffle(std::int64_t buffer, ShuffleOptions options = {});
+  Pipeline& batch(int size, BatchOptions options = {});
+  Pipeline& prefetch(int depth);
+
+  const PipelineSpec& spec() const { return spec_; }
+
+  // Validates and starts the pipeline's runtime. Throws sluice::Error(kInvalidArgument) with a
+  // message naming the stage and what to change.
+  Loader build(const BuildOptions& options = {}) const;
+
+ private:
+  PipelineSpec spec_;
+};
+
+class LoaderImpl;
+
+// A built pipeline. Iterate one epoch at a time; batches come in order (deterministic for a
+// seed) unless BuildOptions::ordered is false.
+class Loader {
+ public:
+  class Iterator;
+  struct Sentinel {};
+  class EpochRange;
+
+  explicit Loader(std::unique_ptr<LoaderImpl> impl);
+  Loader(Loader&&) noexcept;
+  Loader& operator=(Loader&&) noexcept;
+  ~Loader();
+
+  EpochRange epoch(std::int64_t e);
+
+  std::int64_t samples_per_epoch() const;
+  std::int64_t batches_per_epoch() const;
+  Shape batch_shape() const;  // of a full batch
+  DType dtype() const;
+  Stats stats() const;
+
+ private:
+  std::unique_ptr<LoaderImpl> impl_;
+};
+
+class Loader::Iterator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = Batch;
+  using difference_type = std::ptrdiff_t;
+
+  Iterator() = default;
+  Iterator(LoaderImpl* impl, std::int64_t epoch);
+
+  Batch& operator*() { return current_; }
+  Batch* operator->() { return &current_; }
+  Iterator& operator++();  // releases the current batch (unless moved out) and waits for the next
+  void operator++(int) { ++*this; }
+  friend bool operator==(const Iterator& it, Sentinel) { return it.done_; }
+
+ private:
+  void fetch();
+
+  LoaderImpl* impl_ = nullptr;
+  std::int64_t epoch_ = 0;
+  std::int64_t next_index_ = 0;
+  Batch current_;
+  bool done_ = true;
+};
+
+class Loader::EpochRange {
+ public:
+  EpochRange(LoaderImpl* impl, std::int64_t epoch) : impl_(impl), epoch_(epoch) {}
+  Iterator begin() { return Iterator(impl_, epoch_); }
+  Sentinel end() { return {}; }
+
+ private:
+  LoaderImpl* impl_;
+  std::int64_t epoch_;
+};
+
+}  // namespace sluice

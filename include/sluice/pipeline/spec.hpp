@@ -1,0 +1,64 @@
+// PipelineSpec: the plain-data description the builder produces and the runtime executes. Also
+// what the JSON spec and the C API map onto, so it stays free of behaviour.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "sluice/pipeline/options.hpp"
+
+namespace sluice {
+
+// One sample of a data set: a file and its class index.
+struct Item {
+  std::string path;
+  std::int32_t label = 0;
+};
+
+namespace spec {
+
+// Where the items come from.
+struct Folder {
+  std::string path;  // class sub-folders; a folder of files alone is one class, label 0
+};
+struct ListFile {
+  std::string path;  // "path<TAB>label" per line; relative paths resolve against its folder
+};
+struct Items {
+  std::vector<Item> items;
+};
+using Source = std::variant<Folder, ListFile, Items>;
+
+struct Read { ReadOptions options; };
+struct DecodeJpeg { DecodeOptions options; };
+struct ResizeShorter { int size = 0; ResizeOptions options; };
+struct Resize { int width = 0; int height = 0; ResizeOptions options; };
+struct CenterCrop { int width = 0; int height = 0; };
+struct RandomResizedCrop { int width = 0; int height = 0; RandomResizedCropOptions options; };
+struct RandomCrop { int width = 0; int height = 0; RandomCropOptions options; };
+struct FlipHorizontal { double probability = 0.5; FlipOptions options; };
+struct Normalize { NormalizeOptions options; };
+struct Shuffle { std::int64_t buffer = 0; ShuffleOptions options; };
+struct Batch { int size = 0; BatchOptions options; };
+struct Prefetch { int depth = 0; };
+
+using Stage = std::variant<Read, DecodeJpeg, ResizeShorter, Resize, CenterCrop, RandomResizedCrop,
+                           RandomCrop, FlipHorizontal, Normalize, Shuffle, Batch, Prefetch>;
+
+// The stage's name as the builder method spells it ("decode_jpeg"), for messages and stats.
+const char* name_of(const Stage& stage);
+
+}  // namespace spec
+
+struct PipelineSpec {
+  spec::Source source = spec::Items{};
+  int shard_rank = 0;
+  int shard_world = 1;
+  std::optional<std::uint64_t> shuffle_files_seed;  // set: file order reshuffled every epoch
+  std::vector<spec::Stage> stages;
+};
+
+}  // namespace sluice

@@ -1,0 +1,15 @@
+// Shape printing for messages and the CLI.
+#include "sluice/core/shape.hpp"
+
+namespace sluice {
+
+std::string Shape::to_string() const {
+  std::string s = "(";
+  for (int i = 0; i < rank_; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims_[i]);
+  }
+  return s + ")";
+}
+
+}  // namespace sluice

@@ -1,0 +1,110 @@
+// The builder: each method appends a stage to the PipelineSpec. Validation is build()'s job (in
+// the stages module, which knows what each stage needs), so chains read in any order here and
+// fail together, with one message, when built.
+#include "sluice/pipeline/pipeline.hpp"
+
+namespace sluice {
+
+Pipeline Pipeline::from_folder(std::string dir) {
+  PipelineSpec spec;
+  spec.source = spec::Folder{std::move(dir)};
+  return Pipeline(std::move(spec));
+}
+
+Pipeline Pipeline::from_list(std::string list_file) {
+  PipelineSpec spec;
+  spec.source = spec::ListFile{std::move(list_file)};
+  return Pipeline(std::move(spec));
+}
+
+Pipeline Pipeline::from_items(std::vector<Item> items) {
+  PipelineSpec spec;
+  spec.source = spec::Items{std::move(items)};
+  return Pipeline(std::move(spec));
+}
+
+Pipeline& Pipeline::shard(int rank, int world) {
+  spec_.shard_rank = rank;
+  spec_.shard_world = world;
+  return *this;
+}
+
+Pipeline& Pipeline::shuffle_files(std::uint64_t seed) {
+  spec_.shuffle_files_seed = seed;
+  return *this;
+}
+
+Pipeline& Pipeline::read(ReadOptions options) {
+  spec_.stages.emplace_back(spec::Read{options});
+  return *this;
+}
+
+Pipeline& Pipeline::decode_jpeg(DecodeOptions options) {
+  spec_.stages.emplace_back(spec::DecodeJpeg{options});
+  return *this;
+}
+
+Pipeline& Pipeline::resize_shorter(int size, ResizeOptions options) {
+  spec_.stages.emplace_back(spec::ResizeShorter{size, options});
+  return *this;
+}
+
+Pipeline& Pipeline::resize(int width, int height, ResizeOptions options) {
+  spec_.stages.emplace_back(spec::Resize{width, height, options});
+  return *this;
+}
+
+Pipeline& Pipeline::center_crop(int width, int height) {
+  spec_.stages.emplace_back(spec::CenterCrop{width, height});
+  return *this;
+}
+
+Pipeline& Pipeline::random_resized_crop(int size, RandomResizedCropOptions options) {
+  return random_resized_crop(size, size, std::move(options));
+}
+
+Pipeline& Pipeline::random_resized_crop(int width, int height, RandomResizedCropOptions options) {
+  spec_.stages.emplace_back(spec::RandomResizedCrop{width, height, options});
+  return *this;
+}
+
+Pipeline& Pipeline::random_crop(int size, RandomCropOptions options) {
+  return random_crop(size, size, options);
+}
+
+Pipeline& Pipeline::random_crop(int width, int height, RandomCropOptions options) {
+  spec_.stages.emplace_back(spec::RandomCrop{width, height, options});
+  return *this;
+}
+
+Pipeline& Pipeline::flip_horizontal(double probability, FlipOptions options) {
+  spec_.stages.emplace_back(spec::FlipHorizontal{probability, options});
+  return *this;
+}
+
+Pipeline& Pipeline::normalize(NormalizeOptions options) {
+  spec_.stages.emplace_back(spec::Normalize{std::move(options)});
+  return *this;
+}
+
+Pipeline& Pipeline::normalize(std::vector<float> mean, std::vector<float> std, Layout layout,
+                              DType dtype) {
+  return normalize(NormalizeOptions{std::move(mean), std::move(std), layout, dtype});
+}
+
+Pipeline& Pipeline::shuffle(std::int64_t buffer, ShuffleOptions options) {
+  spec_.stages.emplace_back(spec::Shuffle{buffer, options});
+  return *this;
+}
+
+Pipeline& Pipeline::batch(int size, BatchOptions options) {
+  spec_.stages.emplace_back(spec::Batch{size, options});
+  return *this;
+}
+
+Pipeline& Pipeline::prefetch(int depth) {
+  spec_.stages.emplace_back(spec::Prefetch{depth});
+  return *this;
+}
+
+}  // namespace sluice

@@ -1,0 +1,66 @@
+// JpegDecoder: the decode_jpeg kernel. One per worker thread (it keeps libjpeg-turbo's state
+// between images). Setup, then run into memory the caller owns: read_header() and
+// decoded_region() say what decode() will produce, so the caller can size the output first.
+//
+// Whole images go through TurboJPEG (tjDecompress2, with its DCT scaling). Regions go through the
+// libjpeg API of the same library: TurboJPEG 2.1 (Debian 12) cannot crop or stop early
+// (tj3SetCroppingRegion arrived in 3.0), while jpeg_crop_scanline and jpeg_skip_scanlines can.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "sluice/core/image.hpp"
+#include "sluice/pipeline/options.hpp"
+
+namespace sluice::stages {
+
+struct JpegHeader {
+  int width = 0;
+  int height = 0;
+  int components = 0;      // 1 (grey), 3 (YCbCr or RGB), 4 (CMYK or YCCK)
+  bool progressive = false;
+  int imcu_width = 8;      // iMCU size in full-scale pixels: 8 x the largest sampling factor
+  int imcu_height = 8;
+};
+
+struct JpegRequest {
+  int scale_denom = 1;  // 1, 2, 4 or 8: decode at 1/denom with libjpeg's DCT scaling
+  Rect region;          // in the scaled image's pixels; width == 0 means the whole image
+};
+
+class JpegDecoder {
+ public:
+  explicit JpegDecoder(const DecodeOptions& options);
+  ~JpegDecoder();
+  JpegDecoder(const JpegDecoder&) = delete;
+  JpegDecoder& operator=(const JpegDecoder&) = delete;
+
+  // Parses the header only. Throws sluice::Error without a path (the caller adds it):
+  // kUnsupportedFormat for data that is not a JPEG, kCorruptData for a damaged header, kTooLarge
+  // above options.max_image_pixels (checked before anything is allocated).
+  JpegHeader read_header(std::span<const std::uint8_t> jpeg);
+
+  // The whole image at 1/denom, as libjpeg rounds it: ceil(width / denom) x ceil(height / denom).
+  static Size2 scaled_size(const JpegHeader& header, int denom);
+
+  // The rectangle decode() fills, in scaled-image pixels: the request clamped to the image and,
+  // for a region, widened on the left to the iMCU column where libjpeg can start.
+  Rect decoded_region(const JpegHeader& header, const JpegRequest& request) const;
+
+  int channels() const;  // 3 for Color::kRGB, 1 for Color::kGrey
+
+  // Decodes into out (decoded_region() size, channels() channels, any stride). Throws
+  // sluice::Error without a path: kCorruptData for damaged data, including libjpeg warnings such
+  // as a premature end of file unless options.accept_warnings.
+  void decode(std::span<const std::uint8_t> jpeg, const JpegHeader& header,
+              const JpegRequest& request, ImageView out);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  DecodeOptions options_;
+};
+
+}  // namespace sluice::stages
