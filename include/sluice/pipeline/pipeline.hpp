@@ -114,7 +114,6 @@ class Loader::Iterator {
 
   LoaderImpl* impl_ = nullptr;
   std::int64_t epoch_ = 0;
-  std::int64_t next_index_ = 0;
   Batch current_;
   bool done_ = true;
 };

@@ -1,0 +1,43 @@
+// EpochOrder: which item each output position of an epoch gets. Composes, in this order,
+//   1. the file shuffle: a permutation of all items, new every epoch (seed, epoch);
+//   2. the shard: positions rank, rank + world, ... of that permutation;
+//   3. the shuffle buffer: tf.data's bounded shuffle (fill K, emit a random one, refill).
+// All three are index arithmetic, decided before any sample is decoded. Because sources are
+// random access, the shuffle buffer holds item indices, not decoded samples: its output order is
+// exactly that of a sample buffer of K elements, at 8 bytes a slot instead of a whole image.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace sluice::stages {
+
+struct EpochOrderOptions {
+  std::int64_t items = 0;                       // size of the whole data set
+  int shard_rank = 0;
+  int shard_world = 1;
+  std::optional<std::uint64_t> file_seed;       // file shuffle, if any
+  std::int64_t shuffle_buffer = 0;              // 0 or 1: no shuffle buffer
+  std::uint64_t shuffle_seed = 0;
+};
+
+class EpochOrder {
+ public:
+  explicit EpochOrder(const EpochOrderOptions& options);
+
+  // Items in this shard, per epoch.
+  std::int64_t size() const { return local_; }
+
+  // Fills `out` (resized to size()) with item indices in output order for `epoch`. Reuses out's
+  // storage and the object's scratch: no allocation after the first epoch.
+  void compute(std::int64_t epoch, std::vector<std::int64_t>& out);
+
+ private:
+  EpochOrderOptions options_;
+  std::int64_t local_ = 0;
+  std::vector<std::int64_t> global_;  // scratch: the file permutation
+  std::vector<std::int64_t> buffer_;  // scratch: the shuffle buffer's contents
+};
+
+}  // namespace sluice::stages

@@ -1,0 +1,91 @@
+// pread of whole files. No stdio and no std::ifstream: one open, one fstat, preads straight into
+// the pooled buffer, one close.
+#include "stages/read_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "sluice/core/error.hpp"
+#include "sluice/core/units.hpp"
+
+namespace sluice::stages {
+
+namespace {
+
+[[noreturn]] void throw_errno(int err, const char* what, const std::string& path) {
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      throw Error(ErrorCode::kNotFound, "no such file", path);
+    case EACCES:
+    case EPERM:
+      throw Error(ErrorCode::kPermissionDenied, std::string(what) + ": permission denied", path);
+    case EISDIR:
+      throw Error(ErrorCode::kIo, "is a folder, not a file", path);
+    default:
+      throw Error(ErrorCode::kIo, std::string(what) + ": " + std::strerror(err), path);
+  }
+}
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::uint64_t checked_size(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw_errno(errno, "cannot stat", path);
+  if (S_ISDIR(st.st_mode)) throw_errno(EISDIR, "cannot read", path);
+  if (!S_ISREG(st.st_mode)) throw Error(ErrorCode::kIo, "not a regular file", path);
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+}  // namespace
+
+std::uint64_t file_size(const std::string& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw_errno(errno, "cannot open", path);
+  return checked_size(fd.get(), path);
+}
+
+std::size_t read_file(const std::string& path, AlignedBuffer& buffer, std::uint64_t max_bytes) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw_errno(errno, "cannot open", path);
+  const std::uint64_t size = checked_size(fd.get(), path);
+  if (size == 0) throw Error(ErrorCode::kCorruptData, "empty file", path);
+  if (size > max_bytes) {
+    throw Error(ErrorCode::kTooLarge,
+                "file is " + format_bytes(size) + ", above the maximum file size (" +
+                    format_bytes(max_bytes) + ")",
+                path);
+  }
+  buffer.reserve(static_cast<std::size_t>(size));
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd.get(), buffer.data() + done, static_cast<std::size_t>(size) - done,
+                              static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(errno, "cannot read", path);
+    }
+    if (n == 0) break;  // the file shrank since fstat: keep what is there, decode will judge it
+    done += static_cast<std::size_t>(n);
+  }
+  if (done == 0) throw Error(ErrorCode::kCorruptData, "empty file", path);
+  return done;
+}
+
+}  // namespace sluice::stages

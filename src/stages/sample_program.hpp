@@ -1,0 +1,89 @@
+// SampleProgram: the per-sample stages fused into one call (DESIGN.md principle 1). For one
+// item it reads the file, parses the JPEG header, plans the geometry, picks the DCT scale and the
+// region to decode, decodes just that, resamples once and writes the normalised sample straight
+// into its slot of the batch buffer. The runtime calls run() from one oneTBB task per sample.
+//
+// The program is immutable and shared by all workers; everything that changes per sample lives
+// in the caller's Workspace (one per worker thread), whose buffers only grow: after the first
+// samples no allocation happens in sluice's code.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "sluice/core/shape.hpp"
+#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/pipeline/spec.hpp"
+#include "stages/geometry.hpp"
+#include "stages/jpeg_decoder.hpp"
+#include "stages/normalize.hpp"
+#include "stages/resample.hpp"
+
+namespace sluice::stages {
+
+// What the stages of one worker did: busy nanoseconds, items and bytes produced. Relaxed atomics
+// so stats() can read them while the worker runs; each has a single writer.
+struct StageCounters {
+  enum Stage { kRead, kDecode, kTransform, kNormalize, kStageCount };
+  static const char* name(int stage);
+
+  std::atomic<std::int64_t> busy_ns[kStageCount] = {};
+  std::atomic<std::int64_t> items[kStageCount] = {};
+  std::atomic<std::int64_t> bytes[kStageCount] = {};
+
+  void add(int stage, std::int64_t ns, std::int64_t produced) {
+    busy_ns[stage].fetch_add(ns, std::memory_order_relaxed);
+    items[stage].fetch_add(1, std::memory_order_relaxed);
+    bytes[stage].fetch_add(produced, std::memory_order_relaxed);
+  }
+};
+
+struct SampleProgramConfig {
+  ReadOptions read;
+  DecodeOptions decode;
+  std::vector<GeometryStep> geometry;
+  NormalizeOptions normalize;
+  Size2 output;  // every sample's size (fixed by the ops, or probed at build)
+};
+
+class SampleProgram {
+ public:
+  struct Workspace {
+    explicit Workspace(const DecodeOptions& decode) : decoder(decode) {}
+    AlignedBuffer file;      // encoded bytes
+    AlignedBuffer decoded;   // the decoded region, HWC u8
+    AlignedBuffer resized;   // the resampled sample, HWC u8
+    AlignedBuffer scratch;   // the resampler's intermediate rows
+    JpegDecoder decoder;
+    Resampler resampler;
+    StageCounters counters;
+  };
+
+  explicit SampleProgram(SampleProgramConfig config);
+
+  std::unique_ptr<Workspace> make_workspace() const;
+
+  Size2 output_size() const { return config_.output; }
+  int channels() const { return channels_; }
+  DType dtype() const { return normalize_.dtype(); }
+  Layout layout() const { return normalize_.layout(); }
+  std::size_t sample_bytes() const { return normalize_.sample_bytes(config_.output); }
+  // (C, H, W) or (H, W, C)
+  Shape sample_shape() const;
+
+  // Runs the fused chain for one item into `out` (sample_bytes() bytes). Throws sluice::Error
+  // naming the item's path.
+  void run(const Item& item, const SampleKey& key, Workspace& ws, void* out) const;
+
+ private:
+  void run_unchecked(const Item& item, const SampleKey& key, Workspace& ws, void* out) const;
+
+  SampleProgramConfig config_;
+  NormalizeKernel normalize_;
+  int channels_ = 3;
+};
+
+}  // namespace sluice::stages

@@ -1,0 +1,26 @@
+// Sources: turn a folder of class sub-folders, a list file or an in-memory list into the data
+// set's items, in a fixed order (the identity every per-sample random choice is keyed on).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sluice/pipeline/spec.hpp"
+
+namespace sluice::stages {
+
+struct Dataset {
+  std::vector<Item> items;
+  std::vector<std::string> class_names;  // label i is class_names[i] (folders); empty for lists
+};
+
+// Folder: labels are the indices of the sorted class sub-folder names; files are taken
+// recursively within each class folder, sorted by path; only .jpg/.jpeg/.jpe/.jfif names
+// (any case), hidden files skipped. A folder without sub-folders is one class, label 0.
+// List file: "path<TAB>label" per line, '#' comments and blank lines ignored, relative paths
+// resolved against the list's folder. Throws sluice::Error naming the path (and line).
+Dataset load_dataset(const spec::Source& source);
+
+bool has_jpeg_extension(const std::string& filename);
+
+}  // namespace sluice::stages

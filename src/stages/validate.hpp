@@ -1,0 +1,31 @@
+// build()'s first half: checks a PipelineSpec and turns it into a PipelinePlan the runtime can
+// execute. Every configuration error is found here, before any thread starts, with a message
+// that names the stage and says what to change.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "sluice/pipeline/options.hpp"
+#include "sluice/pipeline/spec.hpp"
+#include "stages/epoch_order.hpp"
+#include "stages/sample_program.hpp"
+#include "stages/source.hpp"
+
+namespace sluice::stages {
+
+struct PipelinePlan {
+  Dataset dataset;
+  EpochOrderOptions order;
+  int batch_size = 0;
+  bool drop_last = false;
+  int prefetch = 2;  // batches prepared ahead of the one the consumer holds
+  std::shared_ptr<const SampleProgram> program;
+  BuildOptions options;
+  std::uint64_t skip_key = 0;  // random stream that picks replacements for bad samples
+};
+
+// Throws sluice::Error(kInvalidArgument, kNotFound, ...) for a pipeline that cannot run.
+PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options);
+
+}  // namespace sluice::stages

@@ -1,0 +1,125 @@
+// Sources and the read kernel: folder labels follow sorted class names, list files resolve
+// relative paths and report bad lines, reads map OS errors to codes that name the path.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+
+#include "sluice/core/error.hpp"
+#include "stages/read_file.hpp"
+#include "stages/source.hpp"
+#include "test_support.hpp"
+
+namespace sluice::stages {
+namespace {
+
+using test::TempDir;
+
+ErrorCode code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no error";
+  return ErrorCode::kInternal;
+}
+
+TEST(Source, FolderLabelsAreSortedClassIndices) {
+  TempDir dir;
+  test::write_bytes(dir / "zebra/1.jpg", {1});
+  test::write_bytes(dir / "apple/b.JPEG", {1});
+  test::write_bytes(dir / "apple/a.jpg", {1});
+  test::write_bytes(dir / "apple/notes.txt", {1});
+  test::write_bytes(dir / "apple/.hidden.jpg", {1});
+  test::write_bytes(dir / "mango/deep/x.jpg", {1});
+  const Dataset d = load_dataset(spec::Folder{dir.path().string()});
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"apple", "mango", "zebra"}));
+  ASSERT_EQ(d.items.size(), 4u);
+  EXPECT_EQ(d.items[0].path, (dir / "apple/a.jpg").string());
+  EXPECT_EQ(d.items[0].label, 0);
+  EXPECT_EQ(d.items[1].path, (dir / "apple/b.JPEG").string());
+  EXPECT_EQ(d.items[2].label, 1);
+  EXPECT_EQ(d.items[3].label, 2);
+}
+
+TEST(Source, FlatFolderIsOneClass) {
+  SLUICE_REQUIRE_DATASET(dir, "wallpaper-crops");
+  const Dataset d = load_dataset(spec::Folder{dir.string()});
+  EXPECT_EQ(d.items.size(), 1000u);
+  EXPECT_EQ(d.class_names.size(), 1u);
+  for (const auto& item : d.items) ASSERT_EQ(item.label, 0);
+}
+
+TEST(Source, RealFolderHasTenClasses) {
+  SLUICE_REQUIRE_DATASET(dir, "cifar10/test");
+  const Dataset d = load_dataset(spec::Folder{dir.string()});
+  EXPECT_EQ(d.items.size(), 10000u);
+  EXPECT_EQ(d.class_names.front(), "airplane");
+  EXPECT_EQ(d.items.back().label, 9);
+}
+
+TEST(Source, EmptyOrMissingFolderFailsWithAMessage) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "cls");
+  EXPECT_EQ(code_of([&] { load_dataset(spec::Folder{dir.path().string()}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { load_dataset(spec::Folder{(dir / "missing").string()}); }), ErrorCode::kNotFound);
+}
+
+TEST(Source, ListFileResolvesRelativePathsAndSkipsComments) {
+  TempDir dir;
+  const std::string text = "# a comment\n\nimgs/a.jpg\t3\n/abs/b.jpg\t0\r\n";
+  test::write_bytes(dir / "list.txt", {text.begin(), text.end()});
+  const Dataset d = load_dataset(spec::ListFile{(dir / "list.txt").string()});
+  ASSERT_EQ(d.items.size(), 2u);
+  EXPECT_EQ(d.items[0].path, (dir / "imgs/a.jpg").string());
+  EXPECT_EQ(d.items[0].label, 3);
+  EXPECT_EQ(d.items[1].path, "/abs/b.jpg");
+}
+
+TEST(Source, ListFileBadLinesNameTheLine) {
+  TempDir dir;
+  for (const std::string text : {"a.jpg 3\n", "a.jpg\tthree\n", "a.jpg\t-1\n"}) {
+    test::write_bytes(dir / "list.txt", {text.begin(), text.end()});
+    try {
+      load_dataset(spec::ListFile{(dir / "list.txt").string()});
+      FAIL() << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("list.txt:1"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ReadFile, ReadsWholeFilesAndReusesTheBuffer) {
+  TempDir dir;
+  std::vector<std::uint8_t> data(100000);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 7);
+  test::write_bytes(dir / "f.bin", data);
+  AlignedBuffer buffer;
+  ASSERT_EQ(read_file((dir / "f.bin").string(), buffer, 1 << 20), data.size());
+  EXPECT_EQ(std::memcmp(buffer.data(), data.data(), data.size()), 0);
+  const auto* p = buffer.data();
+  read_file((dir / "f.bin").string(), buffer, 1 << 20);
+  EXPECT_EQ(buffer.data(), p);
+}
+
+TEST(ReadFile, ErrorsCarryCodesAndPaths) {
+  TempDir dir;
+  test::write_bytes(dir / "empty.jpg", {});
+  test::write_bytes(dir / "big.jpg", std::vector<std::uint8_t>(5000, 1));
+  AlignedBuffer buffer;
+  EXPECT_EQ(code_of([&] { read_file((dir / "none.jpg").string(), buffer, 1 << 20); }), ErrorCode::kNotFound);
+  EXPECT_EQ(code_of([&] { read_file((dir / "empty.jpg").string(), buffer, 1 << 20); }), ErrorCode::kCorruptData);
+  EXPECT_EQ(code_of([&] { read_file((dir / "big.jpg").string(), buffer, 4096); }), ErrorCode::kTooLarge);
+  EXPECT_EQ(code_of([&] { read_file(dir.path().string(), buffer, 4096); }), ErrorCode::kIo);
+  try {
+    read_file((dir / "none.jpg").string(), buffer, 1 << 20);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.path(), (dir / "none.jpg").string());
+  }
+}
+
+}  // namespace
+}  // namespace sluice::stages
