@@ -22,6 +22,8 @@
 
 namespace sluice::stages {
 
+enum class ResampleIsa : std::uint8_t;  // which kernel set run() uses; see resample_kernels.hpp
+
 // The mapping of one axis, in source pixels.
 struct AxisMap {
   double origin = 0;  // source coordinate of the output's leading edge
@@ -54,19 +56,33 @@ class Resampler {
            std::span<std::uint8_t> scratch) const;
 
  private:
-  // Implementation state (tap tables); see resample.cpp.
+  friend struct ResamplerTestPeer;  // resample_kernels.hpp: tests and benches pick the kernel set
+
+  // Tap tables of one axis; see resample.cpp.
   struct Axis {
-    std::vector<std::int32_t> first;    // per output pixel: first source tap, or -1 for padding
-    std::vector<std::int32_t> count;    // per output pixel: number of taps
+    std::vector<std::int32_t> first;    // per output pixel: first source tap (unused for padding)
+    std::vector<std::int32_t> count;    // per output pixel: number of taps (0 for padding)
     std::vector<std::int32_t> weights;  // per output pixel: `stride` fixed-point weights
+    std::vector<std::int32_t> lanes;    // x only: weights spread one per byte for the SIMD paths
+    std::vector<double> raw;            // setup's per-pixel workspace (unnormalised weights)
     int stride = 0;                     // taps reserved per output pixel
-    int lo = 0;                         // footprint
+    int groups = 0;                     // x only: 8-byte tap groups of every output pixel
+    int begin = 0;                      // output pixels [begin, end) are not padding
+    int end = 0;
+    int lo = 0;                         // footprint: source pixels [lo, hi)
     int hi = 0;
-    bool identity = false;              // scale 1 at an integer offset: a copy
+    int max_count = 0;                  // most taps any output pixel uses
+    bool monotone = true;               // first and first + count never decrease with the output
+    bool identity = false;              // one tap of weight 1 per pixel, consecutive: a copy
   };
+  void build_axis(const AxisMap& map, Axis& axis) const;
+  void build_lanes(Axis& axis) const;
+  int ring_rows() const;
+
   ResampleParams params_;
   Axis x_;
   Axis y_;
+  ResampleIsa isa_{};  // kAuto: the fastest kernels this CPU runs
 };
 
 }  // namespace sluice::stages
