@@ -6,6 +6,7 @@
 #include "stages/resample.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -150,6 +151,17 @@ void Resampler::setup(const ResampleParams& params) {
   build_lanes(x_);
 }
 
+namespace {
+// resize() that grows capacity in powers of two: tap counts vary per sample (random crops), and
+// exact growth would reallocate at every new maximum; this way a table reallocates a handful of
+// times per worker, then never.
+template <class T>
+void resize_geometric(std::vector<T>& v, std::size_t n) {
+  if (n > v.capacity()) v.reserve(std::bit_ceil(n));
+  v.resize(n);
+}
+}  // namespace
+
 void Resampler::build_axis(const AxisMap& map, Axis& axis) const {
   const bool area = params_.filter == Filter::kArea;
   const double filterscale = (params_.antialias && map.scale > 1.0) ? map.scale : 1.0;
@@ -162,10 +174,10 @@ void Resampler::build_axis(const AxisMap& map, Axis& axis) const {
   const int n = map.out_size;
 
   // resize() keeps capacity: once warmed up to the largest geometry, setup allocates nothing.
-  axis.first.resize(n);
-  axis.count.resize(n);
-  axis.weights.resize(static_cast<std::size_t>(n) * stride);
-  axis.raw.resize(stride);
+  resize_geometric(axis.first, static_cast<std::size_t>(n));
+  resize_geometric(axis.count, static_cast<std::size_t>(n));
+  resize_geometric(axis.weights, static_cast<std::size_t>(n) * stride);
+  resize_geometric(axis.raw, static_cast<std::size_t>(stride));
   axis.stride = stride;
   axis.begin = n;
   axis.end = 0;
@@ -273,7 +285,7 @@ void Resampler::build_lanes(Axis& axis) const {
   // Sized by the tap bound rather than max_count, so the capacity needed grows only with the
   // geometry (out_size, scale) and never from one pixel's rounding.
   const std::size_t bound = static_cast<std::size_t>(axis.stride + per_group - 1) / per_group;
-  axis.lanes.resize(axis.first.size() * bound * rd::kGroupBytes);
+  resize_geometric(axis.lanes, axis.first.size() * bound * rd::kGroupBytes);
   if (axis.identity) return;  // the copy path reads no weights
   for (int o = axis.begin; o < axis.end; ++o) {
     const std::int32_t* w = axis.weights.data() + static_cast<std::size_t>(o) * axis.stride;

@@ -104,6 +104,9 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
                      needed.height == scaled.height;
   if (config_.decode.roi && !whole && needed.width > 0) request.region = needed;
   const Rect region = ws.decoder.decoded_region(header, request);
+  // Room for the whole scaled image, not just this region: region sizes vary with every random
+  // crop, image sizes do not, so the buffer stops growing once the largest image has been seen.
+  ws.decoded.reserve(static_cast<std::size_t>(scaled.width) * scaled.height * channels_);
   const ImageView decoded = view_of(ws.decoded, region.width, region.height, channels_);
   ws.decoder.decode(bytes, header, request, decoded);
   ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
