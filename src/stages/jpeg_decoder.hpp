@@ -21,7 +21,9 @@ struct JpegHeader {
   int height = 0;
   int components = 0;      // 1 (grey), 3 (YCbCr or RGB), 4 (CMYK or YCCK)
   bool progressive = false;
-  int imcu_width = 8;      // iMCU size in full-scale pixels: 8 x the largest sampling factor
+  // iMCU size in full-scale pixels: 8 x the largest sampling factor. imcu_width is 8 for a
+  // single-component image whatever factor it declares, as jpeg_crop_scanline aligns it.
+  int imcu_width = 8;
   int imcu_height = 8;
 };
 
@@ -46,7 +48,9 @@ class JpegDecoder {
   static Size2 scaled_size(const JpegHeader& header, int denom);
 
   // The rectangle decode() fills, in scaled-image pixels: the request clamped to the image and,
-  // for a region, widened on the left to the iMCU column where libjpeg can start.
+  // for a region, widened on the left to the iMCU column where libjpeg can start. With fancy
+  // upsampling of subsampled chroma it is also widened by a column or two each side, so that
+  // every pixel of the request equals the same pixel of a whole-image decode.
   Rect decoded_region(const JpegHeader& header, const JpegRequest& request) const;
 
   int channels() const;  // 3 for Color::kRGB, 1 for Color::kGrey
@@ -58,6 +62,9 @@ class JpegDecoder {
               const JpegRequest& request, ImageView out);
 
  private:
+  // The columns asked of jpeg_crop_scanline (before its alignment) and the rows to decode.
+  Rect columns_for_libjpeg(const JpegHeader& header, const JpegRequest& request) const;
+
   struct State;
   std::unique_ptr<State> state_;
   DecodeOptions options_;

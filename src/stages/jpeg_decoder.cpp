@@ -1,0 +1,513 @@
+// JpegDecoder: the decode_jpeg kernel on libjpeg-turbo 2.1. Whole images go through tjDecompress2;
+// regions, and the cases TurboJPEG 2.1 cannot express exactly, through the libjpeg API of the same
+// library with crop, skip and an early stop. Both APIs run on state made once per decoder, so a
+// warmed-up decoder makes no C++ heap allocation per image. What remains is malloc'd inside
+// libjpeg-turbo, where we cannot pool it: its per-image pool (tables, row buffers and, for a
+// progressive file, the whole image's DCT coefficients: 2 bytes per sample), freed by
+// jpeg_abort_decompress, and tjDecompress2's array of row pointers.
+#include "stages/jpeg_decoder.hpp"
+
+#include <algorithm>
+#include <csetjmp>
+#include <cstdio>  // jpeglib.h needs FILE and size_t declared first
+#include <string>
+#include <string_view>
+
+#include <jerror.h>
+#include <jpeglib.h>
+#include <turbojpeg.h>
+
+#include "sluice/core/error.hpp"
+#include "sluice/memory/aligned_buffer.hpp"
+
+namespace sluice::stages {
+namespace {
+
+// Rows offered to one jpeg_read_scanlines call: it returns at most one row group (a few rows) per
+// call anyway, and this is also the height of the CMYK scratch.
+constexpr int kRowsPerRead = 16;
+
+// Columns decoded right of a region under fancy upsampling (see columns_for_libjpeg).
+constexpr int kFancyMargin = 2;
+
+// libjpeg's RGB -> Y weights (jdcolor.c: FIX(0.29900), FIX(0.58700), FIX(0.11400) at 16 bits), so
+// grey from CMYK rounds exactly as grey from an RGB JPEG does.
+constexpr int kLumaR = 19595;
+constexpr int kLumaG = 38470;
+constexpr int kLumaB = 7471;
+
+// The error manager of our libjpeg decompressor. libjpeg's default one calls exit() on an error and
+// prints warnings to stderr; this one jumps back to the guarded call and keeps the message here,
+// in fixed storage, so a failure allocates nothing until the caller builds the sluice::Error.
+struct ErrorManager {
+  jpeg_error_mgr pub;  // first member: libjpeg hands back &pub and we cast it to ErrorManager
+  std::jmp_buf jump;
+  bool stop_on_warning = true;  // !accept_warnings: a warning ends the decode like an error
+  bool failed_on_warning = false;
+  int failed_code = 0;          // libjpeg's msg_code of what stopped the decode
+  int warnings = 0;
+  int first_warning_code = 0;
+  char message[JMSG_LENGTH_MAX] = {};  // what stopped the decode
+  char warning[JMSG_LENGTH_MAX] = {};  // the first warning
+
+  void arm(bool stop) {
+    stop_on_warning = stop;
+    failed_on_warning = false;
+    failed_code = first_warning_code = warnings = 0;
+    message[0] = warning[0] = '\0';
+  }
+};
+
+ErrorManager& manager_of(j_common_ptr cinfo) { return *reinterpret_cast<ErrorManager*>(cinfo->err); }
+
+[[noreturn]] void on_libjpeg_error(j_common_ptr cinfo) {
+  ErrorManager& err = manager_of(cinfo);
+  err.failed_code = cinfo->err->msg_code;
+  cinfo->err->format_message(cinfo, err.message);
+  std::longjmp(err.jump, 1);
+}
+
+void on_libjpeg_message(j_common_ptr cinfo, int level) {
+  if (level >= 0) return;  // trace messages
+  ErrorManager& err = manager_of(cinfo);
+  if (err.warnings++ == 0) {
+    err.first_warning_code = cinfo->err->msg_code;
+    cinfo->err->format_message(cinfo, err.warning);
+  }
+  if (err.stop_on_warning) {
+    err.failed_on_warning = true;
+    err.failed_code = cinfo->err->msg_code;
+    std::snprintf(err.message, sizeof err.message, "%s", err.warning);
+    std::longjmp(err.jump, 1);
+  }
+}
+
+void on_libjpeg_output(j_common_ptr /*cinfo*/) {}  // never print: the message reaches the Error
+
+// libjpeg codes that mean "a valid JPEG this build does not decode", not damage.
+bool is_unsupported(int code) {
+  return code == JERR_BAD_PRECISION || code == JERR_SOF_UNSUPPORTED || code == JERR_NOT_COMPILED ||
+         code == JERR_CONVERSION_NOTIMPL || code == JERR_ARITH_NOTIMPL;
+}
+
+// The cause of a failed header read or decode. A file cut short is named as such: libjpeg first
+// warns "Premature end of JPEG file", then (with accept_warnings) fails on the fake EOI marker it
+// inserted with errors such as "Bogus Huffman table definition" that hide the real problem.
+Error failure(bool in_header, bool on_warning, bool truncated, std::string_view message,
+              std::string_view first_warning) {
+  std::string cause;
+  if (truncated) {
+    cause = in_header ? "truncated JPEG: the file ends inside its header ("
+                      : "truncated JPEG: the file ends before the last row to decode (";
+    cause += first_warning;
+    if (!on_warning) cause += std::string(", then: ") + std::string(message);
+    cause += ")";
+    if (on_warning && !in_header) cause += "; DecodeOptions::accept_warnings decodes what is there";
+  } else {
+    cause = std::string(in_header ? "damaged JPEG header: " : "corrupt JPEG data: ") + std::string(message);
+    if (on_warning) cause += " (a libjpeg warning; DecodeOptions::accept_warnings ignores it)";
+  }
+  return Error(ErrorCode::kCorruptData, cause);
+}
+
+Error libjpeg_failure(const ErrorManager& err, bool in_header) {
+  if (!err.failed_on_warning && is_unsupported(err.failed_code)) {
+    return Error(ErrorCode::kUnsupportedFormat, "unsupported JPEG: " + std::string(err.message));
+  }
+  const bool truncated = err.warnings > 0 && err.first_warning_code == JWRN_JPEG_EOF;
+  return failure(in_header, err.failed_on_warning, truncated, err.message, err.warning);
+}
+
+bool starts_with(std::span<const std::uint8_t> data, std::size_t offset, std::string_view sig) {
+  if (data.size() < offset + sig.size()) return false;
+  return std::equal(sig.begin(), sig.end(), data.begin() + static_cast<std::ptrdiff_t>(offset),
+                    [](char a, std::uint8_t b) { return static_cast<std::uint8_t>(a) == b; });
+}
+
+// The cause for data without the SOI marker: name the format when its signature is known, since
+// "not a JPEG" on a .jpg file is usually a mislabelled PNG or WebP.
+std::string describe_non_jpeg(std::span<const std::uint8_t> data) {
+  using namespace std::string_view_literals;
+  if (starts_with(data, 0, "\x89PNG\r\n\x1a\n"sv)) return "PNG image, not a JPEG";
+  if (starts_with(data, 0, "GIF87a"sv) || starts_with(data, 0, "GIF89a"sv)) return "GIF image, not a JPEG";
+  if (starts_with(data, 0, "RIFF"sv) && starts_with(data, 8, "WEBP"sv)) return "WebP image, not a JPEG";
+  if (starts_with(data, 0, "BM"sv)) return "BMP image, not a JPEG";
+  if (starts_with(data, 0, "II*\0"sv) || starts_with(data, 0, "MM\0*"sv)) return "TIFF image, not a JPEG";
+  if (starts_with(data, 4, "ftyp"sv)) return "HEIF/AVIF or other ISO media file, not a JPEG";
+  std::string cause = "not a JPEG: does not start with the SOI marker FF D8 (starts with";
+  char hex[4];
+  for (std::size_t i = 0; i < std::min<std::size_t>(data.size(), 4); ++i) {
+    std::snprintf(hex, sizeof hex, " %02X", data[i]);
+    cause += hex;
+  }
+  return cause + ")";
+}
+
+// Rounded a * b / 255 for bytes, exact (no ties exist since 255 is odd): Pillow's MULDIV255.
+inline int mul_div255(int a, int b) {
+  const int t = a * b + 128;
+  return (t + (t >> 8)) >> 8;
+}
+
+// CMYK as stored by Adobe-style (inverted) JPEGs to RGB or grey, the way Pillow converts them:
+// R = C*K/255 on the stored values; grey is libjpeg's luma of that RGB.
+void convert_cmyk_row(const std::uint8_t* cmyk, std::uint8_t* out, int width, bool grey) {
+  for (int x = 0; x < width; ++x, cmyk += 4) {
+    const int k = cmyk[3];
+    const int r = mul_div255(cmyk[0], k);
+    const int g = mul_div255(cmyk[1], k);
+    const int b = mul_div255(cmyk[2], k);
+    if (grey) {
+      out[x] = static_cast<std::uint8_t>((kLumaR * r + kLumaG * g + kLumaB * b + 32768) >> 16);
+    } else {
+      out[3 * x] = static_cast<std::uint8_t>(r);
+      out[3 * x + 1] = static_cast<std::uint8_t>(g);
+      out[3 * x + 2] = static_cast<std::uint8_t>(b);
+    }
+  }
+}
+
+Error invalid(const std::string& cause) { return Error(ErrorCode::kInvalidArgument, cause); }
+
+std::string rect_string(const Rect& r) {
+  return std::to_string(r.width) + "x" + std::to_string(r.height) + "+" + std::to_string(r.x) + "+" +
+         std::to_string(r.y);
+}
+
+// One libjpeg-path decode, as plain data: the guarded function below may longjmp, so it must not
+// own anything with a destructor.
+struct RowJob {
+  std::span<const std::uint8_t> jpeg;
+  int expect_width = 0;   // the header the caller passed, checked against the data
+  int expect_height = 0;
+  int denom = 1;
+  J_COLOR_SPACE color_space = JCS_RGB;
+  bool fast_dct = false;
+  bool fast_upsample = false;
+  bool crop = false;      // narrower than the scaled image: call jpeg_crop_scanline
+  int crop_x = 0;         // the requested columns, before libjpeg's alignment
+  int crop_width = 0;
+  Rect region;            // decoded_region(): what libjpeg must produce
+  ImageView out;
+  std::uint8_t* cmyk = nullptr;  // kRowsPerRead CMYK rows to convert from, or null
+  bool grey = false;
+  Rect produced;          // out: the columns libjpeg chose and the rows it skipped, for the error
+};
+
+enum class RowStatus { kOk, kLibjpegFailed, kHeaderMismatch, kGeometryMismatch };
+
+}  // namespace
+
+struct JpegDecoder::State {
+  tjhandle turbo = nullptr;
+  jpeg_decompress_struct cinfo{};
+  ErrorManager err{};
+  bool cinfo_created = false;
+  AlignedBuffer cmyk_rows;  // CMYK scanlines awaiting conversion; grows to the widest image
+
+  ~State() {
+    if (cinfo_created) jpeg_destroy_decompress(&cinfo);
+    if (turbo != nullptr) tjDestroy(turbo);
+  }
+};
+
+namespace {
+
+// The setjmp guards. Each returns to its caller with the decompressor reset (jpeg_abort_decompress)
+// whatever happened, so the next image starts clean; the caller throws from err.
+
+bool create_guarded(jpeg_decompress_struct& cinfo, ErrorManager& err) {
+  if (setjmp(err.jump) != 0) return false;
+  jpeg_create_decompress(&cinfo);
+  return true;
+}
+
+bool read_header_guarded(jpeg_decompress_struct& cinfo, ErrorManager& err,
+                         std::span<const std::uint8_t> jpeg) {
+  if (setjmp(err.jump) != 0) {
+    jpeg_abort_decompress(&cinfo);
+    return false;
+  }
+  // The source manager is allocated once in the permanent pool and reused by later calls.
+  jpeg_mem_src(&cinfo, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  return true;
+}
+
+RowStatus decode_rows_guarded(jpeg_decompress_struct& cinfo, ErrorManager& err, RowJob& job) {
+  if (setjmp(err.jump) != 0) {
+    jpeg_abort_decompress(&cinfo);
+    return RowStatus::kLibjpegFailed;
+  }
+  jpeg_mem_src(&cinfo, job.jpeg.data(), static_cast<unsigned long>(job.jpeg.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  if (static_cast<int>(cinfo.image_width) != job.expect_width ||
+      static_cast<int>(cinfo.image_height) != job.expect_height) {
+    jpeg_abort_decompress(&cinfo);
+    return RowStatus::kHeaderMismatch;
+  }
+  // The same parameters tjDecompress2 sets for the same flags, so both paths agree byte for byte.
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = static_cast<unsigned int>(job.denom);
+  cinfo.out_color_space = job.color_space;
+  cinfo.dct_method = job.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+  cinfo.do_fancy_upsampling = job.fast_upsample ? FALSE : TRUE;
+  // libjpeg-turbo 2.1.5 bug on a reused decompressor: with the merged upsampler (fast_upsample,
+  // 4:2:0 -> RGB at full scale) no colour deconverter is made, so cinfo.cconvert still points at
+  // the previous image's, freed by jpeg_abort_decompress; jpeg_skip_scanlines then writes through
+  // it (heap corruption, found with valgrind). NULL is the state it handles.
+  cinfo.cconvert = nullptr;
+  cinfo.cquantize = nullptr;
+  jpeg_start_decompress(&cinfo);
+
+  if (job.crop) {
+    auto x = static_cast<JDIMENSION>(job.crop_x);
+    auto width = static_cast<JDIMENSION>(job.crop_width);
+    jpeg_crop_scanline(&cinfo, &x, &width);
+    job.produced.x = static_cast<int>(x);
+  }
+  job.produced.width = static_cast<int>(cinfo.output_width);
+  if (job.produced.x == job.region.x && job.produced.width == job.region.width && job.region.y > 0) {
+    // Whole iMCU rows above the region are entropy-decoded only (no IDCT, no colour conversion).
+    job.produced.y = static_cast<int>(jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(job.region.y)));
+  }
+  job.produced.height = job.region.height;
+  if (job.produced != job.region) {
+    jpeg_abort_decompress(&cinfo);
+    return RowStatus::kGeometryMismatch;
+  }
+
+  const std::ptrdiff_t cmyk_stride = static_cast<std::ptrdiff_t>(job.region.width) * 4;
+  JSAMPROW rows[kRowsPerRead];
+  int done = 0;
+  while (done < job.region.height) {
+    const int want = std::min(kRowsPerRead, job.region.height - done);
+    for (int i = 0; i < want; ++i) {
+      rows[i] = job.cmyk != nullptr ? job.cmyk + i * cmyk_stride : job.out.row(done + i);
+    }
+    const int got = static_cast<int>(jpeg_read_scanlines(&cinfo, rows, static_cast<JDIMENSION>(want)));
+    if (got == 0) {  // cannot happen with a memory source (it never suspends); never spin
+      job.produced.height = done;
+      jpeg_abort_decompress(&cinfo);
+      return RowStatus::kGeometryMismatch;
+    }
+    if (job.cmyk != nullptr) {
+      for (int i = 0; i < got; ++i) {
+        convert_cmyk_row(rows[i], job.out.row(done + i), job.region.width, job.grey);
+      }
+    }
+    done += got;
+  }
+  // Stop early: rows below the region are never decoded (for a baseline file, never even read).
+  jpeg_abort_decompress(&cinfo);
+  return RowStatus::kOk;
+}
+
+}  // namespace
+
+JpegDecoder::JpegDecoder(const DecodeOptions& options)
+    : state_(std::make_unique<State>()), options_(options) {
+  State& s = *state_;
+  s.cinfo.err = jpeg_std_error(&s.err.pub);
+  s.err.pub.error_exit = on_libjpeg_error;
+  s.err.pub.emit_message = on_libjpeg_message;
+  s.err.pub.output_message = on_libjpeg_output;
+  s.err.arm(true);
+  if (!create_guarded(s.cinfo, s.err)) {
+    throw Error(ErrorCode::kInternal, std::string("jpeg_create_decompress failed: ") + s.err.message);
+  }
+  s.cinfo_created = true;
+  s.turbo = tjInitDecompress();
+  if (s.turbo == nullptr) {
+    throw Error(ErrorCode::kInternal, std::string("tjInitDecompress failed: ") + tjGetErrorStr2(nullptr));
+  }
+}
+
+JpegDecoder::~JpegDecoder() = default;
+
+int JpegDecoder::channels() const { return options_.color == Color::kGrey ? 1 : 3; }
+
+// jpeg_read_header rather than tjDecompressHeader3: it is what tjDecompressHeader3 runs inside
+// (same cost), and TurboJPEG 2.1 neither reports progressive mode nor the sampling factors, and
+// fails outright on subsampling it has no TJSAMP_ name for, which libjpeg decodes fine.
+JpegHeader JpegDecoder::read_header(std::span<const std::uint8_t> jpeg) {
+  if (jpeg.empty()) throw Error(ErrorCode::kCorruptData, "empty file");
+  if (jpeg.size() < 2 && jpeg[0] == 0xFF) {
+    throw Error(ErrorCode::kCorruptData, "truncated JPEG: the file is 1 byte long");
+  }
+  if (jpeg[0] != 0xFF || jpeg[1] != 0xD8) throw Error(ErrorCode::kUnsupportedFormat, describe_non_jpeg(jpeg));
+
+  State& s = *state_;
+  s.err.arm(!options_.accept_warnings);
+  if (!read_header_guarded(s.cinfo, s.err, jpeg)) throw libjpeg_failure(s.err, true);
+
+  const jpeg_decompress_struct& c = s.cinfo;
+  JpegHeader header;
+  header.width = static_cast<int>(c.image_width);
+  header.height = static_cast<int>(c.image_height);
+  header.components = c.num_components;
+  header.progressive = c.progressive_mode != FALSE;
+  // jpeg_crop_scanline aligns a single-component image to one block, whatever sampling factor
+  // its SOF declares (greyscale files written with 2x2 factors exist in the wild); the iMCU row
+  // height still follows the declared factor.
+  header.imcu_width = c.num_components == 1 ? DCTSIZE : DCTSIZE * c.max_h_samp_factor;
+  header.imcu_height = DCTSIZE * c.max_v_samp_factor;
+  const J_COLOR_SPACE space = c.jpeg_color_space;
+  jpeg_abort_decompress(&s.cinfo);
+
+  if ((header.components != 1 && header.components != 3 && header.components != 4) ||
+      space == JCS_UNKNOWN) {
+    throw Error(ErrorCode::kUnsupportedFormat,
+                "unsupported JPEG: " + std::to_string(header.components) +
+                    " colour components in an unknown colour space (expected grey, YCbCr/RGB or CMYK)");
+  }
+  const std::uint64_t pixels = static_cast<std::uint64_t>(header.width) * header.height;
+  if (pixels > options_.max_image_pixels) {
+    char cause[160];
+    std::snprintf(cause, sizeof cause, "image is %dx%d (%.1f MP), above max_image_pixels (%.1f MP)",
+                  header.width, header.height, static_cast<double>(pixels) / 1e6,
+                  static_cast<double>(options_.max_image_pixels) / 1e6);
+    throw Error(ErrorCode::kTooLarge, cause);
+  }
+  return header;
+}
+
+Size2 JpegDecoder::scaled_size(const JpegHeader& header, int denom) {
+  return {(header.width + denom - 1) / denom, (header.height + denom - 1) / denom};
+}
+
+Rect JpegDecoder::decoded_region(const JpegHeader& header, const JpegRequest& request) const {
+  const Rect wanted = columns_for_libjpeg(header, request);
+  const Size2 full = scaled_size(header, request.scale_denom);
+  // jpeg_crop_scanline leaves a full-width request alone; otherwise it moves the left edge down
+  // to an iMCU column, which in scaled pixels is imcu_width / denom (a whole number: 8 / denom
+  // blocks of max_h_samp_factor each), and widens the region so the right edge stays put.
+  if (wanted.x == 0 && wanted.width == full.width) return wanted;
+  const int align = std::max(1, header.imcu_width / request.scale_denom);
+  const int left = wanted.x / align * align;
+  return {left, wanted.y, wanted.x + wanted.width - left, wanted.height};
+}
+
+Rect JpegDecoder::columns_for_libjpeg(const JpegHeader& header, const JpegRequest& request) const {
+  const int denom = request.scale_denom;
+  if (denom != 1 && denom != 2 && denom != 4 && denom != 8) {
+    throw invalid("scale_denom must be 1, 2, 4 or 8, got " + std::to_string(denom));
+  }
+  const Size2 full = scaled_size(header, denom);
+  const Rect& r = request.region;
+  if (r.width == 0) return {0, 0, full.width, full.height};
+  if (r.width < 0 || r.height <= 0) throw invalid("region " + rect_string(r) + " is empty");
+  // 64-bit: x + width must not overflow for a region far outside the image.
+  auto x0 = static_cast<int>(std::max<std::int64_t>(r.x, 0));
+  const auto y0 = static_cast<int>(std::max<std::int64_t>(r.y, 0));
+  auto x1 = static_cast<int>(std::min<std::int64_t>(std::int64_t{r.x} + r.width, full.width));
+  const auto y1 = static_cast<int>(std::min<std::int64_t>(std::int64_t{r.y} + r.height, full.height));
+  if (x0 >= x1 || y0 >= y1) {
+    throw invalid("region " + rect_string(r) + " lies outside the " + std::to_string(full.width) + "x" +
+                  std::to_string(full.height) + " image (at 1/" + std::to_string(denom) + ")");
+  }
+  // Fancy chroma upsampling treats a crop's left and right edges as image edges, so the column
+  // next to each interior edge would differ from a full decode (by up to 63 levels on
+  // wallpaper-crops). Widening the crop by a column on the left (which moves the iMCU-aligned
+  // edge one iMCU left when the request starts on one) and kFancyMargin on the right keeps those
+  // columns outside the request, so the requested pixels equal the full decode's. (Grey output
+  // of a YCbCr file needs no margin, but the header does not say YCbCr from RGB; it is cheap.)
+  const bool chroma_subsampled = header.components > 1 && header.imcu_width > DCTSIZE;
+  if (!options_.fast_upsample && chroma_subsampled) {
+    x0 = std::max(0, x0 - 1);
+    x1 = std::min(full.width, x1 + kFancyMargin);
+  }
+  return {x0, y0, x1 - x0, y1 - y0};
+}
+
+void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& header,
+                         const JpegRequest& request, ImageView out) {
+  const Rect region = decoded_region(header, request);
+  const int ch = channels();
+  if (out.data == nullptr || out.width != region.width || out.height != region.height ||
+      out.channels != ch || out.stride < static_cast<std::ptrdiff_t>(region.width) * ch) {
+    throw invalid("decode output is " + std::to_string(out.width) + "x" + std::to_string(out.height) +
+                  "x" + std::to_string(out.channels) + " (stride " + std::to_string(out.stride) +
+                  ") but the decoded region is " + std::to_string(region.width) + "x" +
+                  std::to_string(region.height) + "x" + std::to_string(ch));
+  }
+  if (jpeg.empty()) throw Error(ErrorCode::kCorruptData, "empty file");
+  State& s = *state_;
+  const Size2 full = scaled_size(header, request.scale_denom);
+  const bool whole = region == Rect{0, 0, full.width, full.height};
+  const bool grey = options_.color == Color::kGrey;
+  const bool cmyk = header.components == 4;
+
+  // TurboJPEG picks the largest of its 16 factors whose output fits the requested size, which for
+  // tiny images (e.g. 3x3 at 1/2 -> 5/8) is not 1/denom: those go the libjpeg way, which scales
+  // exactly. CMYK needs a per-row conversion TurboJPEG does not do. With accept_warnings, 2.1's
+  // tjGetErrorCode says TJERR_WARNING whenever a warning happened, even when a fatal error
+  // followed, so only our own error manager can tell an accepted warning from a failure.
+  bool turbo = whole && !cmyk && !options_.accept_warnings;
+  if (turbo) {
+    int count = 0;
+    const tjscalingfactor* factors = tjGetScalingFactors(&count);
+    for (int i = 0; i < count; ++i) {
+      const tjscalingfactor f = factors[i];
+      if (TJSCALED(header.width, f) <= full.width && TJSCALED(header.height, f) <= full.height) {
+        turbo = f.num == 1 && f.denom == request.scale_denom;
+        break;
+      }
+    }
+  }
+
+  if (turbo) {
+    int flags = TJFLAG_STOPONWARNING;  // a warning means damage we refuse (accept_warnings is off)
+    if (options_.fast_dct) flags |= TJFLAG_FASTDCT;
+    if (options_.fast_upsample) flags |= TJFLAG_FASTUPSAMPLE;
+    const int rc = tjDecompress2(s.turbo, jpeg.data(), static_cast<unsigned long>(jpeg.size()), out.data,
+                                 full.width, static_cast<int>(out.stride), full.height,
+                                 grey ? TJPF_GRAY : TJPF_RGB, flags);
+    if (rc != 0) {
+      // STOPONWARNING: any warning ended the decode. TurboJPEG 2.1 only gives us its text.
+      const bool warning = tjGetErrorCode(s.turbo) == TJERR_WARNING;
+      const std::string_view message = tjGetErrorStr2(s.turbo);
+      const bool truncated = warning && message.find("Premature end of JPEG file") != message.npos;
+      throw failure(false, warning, truncated, message, message);
+    }
+    return;
+  }
+
+  RowJob job;
+  job.jpeg = jpeg;
+  job.expect_width = header.width;
+  job.expect_height = header.height;
+  job.denom = request.scale_denom;
+  job.color_space = cmyk ? JCS_CMYK : (grey ? JCS_GRAYSCALE : JCS_RGB);
+  job.fast_dct = options_.fast_dct;
+  job.fast_upsample = options_.fast_upsample;
+  job.crop = region.width < full.width;
+  if (job.crop) {  // what we ask jpeg_crop_scanline for, before it aligns the left edge
+    const Rect wanted = columns_for_libjpeg(header, request);
+    job.crop_x = wanted.x;
+    job.crop_width = wanted.width;
+  }
+  job.region = region;
+  job.out = out;
+  job.grey = grey;
+  if (cmyk) {
+    s.cmyk_rows.reserve(static_cast<std::size_t>(region.width) * 4 * kRowsPerRead);
+    job.cmyk = s.cmyk_rows.data();
+  }
+
+  s.err.arm(!options_.accept_warnings);
+  switch (decode_rows_guarded(s.cinfo, s.err, job)) {
+    case RowStatus::kOk: return;
+    case RowStatus::kLibjpegFailed: throw libjpeg_failure(s.err, false);
+    case RowStatus::kHeaderMismatch:
+      throw invalid("the header passed to decode() says " + std::to_string(header.width) + "x" +
+                    std::to_string(header.height) + " but the data is another image");
+    case RowStatus::kGeometryMismatch:
+      throw Error(ErrorCode::kInternal,
+                  "libjpeg decodes " + rect_string(job.produced) + " but decoded_region() predicted " +
+                      rect_string(region) + " (request " + rect_string(request.region) + " at 1/" +
+                      std::to_string(request.scale_denom) + ")");
+  }
+}
+
+}  // namespace sluice::stages

@@ -1,0 +1,673 @@
+// JpegDecoder (the decode_jpeg kernel): byte-exact agreement with tjDecompress2 on the shared
+// datasets, DCT scaling, region (ROI) decode against the whole image, colour conversions, bad
+// input, determinism across reuse and threads, and no heap allocation per image after warm-up.
+#include "stages/jpeg_decoder.hpp"
+
+#include <gtest/gtest.h>
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <new>
+#include <random>
+#include <thread>
+
+#include "sluice/core/error.hpp"
+#include "test_support.hpp"
+
+// Counts operator new on threads that ask to be counted (the allocation test below).
+namespace {
+std::atomic<long> g_allocations{0};
+thread_local bool t_counting = false;
+void* counted_new(std::size_t n, std::size_t align) {
+  if (t_counting) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align)
+                                              : std::malloc(n == 0 ? 1 : n);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+void* operator new(std::size_t n) { return counted_new(n, 0); }
+void* operator new[](std::size_t n) { return counted_new(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted_new(n, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted_new(n, static_cast<std::size_t>(a)); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace sluice::stages {
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<std::uint8_t>;
+using test::encode_jpeg;
+using test::make_pattern;
+using test::read_bytes;
+
+struct Image {
+  int width = 0, height = 0, channels = 0;
+  Bytes pixels;
+  const std::uint8_t* at(int x, int y) const {
+    return pixels.data() + (static_cast<std::size_t>(y) * width + x) * channels;
+  }
+};
+
+DecodeOptions options(Color color, bool fast_dct = false, bool fast_upsample = false) {
+  DecodeOptions o;
+  o.color = color;
+  o.fast_dct = fast_dct;
+  o.fast_upsample = fast_upsample;
+  return o;
+}
+
+Image decode(JpegDecoder& decoder, const Bytes& jpeg, JpegRequest request = {}) {
+  const JpegHeader header = decoder.read_header(jpeg);
+  const Rect r = decoder.decoded_region(header, request);
+  Image image{r.width, r.height, decoder.channels(), {}};
+  image.pixels.resize(static_cast<std::size_t>(r.width) * r.height * image.channels);
+  decoder.decode(jpeg, header, request,
+                 ImageView{image.pixels.data(), r.width, r.height, image.channels,
+                           static_cast<std::ptrdiff_t>(r.width) * image.channels});
+  return image;
+}
+
+// TurboJPEG's own decode at 1/denom: the reference. Returns rc != 0 images as empty.
+Image turbo_decode(const Bytes& jpeg, int denom, int pixel_format, int flags, int* rc = nullptr) {
+  tjhandle tj = tjInitDecompress();
+  int w = 0, h = 0, subsamp = 0, space = 0;
+  tjDecompressHeader3(tj, jpeg.data(), jpeg.size(), &w, &h, &subsamp, &space);
+  const tjscalingfactor f{1, denom};
+  Image image{TJSCALED(w, f), TJSCALED(h, f), tjPixelSize[pixel_format], {}};
+  image.pixels.resize(static_cast<std::size_t>(image.width) * image.height * image.channels);
+  const int result = tjDecompress2(tj, jpeg.data(), jpeg.size(), image.pixels.data(), image.width, 0,
+                                   image.height, pixel_format, flags);
+  tjDestroy(tj);
+  if (rc != nullptr) *rc = result;
+  if (result != 0 && rc == nullptr) ADD_FAILURE() << "tjDecompress2 failed";
+  return image;
+}
+
+std::vector<fs::path> jpegs_under(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Every step-th file plus up to `special` progressive and `special` greyscale ones (found from
+// their headers).
+struct Sample {
+  std::vector<fs::path> files;
+  int progressive = 0, grey = 0;
+};
+Sample sample_of(const fs::path& dir, int step, int special = 1000) {
+  Sample s;
+  JpegDecoder probe({});
+  const auto all = jpegs_under(dir);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const JpegHeader h = probe.read_header(read_bytes(all[i]));
+    const bool progressive = h.progressive && s.progressive < special;
+    const bool grey = h.components == 1 && s.grey < special;
+    if (i % step == 0 || progressive || grey) s.files.push_back(all[i]);
+    s.progressive += progressive;
+    s.grey += grey;
+  }
+  return s;
+}
+
+// Decodes every file with RGB and grey output, with and without fast_dct, and compares each with
+// tjDecompress2 given the same flags.
+void expect_full_decodes_match_turbo(const std::vector<fs::path>& files, int denom) {
+  for (const Color color : {Color::kRGB, Color::kGrey}) {
+    for (const bool fast_dct : {false, true}) {
+      JpegDecoder decoder(options(color, fast_dct));
+      const int pf = color == Color::kRGB ? TJPF_RGB : TJPF_GRAY;
+      for (const auto& path : files) {
+        const Bytes jpeg = read_bytes(path);
+        const Image ours = decode(decoder, jpeg, {denom, {}});
+        const Image ref = turbo_decode(jpeg, denom, pf, fast_dct ? TJFLAG_FASTDCT : 0);
+        const JpegHeader h = decoder.read_header(jpeg);
+        ASSERT_EQ(JpegDecoder::scaled_size(h, denom), (Size2{ref.width, ref.height})) << path;
+        ASSERT_TRUE(ours.pixels == ref.pixels)
+            << path << " grey=" << (color == Color::kGrey) << " fast_dct=" << fast_dct << " 1/" << denom;
+      }
+    }
+  }
+}
+
+TEST(JpegDecoderFull, WallpaperCropsMatchTjDecompress2RgbGreyFastDct) {
+  SLUICE_REQUIRE_DATASET(dir, "wallpaper-crops");
+  const Sample s = sample_of(dir, 10);
+  ASSERT_GE(s.progressive, 50);  // 58 progressive (2 of them grey) and 26 greyscale files
+  ASSERT_GE(s.grey, 20);
+  expect_full_decodes_match_turbo(s.files, 1);
+}
+
+TEST(JpegDecoderFull, ImagenetteValIncludingGreyscaleMatchesTjDecompress2) {
+  SLUICE_REQUIRE_DATASET(dir, "imagenette-val");
+  const Sample s = sample_of(dir, 25);
+  ASSERT_GE(s.grey, 60);
+  expect_full_decodes_match_turbo(s.files, 1);
+}
+
+TEST(JpegDecoderFull, Cifar10TestMatchesTjDecompress2) {
+  SLUICE_REQUIRE_DATASET(dir, "cifar10/test");
+  expect_full_decodes_match_turbo(sample_of(dir, 50).files, 1);
+}
+
+TEST(JpegDecoderFull, FastUpsampleMatchesTjDecompress2WithFlag) {
+  SLUICE_REQUIRE_DATASET(dir, "wallpaper-crops");
+  JpegDecoder decoder(options(Color::kRGB, false, true));
+  for (const auto& path : sample_of(dir, 40, 8).files) {
+    const Bytes jpeg = read_bytes(path);
+    ASSERT_TRUE(decode(decoder, jpeg).pixels == turbo_decode(jpeg, 1, TJPF_RGB, TJFLAG_FASTUPSAMPLE).pixels)
+        << path;
+  }
+}
+
+TEST(JpegDecoderFull, StridedOutputMatchesPackedOutputAndLeavesPaddingAlone) {
+  const Bytes jpeg = encode_jpeg(make_pattern(75, 50, 3, 1), 75, 50, 3);
+  JpegDecoder decoder({});
+  const JpegHeader h = decoder.read_header(jpeg);
+  for (const JpegRequest request : {JpegRequest{1, {}}, JpegRequest{1, {20, 10, 30, 20}}}) {
+    const Image packed = decode(decoder, jpeg, request);
+    const Rect r = decoder.decoded_region(h, request);
+    const std::ptrdiff_t stride = r.width * 3 + 13;
+    Bytes buffer(static_cast<std::size_t>(stride) * r.height, 0xA5);
+    decoder.decode(jpeg, h, request, ImageView{buffer.data(), r.width, r.height, 3, stride});
+    for (int y = 0; y < r.height; ++y) {
+      ASSERT_EQ(0, std::memcmp(buffer.data() + y * stride, packed.at(0, y), r.width * 3u));
+      for (std::ptrdiff_t i = r.width * 3; i < stride; ++i) ASSERT_EQ(buffer[y * stride + i], 0xA5);
+    }
+  }
+}
+
+TEST(JpegDecoderScaled, HalfQuarterEighthMatchTjDecompress2AndScaledSize) {
+  SLUICE_REQUIRE_DATASET(dir, "wallpaper-crops");
+  const Sample s = sample_of(dir, 40, 8);
+  ASSERT_EQ(s.progressive, 8);
+  ASSERT_EQ(s.grey, 8);
+  for (const int denom : {2, 4, 8}) expect_full_decodes_match_turbo(s.files, denom);
+}
+
+TEST(JpegDecoderScaled, TinyImageDecodesAtExactlyOneOverDenom) {
+  // tjDecompress2 would pick 5/8 for a 3x3 image asked to fit 2x2; we must scale by 1/2 as the
+  // region path does, so a row of the whole image equals the same row decoded as a region.
+  const Bytes jpeg = encode_jpeg(make_pattern(3, 3, 3, 7), 3, 3, 3, {.subsampling = 0});
+  JpegDecoder decoder({});
+  const Image whole = decode(decoder, jpeg, {2, {}});
+  ASSERT_EQ(whole.width, 2);
+  const Image row = decode(decoder, jpeg, {2, {0, 0, 2, 1}});
+  EXPECT_EQ(0, std::memcmp(row.pixels.data(), whole.pixels.data(), 6));
+}
+
+// Region decode against the whole image at the same scale: every requested pixel must be equal.
+// Measured on all 1,000 wallpaper-crops x 20 random regions x {1,1/2,1/4,1/8} x {fancy, fast
+// upsampling} x {RGB, grey}: exact everywhere inside the request. The extra columns decode() adds
+// (decoded_region() minus the request) differ only in their outermost column at an interior edge,
+// at full scale with fancy 4:2:0 upsampling, by at most 63.
+void expect_region_matches(JpegDecoder& decoder, const Bytes& jpeg, const Image& full, int denom,
+                           Rect request, const std::string& what) {
+  const JpegHeader h = decoder.read_header(jpeg);
+  const Rect r = decoder.decoded_region(h, {denom, request});
+  const Image part = decode(decoder, jpeg, {denom, request});
+  const int align = h.imcu_width / denom;
+  ASSERT_TRUE(r.x == 0 || (align > 0 && r.x % align == 0)) << what;
+  ASSERT_LE(r.x, request.x);
+  ASSERT_GE(r.x + r.width, std::min(full.width, request.x + request.width));
+  ASSERT_EQ(r.y, request.y);
+  ASSERT_EQ(r.height, std::min(request.height, full.height - request.y));
+  for (int y = 0; y < part.height; ++y) {
+    for (int x = 0; x < part.width; ++x) {
+      const bool requested = r.x + x >= request.x && r.x + x < request.x + request.width;
+      const bool outer = (x == 0 && r.x > 0) || (x == part.width - 1 && r.x + r.width < full.width);
+      for (int c = 0; c < part.channels; ++c) {
+        const int diff = std::abs(part.at(x, y)[c] - full.at(r.x + x, r.y + y)[c]);
+        if (diff > ((requested || !outer) ? 0 : 63)) {
+          FAIL() << what << ": " << diff << " off at " << x << "," << y << " of " << r.width << "x"
+                 << r.height << "+" << r.x << "+" << r.y << (requested ? " (requested)" : "");
+        }
+      }
+    }
+  }
+}
+
+TEST(JpegDecoderRegion, RandomRegionsOfWallpaperCropsEqualFullDecodeAtEveryScale) {
+  SLUICE_REQUIRE_DATASET(dir, "wallpaper-crops");
+  const std::vector<fs::path> files = sample_of(dir, 50, 6).files;
+  std::mt19937 rng(42);
+  for (const bool fast_upsample : {false, true}) {
+    for (const Color color : {Color::kRGB, Color::kGrey}) {
+      JpegDecoder decoder(options(color, false, fast_upsample));
+      for (const auto& path : files) {
+        const Bytes jpeg = read_bytes(path);
+        for (const int denom : {1, 2, 4, 8}) {
+          const Image full = decode(decoder, jpeg, {denom, {}});
+          for (int k = 0; k < 4; ++k) {
+            const int w = 1 + static_cast<int>(rng() % full.width);
+            const int h = 1 + static_cast<int>(rng() % full.height);
+            const Rect request{static_cast<int>(rng() % (full.width - w + 1)),
+                               static_cast<int>(rng() % (full.height - h + 1)), w, h};
+            expect_region_matches(decoder, jpeg, full, denom, request,
+                                  path.filename().string() + " 1/" + std::to_string(denom));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(JpegDecoderRegion, EdgesOneByOnePixelsAndEverySubsamplingEqualFullDecode) {
+  struct Case { int subsampling; bool progressive; };
+  const Case cases[] = {{0, false}, {1, false}, {2, false}, {3, false}, {4, false}, {5, false},
+                        {2, true}, {3, true}, {1, true}};
+  for (const Case& c : cases) {
+    const int channels = c.subsampling == 3 ? 1 : 3;
+    const Bytes jpeg = encode_jpeg(make_pattern(97, 61, channels, 3), 97, 61, channels,
+                                   {.quality = 85, .subsampling = c.subsampling, .progressive = c.progressive});
+    for (const bool fast_upsample : {false, true}) {
+      JpegDecoder decoder(options(Color::kRGB, false, fast_upsample));
+      for (const int denom : {1, 2, 4, 8}) {
+        const Image full = decode(decoder, jpeg, {denom, {}});
+        const int w = full.width, h = full.height;
+        const std::string what = "subsampling " + std::to_string(c.subsampling) +
+                                 (c.progressive ? " progressive" : "") + " 1/" + std::to_string(denom);
+        std::vector<Rect> regions = {{0, 0, 1, 1},         {w - 1, 0, 1, 1},     {0, h - 1, 1, 1},
+                                     {w - 1, h - 1, 1, 1}, {w / 2, h / 2, 1, 1}, {0, 0, w, 1},
+                                     {0, h - 1, w, 1},     {w - 1, 0, 1, h},     {1, 1, w - 2 > 0 ? w - 2 : 1, h - 1},
+                                     {w / 3, 0, w - w / 3, h}};
+        for (const int x : {7, 8, 9, 15, 16, 17, 31, 32, 33}) {
+          if (x < w) regions.push_back({x, std::min(x, h - 1), std::min(5, w - x), 3});
+        }
+        for (const Rect& r : regions) {
+          if (r.x + r.width > w || r.y + r.height > h) continue;
+          expect_region_matches(decoder, jpeg, full, denom, r, what);
+        }
+      }
+    }
+  }
+}
+
+TEST(JpegDecoderRegion, DecodedRegionAlignsLeftEdgeToScaledImcuColumn) {
+  JpegDecoder fast(options(Color::kRGB, false, true));
+  JpegDecoder fancy({});
+  const JpegHeader yuv420 = fast.read_header(encode_jpeg(make_pattern(100, 80, 3, 1), 100, 80, 3));
+  const JpegHeader grey = fast.read_header(encode_jpeg(make_pattern(100, 80, 1, 1), 100, 80, 1));
+  EXPECT_EQ(yuv420.imcu_width, 16);
+  EXPECT_EQ(yuv420.imcu_height, 16);
+  EXPECT_EQ(grey.imcu_width, 8);
+  EXPECT_EQ(fast.decoded_region(yuv420, {1, {37, 5, 10, 10}}), (Rect{32, 5, 15, 10}));
+  EXPECT_EQ(fast.decoded_region(yuv420, {2, {37, 5, 10, 10}}), (Rect{32, 5, 15, 10}));
+  EXPECT_EQ(fast.decoded_region(yuv420, {8, {5, 1, 3, 3}}), (Rect{4, 1, 4, 3}));
+  EXPECT_EQ(fast.decoded_region(grey, {1, {37, 5, 10, 10}}), (Rect{32, 5, 15, 10}));
+  EXPECT_EQ(fast.decoded_region(grey, {4, {5, 5, 10, 10}}), (Rect{4, 5, 11, 10}));
+  EXPECT_EQ(fast.decoded_region(yuv420, {1, {0, 3, 100, 2}}), (Rect{0, 3, 100, 2}));  // full width
+  EXPECT_EQ(fast.decoded_region(yuv420, {1, {90, 70, 50, 50}}), (Rect{80, 70, 20, 10}));  // clamped
+  // Fancy upsampling keeps the edge columns outside the request: one iMCU further left when the
+  // request starts on one, two columns further right.
+  EXPECT_EQ(fancy.decoded_region(yuv420, {1, {32, 5, 10, 10}}), (Rect{16, 5, 28, 10}));
+  EXPECT_EQ(fancy.decoded_region(yuv420, {1, {37, 5, 10, 10}}), (Rect{32, 5, 17, 10}));
+}
+
+TEST(JpegDecoderRegion, StopsEarlyAboveTheDamageOfATruncatedFile) {
+  const Bytes intact = encode_jpeg(make_pattern(640, 480, 3, 5), 640, 480, 3);
+  const Bytes cut(intact.begin(), intact.begin() + static_cast<std::ptrdiff_t>(intact.size() / 2));
+  JpegDecoder decoder({});
+  const Image full = decode(decoder, intact);
+  // The top rows are still in the cut file: decoding stops before libjpeg reaches the cut.
+  expect_region_matches(decoder, cut, full, 1, {100, 0, 200, 64}, "top of a file cut in half");
+  for (const JpegRequest below : {JpegRequest{1, {100, 400, 200, 64}}, JpegRequest{1, {}}}) {
+    try {
+      decode(decoder, cut, below);
+      FAIL() << "rows below the cut decoded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+      EXPECT_EQ(e.cause().rfind("truncated JPEG: the file ends before the last row to decode (Premature end "
+                                "of JPEG file); DecodeOptions::accept_warnings decodes what is there", 0),
+                0u)
+          << e.cause();
+    }
+  }
+}
+
+TEST(JpegDecoderRegion, MissingEoiFailsOnlyDecodesThatReachTheLastImcuRow) {
+  // libjpeg's bit reader reads ahead past the last MCU and warns when the EOI marker is missing,
+  // so a file missing only its EOI fails any decode that reaches its last iMCU row (rows 48-63,
+  // which fancy 4:2:0 upsampling also decodes for the context of rows 46-47), and decodes above.
+  const Bytes intact = encode_jpeg(make_pattern(64, 64, 3, 5), 64, 64, 3);
+  const Bytes no_eoi(intact.begin(), intact.end() - 2);
+  JpegDecoder decoder({});
+  const Image full = decode(decoder, intact);
+  expect_region_matches(decoder, no_eoi, full, 1, {0, 0, 64, 32}, "rows 0-31");
+  expect_region_matches(decoder, no_eoi, full, 1, {8, 8, 40, 24}, "rows 8-31");
+  expect_region_matches(decoder, no_eoi, full, 1, {0, 40, 64, 2}, "rows 40-41");
+  EXPECT_THROW(decode(decoder, no_eoi, {1, {0, 50, 64, 2}}), Error);
+  EXPECT_THROW(decode(decoder, no_eoi), Error);
+}
+
+TEST(JpegDecoderColor, CmykDecodesToPillowRgbWithinJpegTolerance) {
+  const int w = 64, h = 48;
+  const Bytes cmyk = make_pattern(w, h, 4, 9);
+  for (const int subsampling : {0, 2}) {
+    const Bytes jpeg = encode_jpeg(cmyk, w, h, 4, {.quality = 95, .subsampling = subsampling, .cmyk = true});
+    JpegDecoder rgb_decoder({});
+    JpegDecoder grey_decoder(options(Color::kGrey));
+    EXPECT_EQ(rgb_decoder.read_header(jpeg).components, 4);
+    const Image rgb = decode(rgb_decoder, jpeg);
+    const Image grey = decode(grey_decoder, jpeg);
+    // Exact: TurboJPEG's CMYK decode, converted as Pillow converts Adobe CMYK.
+    const Image ref = turbo_decode(jpeg, 1, TJPF_CMYK, 0);
+    int worst = 0;
+    long total = 0;
+    for (int i = 0; i < w * h; ++i) {
+      const auto mul = [](int a, int b) { const int t = a * b + 128; return (t + (t >> 8)) >> 8; };
+      const std::uint8_t* q = &ref.pixels[4 * i];
+      const int expect[3] = {mul(q[0], q[3]), mul(q[1], q[3]), mul(q[2], q[3])};
+      for (int c = 0; c < 3; ++c) ASSERT_EQ(rgb.pixels[3 * i + c], expect[c]) << "pixel " << i;
+      const int luma = (19595 * expect[0] + 38470 * expect[1] + 7471 * expect[2] + 32768) >> 16;
+      ASSERT_EQ(grey.pixels[i], luma) << "pixel " << i;
+      // Within JPEG tolerance of the source pixels converted the same way.
+      const std::uint8_t* s = &cmyk[4 * i];
+      for (int c = 0; c < 3; ++c) {
+        const int diff = std::abs(rgb.pixels[3 * i + c] - mul(s[c], s[3]));
+        worst = std::max(worst, diff);
+        total += diff;
+      }
+    }
+    // Measured at quality 95 on this noisy pattern: mean 1.95, worst 15 at 4:4:4; mean 2.80,
+    // worst 50 at 4:2:0 (the pattern's per-pixel noise does not survive chroma subsampling).
+    EXPECT_LE(total / (3.0 * w * h), subsampling == 0 ? 2.5 : 3.5) << "subsampling " << subsampling;
+    EXPECT_LE(worst, subsampling == 0 ? 16 : 56) << "subsampling " << subsampling;
+    // Regions and DCT scaling take the same conversion.
+    for (const int denom : {1, 2}) {
+      const Image full = decode(rgb_decoder, jpeg, {denom, {}});
+      expect_region_matches(rgb_decoder, jpeg, full, denom, {9 / denom, 5, 17 / denom, 11 / denom}, "cmyk");
+    }
+  }
+}
+
+TEST(JpegDecoderColor, GreyJpegToRgbReplicatesTheGreyDecode) {
+  const Bytes jpeg = encode_jpeg(make_pattern(50, 40, 1, 4), 50, 40, 1);
+  JpegDecoder rgb({}), grey(options(Color::kGrey));
+  for (const JpegRequest request : {JpegRequest{1, {}}, JpegRequest{1, {10, 3, 20, 30}}, JpegRequest{2, {}}}) {
+    const Image c = decode(rgb, jpeg, request), g = decode(grey, jpeg, request);
+    ASSERT_EQ(c.width * c.height, g.width * g.height);
+    for (int i = 0; i < g.width * g.height; ++i) {
+      for (int k = 0; k < 3; ++k) ASSERT_EQ(c.pixels[3 * i + k], g.pixels[i]);
+    }
+  }
+}
+
+TEST(JpegDecoderColor, RgbColourspaceJpegToGreyIsLibjpegLuma) {
+  // A JPEG whose components are R, G, B (ids 'R' 'G' 'B', no JFIF marker): libjpeg converts it to
+  // grey with its luma weights instead of taking the Y channel.
+  Bytes jpeg = encode_jpeg(make_pattern(40, 24, 3, 2), 40, 24, 3, {.subsampling = 0});
+  ASSERT_EQ(jpeg[2], 0xFF);
+  ASSERT_EQ(jpeg[3], 0xE0);  // drop the JFIF APP0 segment
+  jpeg.erase(jpeg.begin() + 2, jpeg.begin() + 4 + (jpeg[4] << 8 | jpeg[5]));
+  for (std::size_t i = 2; i + 1 < jpeg.size(); ++i) {
+    if (jpeg[i] != 0xFF) continue;
+    if (jpeg[i + 1] == 0xC0) { for (int c = 0; c < 3; ++c) jpeg[i + 10 + 3 * c] = "RGB"[c]; }
+    if (jpeg[i + 1] == 0xDA) { for (int c = 0; c < 3; ++c) jpeg[i + 5 + 2 * c] = "RGB"[c]; break; }
+  }
+  JpegDecoder rgb({}), grey(options(Color::kGrey));
+  for (const JpegRequest request : {JpegRequest{1, {}}, JpegRequest{1, {9, 2, 20, 10}}}) {
+    const Image c = decode(rgb, jpeg, request), g = decode(grey, jpeg, request);
+    for (int i = 0; i < g.width * g.height; ++i) {
+      const std::uint8_t* p = &c.pixels[3 * i];
+      ASSERT_EQ(g.pixels[i], (19595 * p[0] + 38470 * p[1] + 7471 * p[2] + 32768) >> 16) << i;
+    }
+  }
+}
+
+// Bad input: the code, and a cause that says what is wrong.
+Error error_of(const Bytes& jpeg, DecodeOptions o = {}, JpegRequest request = {}) {
+  JpegDecoder decoder(o);
+  try {
+    decode(decoder, jpeg, request);
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.path().empty()) << "the caller adds the path";
+    return e;
+  }
+  ADD_FAILURE() << "decoded without an error";
+  return Error(ErrorCode::kInternal, "no error");
+}
+
+TEST(JpegDecoderErrors, EmptyInputIsCorruptData) {
+  const Error e = error_of({});
+  EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+  EXPECT_EQ(e.cause(), "empty file");
+}
+
+TEST(JpegDecoderErrors, OtherFormatsAreUnsupportedAndNamed) {
+  const std::pair<std::string, std::string> cases[] = {
+      {std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16), "PNG image, not a JPEG"},
+      {"GIF89a\x10\0\x10\0", "GIF image, not a JPEG"},
+      {"BM6\0\0\0\0\0", "BMP image, not a JPEG"},
+      {std::string("RIFF\x24\0\0\0WEBPVP8 ", 16), "WebP image, not a JPEG"}};
+  for (const auto& [bytes, cause] : cases) {
+    const Error e = error_of(Bytes(bytes.begin(), bytes.end()));
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupportedFormat);
+    EXPECT_EQ(e.cause(), cause);
+  }
+}
+
+TEST(JpegDecoderErrors, RandomBytesAreNotAJpegAndRandomBytesAfterSoiAreCorrupt) {
+  std::mt19937 rng(3);
+  Bytes noise(4096);
+  for (auto& b : noise) b = static_cast<std::uint8_t>(rng());
+  noise[0] = 0x12;
+  Error e = error_of(noise);
+  EXPECT_EQ(e.code(), ErrorCode::kUnsupportedFormat);
+  EXPECT_NE(e.cause().find("does not start with the SOI marker FF D8 (starts with 12"), std::string::npos)
+      << e.cause();
+  noise[0] = 0xFF;
+  noise[1] = 0xD8;
+  e = error_of(noise);
+  EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+  EXPECT_NE(e.cause().find("damaged JPEG header"), std::string::npos) << e.cause();
+}
+
+TEST(JpegDecoderErrors, DatasetTruncatedJpegIsCorruptData) {
+  SLUICE_REQUIRE_DATASET(path, "corrupt/truncated.jpg");
+  const Bytes jpeg = read_bytes(path);
+  for (const bool accept : {false, true}) {
+    DecodeOptions o;
+    o.accept_warnings = accept;
+    // Cut inside its third Huffman table, before any scan: no option can decode it.
+    const Error e = error_of(jpeg, o);
+    EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+    EXPECT_EQ(e.cause(), accept ? "truncated JPEG: the file ends inside its header (Premature end of JPEG "
+                                  "file, then: Bogus Huffman table definition)"
+                                : "truncated JPEG: the file ends inside its header (Premature end of JPEG file)");
+  }
+}
+
+TEST(JpegDecoderErrors, TruncationsAtEveryStageAreCorruptData) {
+  const Bytes jpeg = encode_jpeg(make_pattern(256, 192, 3, 8), 256, 192, 3);
+  std::size_t sos = 0;
+  while (!(jpeg[sos] == 0xFF && jpeg[sos + 1] == 0xDA)) ++sos;
+  const std::size_t data = sos + 2 + (jpeg[sos + 2] << 8 | jpeg[sos + 3]);
+  for (const std::size_t cut : {std::size_t{2}, std::size_t{11}, std::size_t{100}, sos - 20,
+                                sos + 5, data, data + 40, (data + jpeg.size()) / 2, jpeg.size() - 40,
+                                jpeg.size() - 2}) {
+    for (const bool accept : {false, true}) {
+      DecodeOptions o;
+      o.accept_warnings = accept;
+      const Bytes part(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(cut));
+      if (accept && cut >= data) {  // the scan has begun: libjpeg decodes what is there
+        JpegDecoder decoder(o);
+        EXPECT_NO_THROW(decode(decoder, part)) << "cut at " << cut;
+        continue;
+      }
+      const Error e = error_of(part, o);
+      EXPECT_EQ(e.code(), ErrorCode::kCorruptData) << "cut at " << cut << ": " << e.cause();
+      EXPECT_EQ(e.cause().rfind(cut < data ? "truncated JPEG: the file ends inside its header"
+                                           : "truncated JPEG: the file ends before the last row",
+                                0),
+                0u)
+          << "cut at " << cut << ": " << e.cause();
+    }
+  }
+}
+
+TEST(JpegDecoderErrors, AcceptWarningsDecodesTruncatedScanDataLikeTurboJpeg) {
+  const Bytes intact = encode_jpeg(make_pattern(256, 192, 3, 8), 256, 192, 3);
+  const Bytes cut(intact.begin(), intact.begin() + static_cast<std::ptrdiff_t>(intact.size() * 3 / 4));
+  const Error e = error_of(cut);
+  EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+  EXPECT_NE(e.cause().find("(Premature end of JPEG file)"), std::string::npos) << e.cause();
+  EXPECT_NE(e.cause().find("accept_warnings"), std::string::npos) << e.cause();
+  DecodeOptions o;
+  o.accept_warnings = true;
+  JpegDecoder decoder(o);
+  int rc = 0;
+  const Image ref = turbo_decode(cut, 1, TJPF_RGB, 0, &rc);  // fills the missing rows, rc -1
+  EXPECT_EQ(rc, -1);
+  EXPECT_TRUE(decode(decoder, cut).pixels == ref.pixels);
+}
+
+TEST(JpegDecoderErrors, HeaderClaiming60000x60000IsTooLargeBeforeDecoding) {
+  Bytes jpeg = encode_jpeg(make_pattern(16, 16, 3, 1), 16, 16, 3);
+  std::size_t sof = 2;
+  while (!(jpeg[sof] == 0xFF && jpeg[sof + 1] == 0xC0)) ++sof;
+  jpeg[sof + 5] = jpeg[sof + 7] = 60000 >> 8;    // height, width
+  jpeg[sof + 6] = jpeg[sof + 8] = 60000 & 0xFF;
+  const Error e = error_of(jpeg);
+  EXPECT_EQ(e.code(), ErrorCode::kTooLarge);
+  EXPECT_EQ(e.cause(), "image is 60000x60000 (3600.0 MP), above max_image_pixels (128.0 MP)");
+}
+
+TEST(JpegDecoderErrors, BadRequestsAndOutputsAreInvalidArgument) {
+  const Bytes jpeg = encode_jpeg(make_pattern(40, 30, 3, 1), 40, 30, 3);
+  const Bytes other = encode_jpeg(make_pattern(30, 40, 3, 1), 30, 40, 3);
+  JpegDecoder decoder({});
+  const JpegHeader h = decoder.read_header(jpeg);
+  Bytes buffer(40 * 30 * 3);
+  const auto code_of = [&](const std::function<void()>& f) {
+    try { f(); } catch (const Error& e) { return e.code(); }
+    return ErrorCode::kInternal;
+  };
+  EXPECT_EQ(code_of([&] { decoder.decoded_region(h, {3, {}}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { decoder.decoded_region(h, {1, {50, 0, 5, 5}}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { decoder.decoded_region(h, {1, {0, 0, 5, 0}}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { decoder.decode(jpeg, h, {}, ImageView{buffer.data(), 39, 30, 3, 120}); }),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { decoder.decode(jpeg, h, {}, ImageView{buffer.data(), 40, 30, 3, 119}); }),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { decoder.decode(jpeg, h, {}, ImageView{buffer.data(), 40, 30, 1, 120}); }),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { decoder.decode(other, h, {1, {0, 0, 5, 5}}, ImageView{buffer.data(), 5, 5, 3, 15}); }),
+            ErrorCode::kInvalidArgument);
+}
+
+// A mixed workload: whole, scaled and region decodes of greyscale, 4:4:4, 4:2:2, 4:2:0,
+// progressive and CMYK inputs. Interleaving greyscale and 4:2:0 region decodes with fast
+// upsampling on one decoder is what made libjpeg-turbo 2.1.5 write through a freed pointer.
+struct Job {
+  Bytes jpeg;
+  JpegRequest request;
+};
+std::vector<Job> mixed_jobs(int count) {
+  std::vector<Job> jobs;
+  for (int i = 0; i < count; ++i) {
+    const int w = 120 + 13 * i, h = 90 + 7 * i;
+    const int kind = i % 5;
+    const int channels = kind == 1 ? 1 : (kind == 2 ? 4 : 3);
+    Job job;
+    job.jpeg = encode_jpeg(make_pattern(w, h, channels, static_cast<std::uint32_t>(i)), w, h, channels,
+                           {.quality = 80, .subsampling = i % 3, .progressive = kind == 3, .cmyk = kind == 2});
+    if (i % 3 != 0) job.request = {1 << (i % 4), {i % 17, 3 + i % 11, 40 + i % 23, 30 + i % 19}};
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+const DecodeOptions kOptionSets[] = {options(Color::kRGB), options(Color::kRGB, false, true),
+                                     options(Color::kGrey, true, true), options(Color::kGrey)};
+
+TEST(JpegDecoderDeterminism, OneDecoderReusedAcross50ImagesMatchesFreshDecoders) {
+  const std::vector<Job> jobs = mixed_jobs(50);
+  for (const DecodeOptions& o : kOptionSets) {
+    JpegDecoder reused(o);
+    for (int round = 0; round < 2; ++round) {
+      for (std::size_t i = 0; i < jobs.size(); ++i) {
+        JpegDecoder fresh(o);
+        ASSERT_TRUE(decode(reused, jobs[i].jpeg, jobs[i].request).pixels ==
+                    decode(fresh, jobs[i].jpeg, jobs[i].request).pixels)
+            << "job " << i << " round " << round << " grey " << (o.color == Color::kGrey)
+            << " fast_upsample " << o.fast_upsample;
+      }
+    }
+  }
+}
+
+TEST(JpegDecoderDeterminism, TwoThreadsAtOnceDecodeIdenticallyToOneThread) {
+  const std::vector<Job> jobs = mixed_jobs(30);
+  std::vector<Bytes> expected;
+  for (const DecodeOptions& o : kOptionSets) {
+    JpegDecoder d(o);
+    for (const Job& job : jobs) expected.push_back(decode(d, job.jpeg, job.request).pixels);
+  }
+  std::atomic<int> mismatches{0};
+  const auto worker = [&](std::size_t first) {
+    for (std::size_t set = 0; set < std::size(kOptionSets); ++set) {
+      JpegDecoder decoder(kOptionSets[set]);
+      for (int round = 0; round < 2; ++round) {
+        for (std::size_t k = 0; k < jobs.size(); ++k) {
+          const std::size_t i = (k + first) % jobs.size();
+          if (decode(decoder, jobs[i].jpeg, jobs[i].request).pixels != expected[set * jobs.size() + i]) {
+            ++mismatches;
+          }
+        }
+      }
+    }
+  };
+  std::thread a(worker, 0), b(worker, 15);
+  a.join();
+  b.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST(JpegDecoderAllocation, NoHeapAllocationPerImageAfterWarmUp) {
+  const std::vector<Job> jobs = mixed_jobs(20);
+  for (const DecodeOptions& o : kOptionSets) {
+    JpegDecoder decoder(o);
+    std::vector<Bytes> outputs;
+    for (const Job& job : jobs) {
+      const Rect r = decoder.decoded_region(decoder.read_header(job.jpeg), job.request);
+      outputs.emplace_back(static_cast<std::size_t>(r.width) * r.height * decoder.channels());
+    }
+    long warm_up = 0;
+    for (int pass = 0; pass < 2; ++pass) {  // pass 0 warms up: the CMYK scratch grows once
+      g_allocations = 0;
+      t_counting = true;
+      for (std::size_t i = 0; i < jobs.size(); ++i) {
+        const JpegHeader h = decoder.read_header(jobs[i].jpeg);
+        const Rect r = decoder.decoded_region(h, jobs[i].request);
+        decoder.decode(jobs[i].jpeg, h, jobs[i].request,
+                       ImageView{outputs[i].data(), r.width, r.height, decoder.channels(),
+                                 static_cast<std::ptrdiff_t>(r.width) * decoder.channels()});
+      }
+      t_counting = false;
+      if (pass == 0) warm_up = g_allocations.load();
+    }
+    EXPECT_GT(warm_up, 0) << "the counter must see libsluice's own allocations";
+    EXPECT_EQ(g_allocations.load(), 0) << "grey " << (o.color == Color::kGrey);
+  }
+}
+
+}  // namespace
+}  // namespace sluice::stages
