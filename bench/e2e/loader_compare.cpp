@@ -1,0 +1,311 @@
+// loader_compare: sluice against its peers and the decode limit on the same files, in one run,
+// behind one command line (Taskflow's benchmarks/ idea), printing ratios rather than bare times
+// because the machines we measure on are shared and noisy:
+//
+//   loader_compare --data ../shared/datasets/wallpaper-crops --transform eval --size 224
+//                  --batch 64 --threads 2 --epochs 2 --systems sluice,limit,torch,opencv --json
+//
+// Systems: sluice (public API), limit (threads x single-thread full-size tjDecompress2 over
+// preloaded bytes), torch (DataLoader subprocess), opencv (hand-written OpenCV loop). Each one
+// runs an untimed warm-up epoch first, so all of them read the files from the page cache.
+// With --rounds N the systems run N times in turn: rates are the medians over the rounds, ratios
+// the medians of each round's ratio (systems measured minutes apart see different loads).
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "decode_limit.hpp"
+#include "image_list.hpp"
+#include "opencv_loop.hpp"
+#include "scenario.hpp"
+#include "sluice_system.hpp"
+#include "torch_peer.hpp"
+
+namespace {
+
+namespace sb = sluice::bench;
+using nlohmann::json;
+
+const std::vector<std::string> kSystems = {"sluice", "limit", "torch", "opencv"};
+
+const std::map<std::string, std::string> kSystemTitles = {
+    {"sluice", "sluice"},
+    {"limit", "decode limit"},
+    {"torch", "torch DataLoader"},
+    {"opencv", "OpenCV loop"}};
+
+// The acceptance targets of the loader work (sluice / system >= min), per transform: what the lead
+// tunes sluice to meet. Printed next to the measured ratio; they never change what is measured.
+struct Target {
+  std::string system;
+  double min = 0;
+};
+const std::map<sb::Transform, std::vector<Target>> kTargets = {
+    {sb::Transform::kEval, {{"limit", 0.9}, {"torch", 3.0}, {"opencv", 1.7}}},
+    {sb::Transform::kTrain, {{"limit", 1.0}}},
+    {sb::Transform::kCifar, {{"limit", 0.6}, {"torch", 20.0}}}};
+
+struct Measured {
+  std::vector<double> rates;  // images/s of each round
+  sb::LoaderResult last;      // the last round's figures, for the JSON
+  json extra = json::object();
+  std::string error;
+
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The median over rounds of a[r] / b[r]: each ratio pairs runs made seconds apart, so a load that
+// drifts across the whole run cancels out better than in a ratio of medians. A system that failed
+// stopped running, so the rounds both completed are the first min(size) ones.
+std::optional<double> paired_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  const std::size_t n = std::min(a.size(), b.size());
+  if (n == 0) return std::nullopt;
+  std::vector<double> ratios;
+  for (std::size_t r = 0; r < n; ++r) ratios.push_back(a[r] / b[r]);
+  return median(ratios);
+}
+
+std::vector<std::string> split_systems(const std::string& csv) {
+  std::vector<std::string> out;
+  std::stringstream in(csv);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    if (name.empty()) continue;
+    if (std::find(kSystems.begin(), kSystems.end(), name) == kSystems.end()) {
+      throw CLI::ValidationError("--systems", "unknown system '" + name +
+                                                  "' (sluice, limit, torch, opencv)");
+    }
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  }
+  return out;
+}
+
+// The 1-minute load average: on a shared machine it says how much the figures can be trusted (the
+// ratios hold up far better than the rates, but not when the load swings during the run).
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one_minute = -1;
+  in >> one_minute;
+  return one_minute;
+}
+
+std::string format(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, pattern, value);
+  return buffer;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sluice against its peers and the decode limit, same files, one run"};
+  std::string data;
+  std::string transform_name = "eval";
+  sb::Scenario sc;
+  sc.size = 0;
+  std::string systems_csv = "sluice,limit,torch,opencv";
+  bool emit_json = false;
+  int rounds = 1;
+  double min_decode_seconds = 1.0;
+  sb::TorchPeerOptions torch_options{SLUICE_BENCH_PYTHON, SLUICE_BENCH_TORCH_SCRIPT};
+  app.add_option("--data", data, "image folder: class sub-folders, or flat (one class)")
+      ->required()->check(CLI::ExistingDirectory);
+  app.add_option("--transform", transform_name, "eval, train or cifar")
+      ->check(CLI::IsMember({"eval", "train", "cifar"}))->capture_default_str();
+  app.add_option("--size", sc.size, "output side (default: 224; cifar: 32)");
+  app.add_option("--batch", sc.batch, "batch size")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--threads", sc.threads, "worker threads of every system (limit: the factor)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", sc.epochs, "timed epochs, after one untimed warm-up epoch")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--seed", sc.seed, "seed of the random transforms")->capture_default_str();
+  app.add_option("--systems", systems_csv, "comma-separated: sluice, limit, torch, opencv")
+      ->capture_default_str();
+  app.add_option("--rounds", rounds, "run every system this many times in turn; report medians")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--min-decode-seconds", min_decode_seconds,
+                 "the decode limit repeats passes over the files at least this long")
+      ->capture_default_str();
+  app.add_option("--python", torch_options.python, "interpreter with torch and torchvision")
+      ->capture_default_str();
+  app.add_option("--torch-script", torch_options.script, "the torch peer")->capture_default_str();
+  app.add_flag("--json", emit_json, "end stdout with one JSON object holding every figure");
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<std::string> systems;
+  try {
+    systems = split_systems(systems_csv);
+  } catch (const CLI::Error& e) {
+    return app.exit(e);
+  }
+  sc.transform = *sb::parse_transform(transform_name);
+  if (sc.size <= 0) sc.size = sc.transform == sb::Transform::kCifar ? 32 : 224;
+
+  sb::ImageList list;
+  try {
+    list = sb::scan_image_folder(data);
+  } catch (const std::exception& e) {
+    std::cerr << "loader_compare: " << e.what() << "\n";
+    return 2;
+  }
+  const auto n = static_cast<std::int64_t>(list.entries.size());
+  const sb::ListFile list_file(list);
+  std::cerr << "loader_compare: " << n << " images in " << list.classes.size() << " class(es), "
+            << format("%.1f", static_cast<double>(list.total_bytes) / 1e6) << " MB, "
+            << transform_name << " " << sc.size << ", batch " << sc.batch << ", " << sc.threads
+            << " threads, " << sc.epochs << " timed epoch(s) after 1 warm-up, " << rounds
+            << " round(s)\n";
+
+  const double load_before = load_average();
+  std::map<std::string, Measured> measured;
+  for (int round = 0; round < rounds; ++round) {
+    for (const std::string& system : systems) {
+      Measured& m = measured[system];
+      if (!m.error.empty()) continue;
+      std::cerr << "  [" << round + 1 << "/" << rounds << "] " << system << " ..." << std::flush;
+      try {
+        if (system == "sluice") {
+          m.last = sb::run_sluice(data, sc, n);
+        } else if (system == "limit") {
+          const sb::DecodeLimitResult r =
+              sb::measure_decode_limit(list, {.min_seconds = min_decode_seconds});
+          m.last = {r.images, r.seconds, r.single_thread_per_sec * sc.threads, 0};
+          m.extra = {{"single_thread_images_per_sec", r.single_thread_per_sec},
+                     {"factor", sc.threads}, {"preloaded_bytes", r.preloaded_bytes},
+                     {"decode", "tjDecompress2 TJPF_RGB TJFLAG_FASTDCT full size"}};
+        } else if (system == "torch") {
+          const sb::TorchPeerResult r =
+              sb::run_torch_peer(list_file.path().string(), sc, torch_options);
+          m.last = r.loader;
+          m.extra = {{"torch_version", r.torch_version}, {"workers", sc.threads}};
+        } else {
+          m.last = sb::run_opencv_loop(list, sc);
+        }
+        m.rates.push_back(m.last.images_per_sec);
+        std::cerr << " " << format("%.1f", m.last.images_per_sec) << " images/s\n";
+      } catch (const std::exception& e) {
+        m.error = e.what();
+        std::cerr << " failed: " << m.error << "\n";
+      }
+    }
+  }
+
+  const double load_after = load_average();
+  std::cerr << "  load average (1 min, " << std::thread::hardware_concurrency()
+            << " cores): " << format("%.2f", load_before) << " before, "
+            << format("%.2f", load_after) << " after\n";
+
+  auto rate_of = [&](const std::string& system) -> std::optional<double> {
+    const auto it = measured.find(system);
+    if (it == measured.end() || it->second.rates.empty()) return std::nullopt;
+    return median(it->second.rates);
+  };
+  const std::vector<double> no_rates;
+  auto rates_of = [&](const std::string& system) -> const std::vector<double>& {
+    const auto it = measured.find(system);
+    return it == measured.end() ? no_rates : it->second.rates;
+  };
+  const std::optional<double> sluice_rate = rate_of("sluice");
+  auto target_for = [&](const std::string& system) -> std::optional<double> {
+    for (const Target& t : kTargets.at(sc.transform)) {
+      if (t.system == system) return t.min;
+    }
+    return std::nullopt;
+  };
+
+  // The table: rates are medians over the rounds; "of limit" is each system's share of the
+  // decode limit and "sluice / system" the ratio the targets are stated in, both the median of
+  // the rounds' own ratios.
+  std::printf("\n%-18s %12s %10s %16s %18s\n", "system", "images/s", "of limit", "sluice / system",
+              "target");
+  bool all_ran = true;
+  json j_systems = json::object();
+  json j_ratios = json::object();
+  json j_targets = json::array();
+  for (const std::string& system : systems) {
+    const Measured& m = measured[system];
+    const std::optional<double> rate = rate_of(system);
+    json entry = m.extra;
+    if (!rate) {
+      all_ran = false;
+      std::printf("%-18s %12s   (%s)\n", kSystemTitles.at(system).c_str(), "failed",
+                  m.error.c_str());
+      entry["error"] = m.error;
+      j_systems[system] = entry;
+      continue;
+    }
+    const std::optional<double> share = paired_ratio(m.rates, rates_of("limit"));
+    const std::string of_limit = share ? format("%.2fx", *share) : "-";
+    std::string ratio = "-";
+    std::string target = "";
+    const std::optional<double> min = target_for(system);
+    if (sluice_rate && system != "sluice") {
+      const double r = *paired_ratio(rates_of("sluice"), m.rates);
+      ratio = format("%.2fx", r);
+      j_ratios["sluice/" + system] = r;
+      if (min) {
+        target = format(">= %.2fx ", *min) + (r >= *min ? "met" : "MISSED");
+        j_targets.push_back({{"ratio", "sluice/" + system}, {"min", *min}, {"value", r},
+                             {"met", r >= *min}});
+      }
+    } else if (min) {
+      target = format(">= %.2fx", *min);
+    }
+    std::printf("%-18s %12.1f %10s %16s %18s\n", kSystemTitles.at(system).c_str(), *rate,
+                of_limit.c_str(), ratio.c_str(), target.c_str());
+    if (system == "limit") {
+      // The limit is threads x the single-thread rate, so the median's share is the median.
+      entry["single_thread_images_per_sec"] = *rate / sc.threads;
+      std::printf("%-18s %12.1f   (x%d threads = the limit)\n", "  1-thread decode",
+                  *rate / sc.threads, sc.threads);
+    }
+    entry["images_per_sec"] = *rate;
+    entry["rounds_images_per_sec"] = m.rates;
+    entry["images"] = m.last.images;
+    entry["seconds"] = m.last.seconds;
+    if (share) entry["of_limit"] = *share;
+    j_systems[system] = entry;
+  }
+
+  if (emit_json) {
+    const json report = {
+        {"data", std::filesystem::absolute(data).lexically_normal().string()},
+        {"images_per_epoch", n},
+        {"classes", list.classes.size()},
+        {"bytes", list.total_bytes},
+        {"transform", transform_name},
+        {"size", sc.size},
+        {"batch", sc.batch},
+        {"threads", sc.threads},
+        {"epochs", sc.epochs},
+        {"warmup_epochs", 1},
+        {"rounds", rounds},
+        {"seed", sc.seed},
+        {"cores", std::thread::hardware_concurrency()},
+        {"load_average_before", load_before},
+        {"load_average_after", load_after},
+        {"systems", j_systems},
+        {"ratios", j_ratios},
+        {"targets", j_targets}};
+    std::printf("%s\n", report.dump().c_str());
+  }
+  return all_ran ? 0 : 1;
+}

@@ -1,0 +1,69 @@
+// sluice's loaders for the three scenarios, through the public header alone.
+#include "sluice_system.hpp"
+
+#include <chrono>
+#include <stdexcept>
+
+#include <sluice/sluice.hpp>
+
+namespace sluice::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc) {
+  const sluice::NormalizeOptions normalize{
+      .mean = {kImageNetMean.begin(), kImageNetMean.end()},
+      .std = {kImageNetStd.begin(), kImageNetStd.end()},
+      .layout = sluice::Layout::kNCHW,
+      .dtype = sluice::DType::kF32};
+  sluice::Pipeline pipe = sluice::Pipeline::from_folder(dir);
+  pipe.read().decode_jpeg({.fast_dct = true});
+  switch (sc.transform) {
+    case Transform::kEval:
+      pipe.resize_shorter(eval_resize_size(sc.size)).center_crop(sc.size);
+      break;
+    case Transform::kTrain:
+      // RandomResizedCropOptions' defaults are torchvision's: scale (0.08, 1), ratio (3/4, 4/3).
+      pipe.random_resized_crop(sc.size).flip_horizontal(kFlipProbability);
+      break;
+    case Transform::kCifar:
+      pipe.random_crop(sc.size, {.padding = kCifarPadding}).flip_horizontal(kFlipProbability);
+      break;
+  }
+  pipe.normalize(normalize).batch(sc.batch);
+  return pipe;
+}
+
+}  // namespace
+
+LoaderResult run_sluice(const std::string& dir, const Scenario& sc,
+                        std::int64_t expected_images) {
+  sluice::Loader loader = make_pipeline(dir, sc).build(
+      {.threads = sc.threads, .seed = sc.seed});
+  if (loader.samples_per_epoch() != expected_images) {
+    throw std::runtime_error("sluice sees " + std::to_string(loader.samples_per_epoch()) +
+                             " images in " + dir + ", the other systems " +
+                             std::to_string(expected_images));
+  }
+
+  LoaderResult result;
+  // Touching one element and the last label of each batch keeps the consumer honest (the batch
+  // must really be there) without adding work the peers do not also do.
+  auto run_epoch = [&](std::int64_t e) {
+    std::int64_t images = 0;
+    for (sluice::Batch& b : loader.epoch(e)) {
+      result.checksum += b.data().as<const float>()[0] + b.labels()[b.labels().size() - 1];
+      images += b.size();
+    }
+    return images;
+  };
+  run_epoch(0);  // warm-up: page cache, worker start-up, pools filled
+  const Clock::time_point start = Clock::now();
+  for (int e = 1; e <= sc.epochs; ++e) result.images += run_epoch(e);
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.images_per_sec = static_cast<double>(result.images) / result.seconds;
+  return result;
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,20 @@
+// The sluice side of loader_compare: the scenario's transform written with the public API only
+// (#include <sluice/sluice.hpp>), timed the way every peer is timed: one untimed warm-up epoch,
+// then the timed epochs, the consumer touching each batch as a training step would.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "scenario.hpp"
+
+namespace sluice::bench {
+
+// Builds Pipeline::from_folder(dir) for the scenario with BuildOptions{.threads, .seed} and
+// iterates 1 + scenario.epochs epochs. Throws std::runtime_error when sluice's epoch does not
+// hold expected_images samples (the systems would not be reading the same files), and whatever
+// sluice throws.
+LoaderResult run_sluice(const std::string& dir, const Scenario& scenario,
+                        std::int64_t expected_images);
+
+}  // namespace sluice::bench

@@ -1,0 +1,32 @@
+// The decode limit: how fast plain full-size TurboJPEG decoding of the same files runs on one
+// core, with the bytes already in memory. A loader that decodes every pixel cannot beat
+// threads x this rate, so sluice is judged against it (measured in the same process and run as
+// the loaders, so the ratio is not skewed by a noisy, shared machine).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "image_list.hpp"
+
+namespace sluice::bench {
+
+struct DecodeLimitOptions {
+  double min_seconds = 1.0;  // repeat whole passes over the files until at least this long
+  int warmup_images = 64;    // decoded first, untimed: faults in the output buffer and the code
+};
+
+struct DecodeLimitResult {
+  std::int64_t images = 0;            // decoded in the timed passes
+  double seconds = 0;
+  double single_thread_per_sec = 0;   // images / seconds on one core
+  std::uint64_t preloaded_bytes = 0;  // the files held in memory
+  std::int64_t max_pixels = 0;        // the largest image, width x height
+};
+
+// tjDecompress2 (TJPF_RGB, TJFLAG_FASTDCT, scale 1/1, one tjhandle reused) over every file in
+// list order, on the calling thread. Throws std::runtime_error naming the file that fails.
+DecodeLimitResult measure_decode_limit(const ImageList& list,
+                                       const DecodeLimitOptions& options = {});
+
+}  // namespace sluice::bench

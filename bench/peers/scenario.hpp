@@ -1,0 +1,66 @@
+// What one comparison measures, shared by every system so they all run the same work: the
+// transform (eval, train or cifar), the output size, batch, thread and epoch counts, and the
+// torchvision constants the transforms are defined with.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace sluice::bench {
+
+// eval:  Resize(size * 256 / 224) (shorter side) + CenterCrop(size)
+// train: RandomResizedCrop(size, scale (0.08, 1), ratio (3/4, 4/3)) + RandomHorizontalFlip(0.5)
+// cifar: RandomCrop(size, padding=4) + RandomHorizontalFlip(0.5)
+// All three then ToTensor + Normalize(ImageNet mean/std): float32 CHW.
+enum class Transform : std::uint8_t { kEval, kTrain, kCifar };
+
+inline constexpr std::array<float, 3> kImageNetMean = {0.485f, 0.456f, 0.406f};
+inline constexpr std::array<float, 3> kImageNetStd = {0.229f, 0.224f, 0.225f};
+
+inline constexpr int kCifarPadding = 4;
+inline constexpr double kFlipProbability = 0.5;
+inline constexpr double kRrcScaleMin = 0.08;
+inline constexpr double kRrcScaleMax = 1.0;
+inline constexpr double kRrcRatioMin = 3.0 / 4.0;
+inline constexpr double kRrcRatioMax = 4.0 / 3.0;
+inline constexpr int kRrcTries = 10;  // torchvision's get_params tries this often, then falls back
+
+struct Scenario {
+  Transform transform = Transform::kEval;
+  int size = 224;        // output side
+  int batch = 64;
+  int threads = 2;       // worker threads every system gets
+  int epochs = 2;        // timed epochs, after one untimed warm-up epoch
+  std::uint64_t seed = 1;
+};
+
+// The eval transform's resize target: 256 for 224, as torchvision's reference scripts scale it.
+constexpr int eval_resize_size(int size) { return size * 256 / 224; }
+
+constexpr std::string_view to_string(Transform t) {
+  switch (t) {
+    case Transform::kEval: return "eval";
+    case Transform::kTrain: return "train";
+    case Transform::kCifar: return "cifar";
+  }
+  return "?";
+}
+
+constexpr std::optional<Transform> parse_transform(std::string_view name) {
+  if (name == "eval") return Transform::kEval;
+  if (name == "train") return Transform::kTrain;
+  if (name == "cifar") return Transform::kCifar;
+  return std::nullopt;
+}
+
+// What a loader run reports. images counts the timed epochs only.
+struct LoaderResult {
+  std::int64_t images = 0;
+  double seconds = 0;
+  double images_per_sec = 0;
+  double checksum = 0;  // the elements the consumer touched, so the work cannot be optimised out
+};
+
+}  // namespace sluice::bench
