@@ -26,10 +26,8 @@ class Executor {
   void wait_idle();
 
   int threads() const { return threads_; }
-  // Number of distinct worker indices: oneTBB gives every arena at least two slots, so a
-  // one-thread pool may run its work in slot 1.
-  int slots() const { return threads_ < 2 ? 2 : threads_; }
-  // The calling worker's index in [0, slots()), or -1 off the pool.
+  // The calling worker's index in the arena, or -1 off the pool: in [0, threads()), except that
+  // oneTBB gives every arena at least two slots, so a one-thread pool may run in slot 1.
   static int current_worker();
   // Cores this process may use (oneTBB's default concurrency, which honours CPU affinity).
   static int available_cores();

@@ -49,7 +49,7 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
     free_slots_->queue.push(i);
   }
   executor_ = std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this);
-  for (int i = 0; i < executor_->slots(); ++i) workspaces_.push_back(program_.make_workspace());
+  for (int i = 0; i < threads_; ++i) workspaces_.push_back(program_.make_workspace());
 }
 
 LoaderImpl::~LoaderImpl() {
@@ -139,7 +139,9 @@ void LoaderImpl::run_sample(int s, std::int64_t position) {
   }
   const std::int64_t index = position - slot.batch * plan_.batch_size;
   void* out = slot.data.data() + static_cast<std::size_t>(index) * sample_bytes_;
-  const int worker = runtime::Executor::current_worker();
+  // oneTBB gives a one-thread arena two slots and its worker may use either; both map to the one
+  // workspace (at concurrency 1 they never run at once), so its buffers stay warm.
+  const int worker = runtime::Executor::current_worker() % threads_;
   if (worker < 0 || worker >= static_cast<int>(workspaces_.size())) {
     record_error(slot, position, std::make_exception_ptr(Error(ErrorCode::kInternal,
         "sample task ran on worker slot " + std::to_string(worker) + " outside the pool")));

@@ -90,7 +90,7 @@ class LoaderImpl final : public BatchRecycler {
   std::unique_ptr<FreeSlots> free_slots_;
   std::atomic<std::uint32_t> events_{0};    // bumped on every completion and recycle: the consumer waits on it
 
-  std::vector<std::unique_ptr<stages::SampleProgram::Workspace>> workspaces_;  // (executor slots)
+  std::vector<std::unique_ptr<stages::SampleProgram::Workspace>> workspaces_;  // (threads)
 
   mutable std::mutex skip_mutex_;
   std::int64_t skipped_ = 0;

@@ -117,6 +117,37 @@ TEST(Normalize, U8ChwTransposes) {
       for (int x = 0; x < 3; ++x) ASSERT_EQ(out[static_cast<std::size_t>((c * 2 + y) * 3 + x)], img.at(x, y, c));
 }
 
+TEST(Normalize, VectorKernelsEqualScalarKernelsBitForBit) {
+  if (normalize_detail::avx2_kernels() == nullptr) GTEST_SKIP() << "no AVX2/F16C on this CPU";
+  // Widths around the chunk (256 px) and vector (8) boundaries, an unaligned destination, every
+  // dtype, layout, channel count and flip.
+  for (int w : {1, 7, 23, 224, 255, 257, 300}) {
+    for (int channels : {1, 3, 4}) {
+      const Image img = make_image(w, 3, channels);
+      for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+        for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+          for (bool flip : {false, true}) {
+            NormalizeOptions options{std::vector<float>(static_cast<std::size_t>(channels), 0.45f),
+                                     std::vector<float>(static_cast<std::size_t>(channels), 0.226f), layout, t};
+            options.mean[0] = 0.485f;
+            options.std[0] = 0.229f;
+            NormalizeKernel fast;
+            fast.setup(options, channels);
+            NormalizeKernel scalar;
+            scalar.setup(options, channels);
+            scalar.use_scalar_kernels();
+            const std::size_t bytes = fast.sample_bytes({w, 3});
+            std::vector<std::uint8_t> a(bytes + 4), b(bytes + 4);
+            fast.run(img.view(), flip, a.data() + 4);  // +4: not 32-byte aligned
+            scalar.run(img.view(), flip, b.data() + 4);
+            ASSERT_EQ(a, b) << "w " << w << " c " << channels << " dtype " << to_string(t) << " flip " << flip;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Normalize, BadOptionsSayWhatToChange) {
   NormalizeKernel k;
   EXPECT_THROW(k.setup({{0.5f, 0.5f}, {0.5f, 0.5f}, Layout::kNCHW, DType::kF32}, 3), Error);
