@@ -1,0 +1,237 @@
+// `sluice bench`: runs a pipeline over a data set and reports throughput, per-stage busy time,
+// peak memory, skipped files and a checksum of every batch (equal checksums mean identical
+// batches: the CLI's determinism contract). The JSON object it ends with is read by scripts and
+// by bench/e2e, so its keys only ever grow.
+#include <CLI/CLI.hpp>
+#include <xxhash.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "cli/console.hpp"
+#include "sluice/sluice.hpp"
+
+namespace sluice::cli {
+namespace {
+
+using nlohmann::json;
+
+struct BenchOptions {
+  std::string data;
+  std::string list;
+  std::string transform = "eval";
+  int size = 224;
+  int padding = 4;
+  int batch = 64;
+  std::string threads = "auto";
+  int epochs = 1;
+  std::uint64_t seed = 0;
+  std::string out = "f32";
+  std::string layout = "nchw";
+  std::string on_error = "fail";
+  std::string budget;
+  std::string cache = "none";
+  std::string dct = "fast";
+  std::string color = "rgb";
+  std::vector<float> mean;  // default: ImageNet's for rgb, 0.5 for grey
+  std::vector<float> std;
+  int prefetch = 2;
+  bool shuffle = false;
+  bool json = false;
+};
+
+// Peak resident set size of this process (VmHWM), in bytes.
+std::uint64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+Pipeline make_pipeline(const BenchOptions& o) {
+  Pipeline p = o.list.empty() ? Pipeline::from_folder(o.data) : Pipeline::from_list(o.list);
+  if (o.shuffle) p.shuffle_files(o.seed);
+  p.read().decode_jpeg({.color = o.color == "grey" ? Color::kGrey : Color::kRGB, .fast_dct = o.dct == "fast"});
+  if (o.transform == "eval") {
+    p.resize_shorter(o.size * 256 / 224).center_crop(o.size);
+  } else if (o.transform == "train") {
+    p.random_resized_crop(o.size).flip_horizontal(0.5);
+  } else if (o.transform == "pad-crop") {
+    p.random_crop(o.size, {.padding = o.padding}).flip_horizontal(0.5);
+  } else if (o.transform != "none") {
+    throw Error(ErrorCode::kInvalidArgument, "--transform must be eval, train, pad-crop or none");
+  }
+  const DType dtype = *parse_dtype(o.out);
+  const Layout layout = o.layout == "nhwc" ? Layout::kNHWC : Layout::kNCHW;
+  if (dtype == DType::kU8) {
+    p.normalize({.mean = {}, .std = {}, .layout = layout, .dtype = dtype});
+  } else {
+    const bool grey = o.color == "grey";
+    std::vector<float> mean = o.mean.empty() ? (grey ? std::vector<float>{0.5f} : std::vector<float>{0.485f, 0.456f, 0.406f}) : o.mean;
+    std::vector<float> std = o.std.empty() ? (grey ? std::vector<float>{0.5f} : std::vector<float>{0.229f, 0.224f, 0.225f}) : o.std;
+    p.normalize({.mean = std::move(mean), .std = std::move(std), .layout = layout, .dtype = dtype});
+  }
+  return p.batch(o.batch).prefetch(o.prefetch);
+}
+
+BuildOptions build_options(const BenchOptions& o) {
+  BuildOptions b;
+  b.threads = o.threads == "auto" ? autotune : std::stoi(o.threads);
+  b.on_error = o.on_error == "skip" ? OnError::kSkip : OnError::kFail;
+  b.seed = o.seed;
+  if (!o.budget.empty()) {
+    const auto bytes = parse_size(o.budget);
+    if (!bytes) throw Error(ErrorCode::kInvalidArgument, "--budget: cannot read \"" + o.budget + "\" as a size (e.g. 512MiB)");
+    b.memory_budget = *bytes;
+  }
+  if (o.cache != "none") {
+    throw Error(ErrorCode::kInvalidArgument, "--cache " + o.cache + ": not yet supported (only none)");
+  }
+  return b;
+}
+
+int run_bench(const BenchOptions& o) {
+  Stopwatch setup;
+  Loader loader = make_pipeline(o).build(build_options(o));
+  const double setup_seconds = setup.seconds();
+  const std::int64_t per_epoch = loader.samples_per_epoch();
+  std::atomic<std::uint64_t> done{0};
+  XXH3_state_t* hash = XXH3_createState();
+  XXH3_64bits_reset(hash);
+
+  json epochs = json::array();
+  Stopwatch clock;
+  {
+    ProgressLine progress("bench", static_cast<std::uint64_t>(per_epoch) * o.epochs, done, stderr_is_terminal() && !o.json);
+    for (int e = 0; e < o.epochs; ++e) {
+      Stopwatch epoch_clock;
+      std::int64_t images = 0;
+      for (Batch& b : loader.epoch(e)) {
+        XXH3_64bits_update(hash, b.data().data, b.data().bytes());
+        XXH3_64bits_update(hash, b.labels().data(), b.labels().size_bytes());
+        images += b.size();
+        done.fetch_add(static_cast<std::uint64_t>(b.size()), std::memory_order_relaxed);
+      }
+      const double s = epoch_clock.seconds();
+      epochs.push_back({{"epoch", e}, {"images", images}, {"seconds", s}, {"images_per_sec", images / s}});
+    }
+  }
+  const double seconds = clock.seconds();
+  const std::uint64_t checksum = XXH3_64bits_digest(hash);
+  XXH3_freeState(hash);
+
+  const Stats stats = loader.stats();
+  const std::int64_t images = static_cast<std::int64_t>(done.load());
+  std::int64_t read_bytes = 0;
+  json stages = json::array();
+  for (const auto& s : stats.stages) {
+    if (s.name == "read") read_bytes = s.bytes;
+    stages.push_back({{"name", s.name}, {"busy_seconds", s.busy_seconds}, {"items", s.items}, {"bytes", s.bytes}});
+  }
+  json skipped_paths = json::array();
+  for (const auto& s : stats.skipped_samples) skipped_paths.push_back(s.path);
+  char checksum_hex[17];
+  std::snprintf(checksum_hex, sizeof checksum_hex, "%016llx", static_cast<unsigned long long>(checksum));
+
+  const json result{
+      {"images", images},
+      {"batches", stats.batches},
+      {"epochs", o.epochs},
+      {"seconds", seconds},
+      {"setup_seconds", setup_seconds},
+      {"images_per_sec", images / seconds},
+      {"mb_per_sec", static_cast<double>(read_bytes) / 1e6 / seconds},
+      {"peak_rss_bytes", peak_rss_bytes()},
+      {"threads", stats.threads},
+      {"batch", o.batch},
+      {"transform", o.transform},
+      {"size", o.size},
+      {"out", o.out},
+      {"skipped", stats.skipped},
+      {"skipped_paths", skipped_paths},
+      {"consumer_wait_seconds", stats.consumer_wait_seconds},
+      {"stages", stages},
+      {"per_epoch", epochs},
+      {"checksum", checksum_hex},
+  };
+
+  std::cout << "sluice bench: " << images << " images in " << format_seconds(seconds) << ", "
+            << static_cast<std::int64_t>(images / seconds) << " images/s, "
+            << format_bytes(static_cast<std::uint64_t>(read_bytes / seconds)) << "/s read, "
+            << stats.threads << " threads\n";
+  for (const auto& e : epochs) {
+    std::cout << "  epoch " << e["epoch"].get<int>() << ": " << static_cast<std::int64_t>(e["images_per_sec"].get<double>())
+              << " images/s\n";
+  }
+  std::cout << "  busy time per stage (summed over threads):\n";
+  for (const auto& s : stats.stages) {
+    if (s.items == 0) continue;
+    char line[160];
+    std::snprintf(line, sizeof line, "    %-12s %8.2f s  %6.1f us/item  %s\n", s.name.c_str(), s.busy_seconds,
+                  1e6 * s.busy_seconds / static_cast<double>(s.items), format_bytes(static_cast<std::uint64_t>(s.bytes)).c_str());
+    std::cout << line;
+  }
+  std::cout << "  consumer waited " << format_seconds(stats.consumer_wait_seconds) << "; peak RSS "
+            << format_bytes(peak_rss_bytes()) << "; checksum " << checksum_hex << "\n";
+  std::cout << "  skipped " << stats.skipped << " sample(s)";
+  for (const auto& s : stats.skipped_samples) std::cout << "\n    " << s.path << ": " << s.cause;
+  std::cout << "\n";
+  if (o.json) std::cout << result.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "Run a pipeline over a data set and report throughput");
+  auto* data = cmd->add_option("--data", options->data, "Image folder (class sub-folders)")->check(CLI::ExistingDirectory);
+  auto* list = cmd->add_option("--list", options->list, "List file: path<TAB>label per line")->check(CLI::ExistingFile);
+  data->excludes(list);
+  cmd->add_option("--transform", options->transform,
+                  "eval: resize shorter side to size*256/224, center crop; train: random resized crop + flip; "
+                  "pad-crop: random crop with --padding + flip; none")
+      ->check(CLI::IsMember({"eval", "train", "pad-crop", "none"}))->capture_default_str();
+  cmd->add_option("--size", options->size, "Output side in pixels")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--padding", options->padding, "Padding for pad-crop")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--threads", options->threads, "Worker threads, or auto")->capture_default_str();
+  cmd->add_option("--epochs", options->epochs, "Epochs to run")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--seed", options->seed, "Seed of every random choice")->capture_default_str();
+  cmd->add_flag("--shuffle", options->shuffle, "Reshuffle the file order every epoch");
+  cmd->add_option("--out", options->out, "Output dtype")->check(CLI::IsMember({"u8", "f32", "f16", "bf16"}))->capture_default_str();
+  cmd->add_option("--layout", options->layout, "Batch layout")->check(CLI::IsMember({"nchw", "nhwc"}))->capture_default_str();
+  cmd->add_option("--dct", options->dct, "JPEG IDCT: fast (tf.data's default) or accurate")
+      ->check(CLI::IsMember({"fast", "accurate"}))->capture_default_str();
+  cmd->add_option("--color", options->color, "Decoded colour: rgb or grey")->check(CLI::IsMember({"rgb", "grey"}))->capture_default_str();
+  cmd->add_option("--mean", options->mean, "Per-channel mean in [0, 1] (default ImageNet's, 0.5 for grey)")->delimiter(',');
+  cmd->add_option("--std", options->std, "Per-channel std in [0, 1] (default ImageNet's, 0.5 for grey)")->delimiter(',');
+  cmd->add_option("--prefetch", options->prefetch, "Batches prepared ahead")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--on-error", options->on_error, "fail or skip bad files")->check(CLI::IsMember({"fail", "skip"}))->capture_default_str();
+  cmd->add_option("--budget", options->budget, "Memory budget, e.g. 512MiB (checked against the batch ring)");
+  cmd->add_option("--cache", options->cache, "none | memory | disk:PATH (caches are not yet supported)")->capture_default_str();
+  cmd->add_flag("--json", options->json, "End stdout with one JSON object");
+  cmd->callback([cmd, options, data, list] {
+    if (data->count() == 0 && list->count() == 0) throw CLI::RequiredError("--data or --list");
+    if (options->threads != "auto") {
+      try {
+        if (std::stoi(options->threads) < 1) throw std::invalid_argument("");
+      } catch (const std::exception&) {
+        throw CLI::ValidationError("--threads", "must be a positive number or auto");
+      }
+    }
+    const int code = run_bench(*options);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace sluice::cli

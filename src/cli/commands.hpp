@@ -1,0 +1,29 @@
+// The subcommands of the `sluice` command line. Each registers itself on the app with its options
+// and a callback; main.cpp only wires them together and turns exceptions into exit codes.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace sluice::cli {
+
+// Exit codes shared by every command: 0 success, 1 a failure (the message says which input and
+// why), 2 a usage error (bad or missing options), 130 interrupted by Ctrl-C.
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitInterrupted = 130;
+
+// `sluice prepare <dataset> --out DIR`: a public dataset as a JPEG image folder (prepare.cpp).
+void add_prepare_command(CLI::App& app);
+
+// `sluice inspect DIR`: files, classes, sizes, dimensions and bad files of an image folder
+// (inspect.cpp).
+void add_inspect_command(CLI::App& app);
+
+// `sluice bench --data DIR ...`: throughput, stage times, peak memory and a checksum of every
+// batch (bench.cpp).
+void add_bench_command(CLI::App& app);
+
+}  // namespace sluice::cli
+

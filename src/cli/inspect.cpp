@@ -1,0 +1,452 @@
+// `sluice inspect DIR [--json] [--decode]`: what an image folder holds before a pipeline reads
+// it: files and classes (labelled as from_folder labels them), bytes, file-size and dimension
+// histograms, greyscale / progressive / CMYK counts, and every file that would fail, with its
+// cause. Headers are parsed with the pipeline's own JpegDecoder, so "fails here" means "fails
+// there"; --decode also runs the full decode, which catches truncated and corrupt scan data.
+#include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "cli/console.hpp"
+#include "sluice/core/error.hpp"
+#include "stages/jpeg_decoder.hpp"
+#include "stages/source.hpp"
+
+namespace sluice::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr std::uint64_t kMaxFileBytes = std::uint64_t{1} << 30;  // larger is surely not an image
+constexpr std::size_t kListedFailures = 20;                       // text output; --json has all
+constexpr std::size_t kListedClasses = 40;
+
+struct InspectOptions {
+  fs::path dir;
+  bool json = false;
+  bool decode = false;
+  int threads = 0;
+};
+
+// What from_folder would read: class folders (sorted, label = index) or a flat folder.
+struct Listing {
+  std::vector<std::string> classes;
+  bool flat = true;
+  std::vector<fs::path> files;
+  std::vector<int> labels;      // per file
+  std::uint64_t other_files = 0;  // not *.jpg/*.jpeg, or beside the class folders
+};
+
+struct FileReport {
+  std::uint64_t bytes = 0;
+  bool header_ok = false;
+  stages::JpegHeader header;
+  const char* failed_at = nullptr;  // "read", "header" or "decode"; null when the file is fine
+  std::string cause;
+};
+
+bool is_hidden(const fs::path& path) { return path.filename().string().starts_with('.'); }
+
+// Regular files under root, hidden ones and hidden folders skipped, as the source stage skips them.
+std::uint64_t count_visible_files(const fs::path& root) {
+  std::uint64_t count = 0;
+  for (auto it = fs::recursive_directory_iterator(
+           root, fs::directory_options::follow_directory_symlink);
+       it != fs::recursive_directory_iterator(); ++it) {
+    if (is_hidden(it->path())) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    count += it->is_regular_file();
+  }
+  return count;
+}
+
+// The listing is the source stage's own (load_dataset), so the classes, labels and files shown
+// are exactly those from_folder would read; only the count of other files is ours.
+Listing list_folder(const fs::path& root) {
+  const stages::Dataset dataset = stages::load_dataset(spec::Folder{root.string()});
+  Listing listing;
+  listing.classes = dataset.class_names;
+  std::error_code ec;
+  if (listing.classes.size() == 1 && listing.classes[0].empty()) {  // "DIR/" has no filename
+    listing.classes[0] = fs::weakly_canonical(root, ec).filename().string();
+  }
+  listing.files.reserve(dataset.items.size());
+  listing.labels.reserve(dataset.items.size());
+  for (const Item& item : dataset.items) {
+    listing.files.emplace_back(item.path);
+    listing.labels.push_back(item.label);
+  }
+  // A flat folder is one class named after the folder; class folders are its sub-folders.
+  for (const fs::directory_entry& entry : fs::directory_iterator(root)) {
+    listing.flat = listing.flat && !(entry.is_directory() && !is_hidden(entry.path()));
+  }
+  const std::uint64_t visible = count_visible_files(root);
+  listing.other_files = visible > listing.files.size() ? visible - listing.files.size() : 0;
+  return listing;
+}
+
+// What the bytes look like when they are not a JPEG: renamed files are the common case.
+const char* sniff_format(std::span<const std::uint8_t> bytes) {
+  auto starts = [&bytes](std::string_view magic) {
+    return bytes.size() >= magic.size() &&
+           std::memcmp(bytes.data(), magic.data(), magic.size()) == 0;
+  };
+  if (starts("\x89PNG")) return "PNG";
+  if (starts("GIF8")) return "GIF";
+  if (starts("BM")) return "BMP";
+  if (starts(std::string_view("II*\0", 4)) || starts(std::string_view("MM\0*", 4))) return "TIFF";
+  if (bytes.size() >= 12 && starts("RIFF") && std::memcmp(bytes.data() + 8, "WEBP", 4) == 0) {
+    return "WebP";
+  }
+  if (bytes.size() >= 12 && std::memcmp(bytes.data() + 4, "ftyp", 4) == 0) return "HEIF/AVIF/MP4";
+  if (starts("<") || starts("\xEF\xBB\xBF")) return "text";
+  return nullptr;
+}
+
+// Reads the whole file into `bytes` (reused across files); on failure fills report and
+// returns false.
+bool read_whole_file(const fs::path& path, std::vector<std::uint8_t>& bytes, FileReport& report) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    report.failed_at = "read";
+    report.cause = std::string("cannot open: ") + std::strerror(errno);
+    return false;
+  }
+  struct stat info {};
+  ::fstat(fd, &info);
+  report.bytes = static_cast<std::uint64_t>(info.st_size);
+  if (report.bytes > kMaxFileBytes) {
+    ::close(fd);
+    report.failed_at = "read";
+    report.cause = "larger than 1 GiB, not read";
+    return false;
+  }
+  bytes.resize(report.bytes);
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      report.failed_at = "read";
+      report.cause = n < 0 ? std::string("cannot read: ") + std::strerror(errno)
+                           : std::string("file shrank while being read");
+      ::close(fd);
+      return false;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return true;
+}
+
+void inspect_file(const fs::path& path, bool decode, stages::JpegDecoder& decoder,
+                  std::vector<std::uint8_t>& bytes, std::vector<std::uint8_t>& pixels,
+                  FileReport& report) {
+  if (!read_whole_file(path, bytes, report)) return;
+  if (bytes.empty()) {
+    report.failed_at = "header";
+    report.cause = "empty file";
+    return;
+  }
+  try {
+    report.header = decoder.read_header(bytes);
+    report.header_ok = true;
+  } catch (const Error& e) {
+    report.failed_at = "header";
+    report.cause = e.cause();
+    if (const char* format = sniff_format(bytes)) {
+      report.cause += std::string(" (the data looks like ") + format + ")";
+    }
+    return;
+  }
+  if (!decode) return;
+  try {
+    const stages::JpegRequest whole{};
+    const Rect region = decoder.decoded_region(report.header, whole);
+    const int channels = decoder.channels();
+    pixels.resize(static_cast<std::size_t>(region.width) * region.height * channels);
+    const ImageView out{pixels.data(), region.width, region.height, channels,
+                        static_cast<std::ptrdiff_t>(region.width) * channels};
+    decoder.decode(bytes, report.header, whole, out);
+  } catch (const Error& e) {
+    report.failed_at = "decode";
+    report.cause = e.cause();
+  }
+}
+
+std::vector<FileReport> inspect_files(const Listing& listing, const InspectOptions& options) {
+  std::vector<FileReport> reports(listing.files.size());
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::uint64_t> done{0};
+  const int threads = worker_count(options.threads, 8);
+  ProgressLine progress(options.decode ? "inspect (decode)" : "inspect", reports.size(), done);
+  auto worker = [&] {
+    stages::JpegDecoder decoder(DecodeOptions{});
+    std::vector<std::uint8_t> bytes;
+    std::vector<std::uint8_t> pixels;
+    for (std::size_t i; (i = next.fetch_add(1)) < reports.size();) {
+      try {
+        inspect_file(listing.files[i], options.decode, decoder, bytes, pixels, reports[i]);
+      } catch (const std::exception& e) {  // e.g. bad_alloc on an absurd header: still data
+        reports[i].failed_at = "decode";
+        reports[i].cause = e.what();
+      }
+      done.fetch_add(1, std::memory_order_relaxed);
+      if (InterruptGuard::interrupted()) return;
+    }
+  };
+  InterruptGuard interrupt_guard;
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  progress.finish();
+  if (InterruptGuard::interrupted()) throw Error(ErrorCode::kCancelled, "interrupted");
+  return reports;
+}
+
+// Histogram buckets [min, max); max 0 means unbounded.
+struct Bucket {
+  std::uint64_t min;
+  std::uint64_t max;
+  const char* label;
+  std::uint64_t files = 0;
+};
+
+std::vector<Bucket> size_buckets() {
+  constexpr std::uint64_t k = 1024;
+  return {{0, 1, "empty"},
+          {1, k, "< 1 KiB"},
+          {k, 4 * k, "1-4 KiB"},
+          {4 * k, 16 * k, "4-16 KiB"},
+          {16 * k, 64 * k, "16-64 KiB"},
+          {64 * k, 256 * k, "64-256 KiB"},
+          {256 * k, k * k, "256 KiB-1 MiB"},
+          {k * k, 4 * k * k, "1-4 MiB"},
+          {4 * k * k, 16 * k * k, "4-16 MiB"},
+          {16 * k * k, 0, ">= 16 MiB"}};
+}
+
+// By the shorter side: what resize_shorter and the crops care about.
+std::vector<Bucket> side_buckets() {
+  return {{0, 32, "< 32"},          {32, 64, "32-63"},       {64, 128, "64-127"},
+          {128, 256, "128-255"},    {256, 512, "256-511"},   {512, 1024, "512-1023"},
+          {1024, 2048, "1024-2047"}, {2048, 4096, "2048-4095"}, {4096, 0, ">= 4096"}};
+}
+
+void count_into(std::vector<Bucket>& buckets, std::uint64_t value) {
+  for (Bucket& b : buckets) {
+    if (value >= b.min && (b.max == 0 || value < b.max)) {
+      ++b.files;
+      return;
+    }
+  }
+}
+
+json buckets_json(const std::vector<Bucket>& buckets) {
+  json out = json::array();
+  for (const Bucket& b : buckets) {
+    out.push_back({{"min", b.min}, {"max", b.max == 0 ? json(nullptr) : json(b.max)},
+                   {"label", b.label}, {"files", b.files}});
+  }
+  return out;
+}
+
+void print_buckets(std::ostream& out, const std::vector<Bucket>& buckets) {
+  // Only the span that holds files: a dozen empty rows hide the shape.
+  std::size_t first = buckets.size();
+  std::size_t last = 0;
+  std::uint64_t peak = 1;
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    if (buckets[i].files == 0) continue;
+    first = std::min(first, i);
+    last = i;
+    peak = std::max(peak, buckets[i].files);
+  }
+  for (std::size_t i = first; i <= last && first < buckets.size(); ++i) {
+    const auto width = static_cast<std::size_t>(40 * buckets[i].files / peak);
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-14s %8llu  %s\n", buckets[i].label,
+                  static_cast<unsigned long long>(buckets[i].files), std::string(width, '#').c_str());
+    out << line;
+  }
+}
+
+void report(const InspectOptions& options, const Listing& listing,
+            const std::vector<FileReport>& reports, double seconds) {
+  struct ClassTotals {
+    std::uint64_t files = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::vector<ClassTotals> classes(listing.classes.size());
+  std::vector<Bucket> sizes = size_buckets();
+  std::vector<Bucket> sides = side_buckets();
+  std::map<std::pair<int, int>, std::uint64_t> exact_sizes;
+  std::uint64_t bytes = 0, headers = 0, grey = 0, colour = 0, cmyk = 0, progressive = 0;
+  std::uint64_t pixels = 0;
+  int min_w = 0, max_w = 0, min_h = 0, max_h = 0;
+  json failures = json::array();
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    const FileReport& r = reports[i];
+    classes[listing.labels[i]].files += 1;
+    classes[listing.labels[i]].bytes += r.bytes;
+    bytes += r.bytes;
+    if (r.failed_at == nullptr || std::strcmp(r.failed_at, "read") != 0) count_into(sizes, r.bytes);
+    if (r.failed_at != nullptr) {
+      failures.push_back({{"path", listing.files[i].string()}, {"stage", r.failed_at},
+                          {"cause", r.cause}});
+    }
+    if (!r.header_ok) continue;
+    const stages::JpegHeader& h = r.header;
+    min_w = headers == 0 ? h.width : std::min(min_w, h.width);
+    min_h = headers == 0 ? h.height : std::min(min_h, h.height);
+    max_w = std::max(max_w, h.width);
+    max_h = std::max(max_h, h.height);
+    ++headers;
+    pixels += static_cast<std::uint64_t>(h.width) * h.height;
+    count_into(sides, static_cast<std::uint64_t>(std::min(h.width, h.height)));
+    ++exact_sizes[{h.width, h.height}];
+    grey += h.components == 1;
+    colour += h.components == 3;
+    cmyk += h.components == 4;
+    progressive += h.progressive;
+  }
+  std::vector<std::pair<std::pair<int, int>, std::uint64_t>> common(exact_sizes.begin(),
+                                                                    exact_sizes.end());
+  std::stable_sort(common.begin(), common.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  common.resize(std::min<std::size_t>(common.size(), 5));
+
+  if (options.json) {
+    json out;
+    out["root"] = options.dir.string();
+    out["layout"] = listing.flat ? "flat" : "class-folders";
+    out["files"] = reports.size();
+    out["bytes"] = bytes;
+    out["other_files"] = listing.other_files;
+    json class_list = json::array();
+    for (std::size_t c = 0; c < classes.size(); ++c) {
+      class_list.push_back({{"label", c}, {"name", listing.classes[c]},
+                            {"files", classes[c].files}, {"bytes", classes[c].bytes}});
+    }
+    out["classes"] = class_list;
+    out["size_histogram"] = buckets_json(sizes);
+    json common_json = json::array();
+    for (const auto& [size, files] : common) {
+      common_json.push_back({{"width", size.first}, {"height", size.second}, {"files", files}});
+    }
+    out["dimensions"] = {{"headers_read", headers},
+                         {"min_width", min_w}, {"max_width", max_w},
+                         {"min_height", min_h}, {"max_height", max_h},
+                         {"mean_megapixels", headers ? pixels / 1e6 / headers : 0.0},
+                         {"shorter_side_histogram", buckets_json(sides)},
+                         {"most_common", common_json}};
+    out["colour"] = colour;
+    out["greyscale"] = grey;
+    out["cmyk"] = cmyk;
+    out["progressive"] = progressive;
+    out["decoded"] = options.decode;
+    out["failed"] = failures.size();
+    out["failures"] = failures;
+    out["seconds"] = seconds;
+    std::cout << out.dump() << '\n';
+    return;
+  }
+
+  std::ostream& out = std::cout;
+  out << options.dir.string() << ": " << reports.size() << " image files, " << format_bytes(bytes)
+      << ", " << classes.size() << (classes.size() == 1 ? " class" : " classes")
+      << (listing.flat ? " (flat folder)" : "") << '\n';
+  if (listing.other_files > 0) {
+    out << "  (" << listing.other_files
+        << " other files ignored: not *.jpg/*.jpeg, or beside the class folders)\n";
+  }
+  out << "classes (label = index of the sorted folder names):\n";
+  for (std::size_t c = 0; c < classes.size() && c < kListedClasses; ++c) {
+    char line[96];
+    std::snprintf(line, sizeof line, "  %5zu %8llu %10s  ", c,
+                  static_cast<unsigned long long>(classes[c].files),
+                  format_bytes(classes[c].bytes).c_str());
+    out << line << listing.classes[c] << '\n';
+  }
+  if (classes.size() > kListedClasses) {
+    out << "  ... and " << classes.size() - kListedClasses << " more (--json lists all)\n";
+  }
+  out << "file sizes:\n";
+  print_buckets(out, sizes);
+  if (headers > 0) {
+    out << "dimensions (shorter side), width " << min_w << "-" << max_w << ", height " << min_h
+        << "-" << max_h << ":\n";
+    print_buckets(out, sides);
+    out << "  most common:";
+    for (const auto& [size, files] : common) {
+      out << ' ' << size.first << 'x' << size.second << " (" << files << ")";
+    }
+    out << '\n';
+    out << "colour: " << colour << " colour, " << grey << " greyscale, " << cmyk << " CMYK; "
+        << progressive << " progressive\n";
+  }
+  out << "failures: " << failures.size();
+  out << (options.decode ? " (headers and full decode)\n" : " (headers only; --decode decodes)\n");
+  for (std::size_t i = 0; i < failures.size() && i < kListedFailures; ++i) {
+    out << "  " << failures[i]["path"].get<std::string>() << ": "
+        << failures[i]["cause"].get<std::string>() << '\n';
+  }
+  if (failures.size() > kListedFailures) {
+    out << "  ... and " << failures.size() - kListedFailures << " more (--json lists all)\n";
+  }
+  out << "inspected in " << format_seconds(seconds) << '\n';
+}
+
+void run_inspect(const InspectOptions& options) {
+  Stopwatch clock;
+  Listing listing;
+  try {
+    listing = list_folder(options.dir);
+  } catch (const fs::filesystem_error& e) {
+    // A folder we may not list is an input problem like any other: name it.
+    throw Error(e.code() == std::errc::permission_denied ? ErrorCode::kPermissionDenied
+                                                         : ErrorCode::kIo,
+                "cannot list: " + e.code().message(), e.path1().string());
+  }
+  const std::vector<FileReport> reports = inspect_files(listing, options);
+  report(options, listing, reports, clock.seconds());
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
+  auto options = std::make_shared<InspectOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "inspect", "Summarise an image folder: classes, sizes, dimensions, formats, bad files");
+  cmd->add_option("dir", options->dir, "Image folder (class sub-folders, or flat)")->required();
+  cmd->add_flag("--json", options->json, "Print one JSON object (the last line of stdout)");
+  cmd->add_flag("--decode", options->decode,
+                "Decode every file too (finds truncated or corrupt image data; slower)");
+  cmd->add_option("--threads", options->threads, "Worker threads (default: cores, at most 8)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([options] { run_inspect(*options); });
+}
+
+}  // namespace sluice::cli
