@@ -5,18 +5,7 @@
 function(sluice_add_module name)
   cmake_parse_arguments(arg "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   set(target sluice_${name})
-  # TEMPORARY while the modules are written in parallel: sources not yet present are skipped.
-  set(present "")
-  foreach(source IN LISTS arg_SOURCES)
-    if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${source})
-      list(APPEND present ${source})
-    endif()
-  endforeach()
-  if(NOT present)
-    file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/${target}_empty.cpp "")
-    set(present ${CMAKE_CURRENT_BINARY_DIR}/${target}_empty.cpp)
-  endif()
-  add_library(${target} OBJECT ${present})
+  add_library(${target} OBJECT ${arg_SOURCES})
   target_compile_features(${target} PUBLIC cxx_std_20)
   set_target_properties(${target} PROPERTIES
     POSITION_INDEPENDENT_CODE ON
