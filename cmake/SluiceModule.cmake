@@ -1,7 +1,7 @@
 # sluice_add_module(<name> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
-# One object library per module (sluice_<name>); libsluice is their union. Usage requirements flow
-# along the module order core <- memory <- pipeline <- stages <- runtime, so a module that includes
-# one to its right fails to compile instead of quietly depending on it.
+# One object library per module (sluice_<name>); libsluice is their union. Dependencies are
+# declared along the module order core <- memory <- pipeline <- stages <- runtime, and the test
+# `layering` (cmake/check_layering.cmake) fails if a module includes one to its right.
 function(sluice_add_module name)
   cmake_parse_arguments(arg "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   set(target sluice_${name})
