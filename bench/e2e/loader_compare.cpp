@@ -38,11 +38,12 @@ namespace {
 namespace sb = sluice::bench;
 using nlohmann::json;
 
-const std::vector<std::string> kSystems = {"sluice", "limit", "torch", "opencv"};
+const std::vector<std::string> kSystems = {"sluice", "limit", "parallel", "torch", "opencv"};
 
 const std::map<std::string, std::string> kSystemTitles = {
     {"sluice", "sluice"},
     {"limit", "decode limit"},
+    {"parallel", "decode, N threads"},
     {"torch", "torch DataLoader"},
     {"opencv", "OpenCV loop"}};
 
@@ -90,7 +91,7 @@ std::vector<std::string> split_systems(const std::string& csv) {
     if (name.empty()) continue;
     if (std::find(kSystems.begin(), kSystems.end(), name) == kSystems.end()) {
       throw CLI::ValidationError("--systems", "unknown system '" + name +
-                                                  "' (sluice, limit, torch, opencv)");
+                                                  "' (sluice, limit, parallel, torch, opencv)");
     }
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
   }
@@ -120,7 +121,7 @@ int main(int argc, char** argv) {
   std::string transform_name = "eval";
   sb::Scenario sc;
   sc.size = 0;
-  std::string systems_csv = "sluice,limit,torch,opencv";
+  std::string systems_csv = "sluice,limit,parallel,torch,opencv";
   bool emit_json = false;
   int rounds = 1;
   double min_decode_seconds = 1.0;
@@ -137,7 +138,7 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", sc.epochs, "timed epochs, after one untimed warm-up epoch")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", sc.seed, "seed of the random transforms")->capture_default_str();
-  app.add_option("--systems", systems_csv, "comma-separated: sluice, limit, torch, opencv")
+  app.add_option("--systems", systems_csv, "comma-separated: sluice, limit, parallel, torch, opencv")
       ->capture_default_str();
   app.add_option("--rounds", rounds, "run every system this many times in turn; report medians")
       ->check(CLI::PositiveNumber)->capture_default_str();
@@ -191,6 +192,12 @@ int main(int argc, char** argv) {
           m.extra = {{"single_thread_images_per_sec", r.single_thread_per_sec},
                      {"factor", sc.threads}, {"preloaded_bytes", r.preloaded_bytes},
                      {"decode", "tjDecompress2 TJPF_RGB TJFLAG_FASTDCT full size"}};
+        } else if (system == "parallel") {
+          const sb::DecodeLimitResult r =
+              sb::measure_parallel_decode(list, sc.threads, {.min_seconds = min_decode_seconds});
+          m.last = {r.images, r.seconds, r.single_thread_per_sec * sc.threads, 0};
+          m.extra = {{"threads", sc.threads},
+                     {"decode", "tjDecompress2 TJPF_RGB TJFLAG_FASTDCT full size, all threads at once"}};
         } else if (system == "torch") {
           const sb::TorchPeerResult r =
               sb::run_torch_peer(list_file.path().string(), sc, torch_options);

@@ -4,12 +4,16 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace sluice::bench {
 namespace {
@@ -51,11 +55,11 @@ void decode_one(tjhandle tj, const Preloaded& file, std::vector<unsigned char>& 
 
 }  // namespace
 
-DecodeLimitResult measure_decode_limit(const ImageList& list, const DecodeLimitOptions& options) {
+namespace {
+
+std::vector<Preloaded> preload(const ImageList& list, DecodeLimitResult& result) {
   TjHandle tj(tjInitDecompress());
   if (!tj) throw std::runtime_error(std::string("tjInitDecompress: ") + tjGetErrorStr2(nullptr));
-
-  DecodeLimitResult result;
   std::vector<Preloaded> files;
   files.reserve(list.entries.size());
   for (const ImageEntry& e : list.entries) {
@@ -72,29 +76,73 @@ DecodeLimitResult measure_decode_limit(const ImageList& list, const DecodeLimitO
                                                std::int64_t{p.width} * p.height);
     files.push_back(std::move(p));
   }
+  return files;
+}
 
+// Whole passes over files[first], files[first + step], ... until `until`; returns images decoded.
+std::int64_t decode_passes(const ImageList& list, const std::vector<Preloaded>& files, std::size_t first,
+                           std::size_t step, std::int64_t max_pixels, const DecodeLimitOptions& options,
+                           std::function<bool()> more) {
+  TjHandle tj(tjInitDecompress());
+  if (!tj) throw std::runtime_error(std::string("tjInitDecompress: ") + tjGetErrorStr2(nullptr));
   // One output buffer for every image: the limit measures decoding, not the allocator.
-  std::vector<unsigned char> out(static_cast<std::size_t>(result.max_pixels) * 3);
-
-  const std::size_t warmup = std::min<std::size_t>(files.size(),
-                                                   static_cast<std::size_t>(options.warmup_images));
-  for (std::size_t i = 0; i < warmup; ++i) {
-    decode_one(tj.get(), files[i], out, list.entries[i].path);
-  }
-
-  // Whole passes only, so every file weighs the same in the rate whatever the pass count.
-  const Clock::time_point start = Clock::now();
-  double elapsed = 0;
-  do {
-    for (std::size_t i = 0; i < files.size(); ++i) {
+  std::vector<unsigned char> out(static_cast<std::size_t>(max_pixels) * 3);
+  const std::size_t warmup = std::min<std::size_t>(files.size(), static_cast<std::size_t>(options.warmup_images));
+  for (std::size_t i = first; i < warmup; i += step) decode_one(tj.get(), files[i], out, list.entries[i].path);
+  std::int64_t images = 0;
+  do {  // whole passes only, so every file weighs the same in the rate whatever the pass count
+    for (std::size_t i = first; i < files.size(); i += step) {
       decode_one(tj.get(), files[i], out, list.entries[i].path);
+      ++images;
     }
-    result.images += static_cast<std::int64_t>(files.size());
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  } while (elapsed < options.min_seconds);
+  } while (more());
+  return images;
+}
 
-  result.seconds = elapsed;
-  result.single_thread_per_sec = static_cast<double>(result.images) / elapsed;
+}  // namespace
+
+DecodeLimitResult measure_decode_limit(const ImageList& list, const DecodeLimitOptions& options) {
+  DecodeLimitResult result;
+  const std::vector<Preloaded> files = preload(list, result);
+  const Clock::time_point start = Clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  result.images = decode_passes(list, files, 0, 1, result.max_pixels, options,
+                                [&] { return elapsed() < options.min_seconds; });
+  result.seconds = elapsed();
+  result.single_thread_per_sec = static_cast<double>(result.images) / result.seconds;
+  return result;
+}
+
+DecodeLimitResult measure_parallel_decode(const ImageList& list, int threads, const DecodeLimitOptions& options) {
+  DecodeLimitResult result;
+  const std::vector<Preloaded> files = preload(list, result);
+  std::atomic<bool> stop{false};
+  std::vector<std::int64_t> images(static_cast<std::size_t>(threads), 0);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      try {
+        images[static_cast<std::size_t>(t)] =
+            decode_passes(list, files, static_cast<std::size_t>(t), static_cast<std::size_t>(threads),
+                          result.max_pixels, options, [&] { return !stop.load(); });
+      } catch (...) {
+        errors[static_cast<std::size_t>(t)] = std::current_exception();
+      }
+    });
+  }
+  while (std::chrono::duration<double>(Clock::now() - start).count() < options.min_seconds) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stop = true;
+  for (auto& w : workers) w.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (std::int64_t n : images) result.images += n;
+  result.single_thread_per_sec = static_cast<double>(result.images) / result.seconds / threads;
   return result;
 }
 

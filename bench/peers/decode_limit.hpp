@@ -29,4 +29,11 @@ struct DecodeLimitResult {
 DecodeLimitResult measure_decode_limit(const ImageList& list,
                                        const DecodeLimitOptions& options = {});
 
+// The same decode on `threads` threads at once, each over every threads-th file: what the cores
+// actually sustain together. On shared or turbo-boosted machines one busy core can run faster
+// than two, so this can be well below threads x the single-thread rate; it is reported beside the
+// limit, never instead of it.
+DecodeLimitResult measure_parallel_decode(const ImageList& list, int threads,
+                                          const DecodeLimitOptions& options = {});
+
 }  // namespace sluice::bench

@@ -17,7 +17,7 @@ namespace {
 inline float affine1(std::uint8_t v, const Affine& a, int c) { return (static_cast<float>(v) / 255.0f - a.mean[c]) / a.std[c]; }
 inline std::uint16_t to_u16(float v, bool f16) { return f16 ? float_to_f16(v) : float_to_bf16(v); }
 
-void plane_f32(const std::uint8_t* src, int n, int c, const Affine& a, float* dst) {
+void plane_f32(const std::uint8_t* src, int n, int c, const Affine& a, bool /*stream*/, float* dst) {
   for (int i = 0; i < n; ++i) dst[i] = affine1(src[i], a, c);
 }
 void plane_u16(const std::uint8_t* src, int n, int c, const Affine& a, bool f16, std::uint16_t* dst) {
@@ -51,6 +51,7 @@ const RowKernels& scalar_kernels() {
 namespace {
 // Pixels per chunk: the stack buffers hold one chunk of every channel.
 constexpr int kChunk = 256;
+constexpr std::size_t kStreamMinBytes = 256 * 1024;
 }  // namespace
 
 void NormalizeKernel::setup(const NormalizeOptions& options, int channels) {
@@ -150,6 +151,9 @@ void NormalizeKernel::run(ConstImageView src, bool flip, void* dst) const {
   }
   const auto& k = *kernels_;
   const bool f16 = dtype_ == DType::kF16;
+  // Streaming stores pay when the sample is too big to stay in cache until the consumer reads it;
+  // a small one (a 32x32 sample is 12 KB) is better left in cache.
+  const bool stream = sample_bytes({w, h}) >= kStreamMinBytes;
   const std::size_t plane = static_cast<std::size_t>(w) * h;
   alignas(32) std::uint8_t gathered[kMaxChannels][kChunk];   // (channel, pixel): CHW chunks
   alignas(32) std::uint8_t mirrored[kMaxChannels * kChunk];  // (pixel, channel): HWC flipped chunks
@@ -163,7 +167,7 @@ void NormalizeKernel::run(ConstImageView src, bool flip, void* dst) const {
         k.deinterleave(in, w, x0, n, cn, flip, planes);
         for (int c = 0; c < cn; ++c) {
           if (dtype_ == DType::kF32) {
-            k.plane_f32(gathered[c], n, c, affine_, static_cast<float*>(dst) + c * plane + out_index);
+            k.plane_f32(gathered[c], n, c, affine_, stream, static_cast<float*>(dst) + c * plane + out_index);
           } else {
             k.plane_u16(gathered[c], n, c, affine_, f16, static_cast<std::uint16_t*>(dst) + c * plane + out_index);
           }

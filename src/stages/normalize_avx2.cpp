@@ -40,11 +40,16 @@ SLUICE_AVX2 inline __m128i to_u16(__m256 v, bool f16) {
 
 inline std::uint16_t to_u16(float v, bool f16) { return f16 ? float_to_f16(v) : float_to_bf16(v); }
 
-SLUICE_AVX2 void plane_f32(const std::uint8_t* src, int n, int c, const Affine& a, float* dst) {
+SLUICE_AVX2 void plane_f32(const std::uint8_t* src, int n, int c, const Affine& a, bool stream, float* dst) {
   int i = 0;
+  const __m256i offsets = _mm256_set1_epi32(c * 256);
+  if (!stream) {
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, lookup8(src + i, a.table, offsets));
+    for (; i < n; ++i) dst[i] = a.table[c * 256 + src[i]];
+    return;
+  }
   // Scalar until dst is 32-byte aligned, so the body can stream.
   for (; i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 31) != 0; ++i) dst[i] = affine1(src[i], a.mean[c], a.std[c]);
-  const __m256i offsets = _mm256_set1_epi32(c * 256);
   for (; i + 8 <= n; i += 8) _mm256_stream_ps(dst + i, lookup8(src + i, a.table, offsets));
   for (; i < n; ++i) dst[i] = affine1(src[i], a.mean[c], a.std[c]);
 }

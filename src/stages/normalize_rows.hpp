@@ -33,7 +33,8 @@ struct RowKernels {
   void (*deinterleave)(const std::uint8_t* row, int width, int x0, int n, int channels, bool flip,
                        std::uint8_t* const* planes);
   // One channel: dst[i] = f(src[i]) with that channel's mean and std, i < n.
-  void (*plane_f32)(const std::uint8_t* src, int n, int channel, const Affine& a, float* dst);
+  // stream: write with non-temporal stores (large samples, read much later by another thread).
+  void (*plane_f32)(const std::uint8_t* src, int n, int channel, const Affine& a, bool stream, float* dst);
   void (*plane_u16)(const std::uint8_t* src, int n, int channel, const Affine& a, bool f16, std::uint16_t* dst);
   // Interleaved: element i of channel i % channels, i < n (n a whole number of pixels).
   void (*flat_f32)(const std::uint8_t* src, int n, const Affine& a, float* dst);

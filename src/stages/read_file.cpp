@@ -64,27 +64,40 @@ std::uint64_t file_size(const std::string& path) {
 std::size_t read_file(const std::string& path, AlignedBuffer& buffer, std::uint64_t max_bytes) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw_errno(errno, "cannot open", path);
-  const std::uint64_t size = checked_size(fd.get(), path);
-  if (size == 0) throw Error(ErrorCode::kCorruptData, "empty file", path);
-  if (size > max_bytes) {
-    throw Error(ErrorCode::kTooLarge,
-                "file is " + format_bytes(size) + ", above the maximum file size (" +
-                    format_bytes(max_bytes) + ")",
-                path);
-  }
-  buffer.reserve(static_cast<std::size_t>(size));
+  // No fstat in the common case: a pread into a buffer larger than the file returns short, and a
+  // short read of a regular file means end of file. Only a full buffer (a file at least as large
+  // as any seen so far) asks the size, to check the limit and grow.
   std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::pread(fd.get(), buffer.data() + done, static_cast<std::size_t>(size) - done,
-                              static_cast<off_t>(done));
+  bool sized = false;
+  while (true) {
+    if (buffer.capacity() == 0 || done == buffer.capacity()) {
+      const std::uint64_t size = checked_size(fd.get(), path);
+      if (size > max_bytes) {
+        throw Error(ErrorCode::kTooLarge,
+                    "file is " + format_bytes(size) + ", above the maximum file size (" +
+                        format_bytes(max_bytes) + ")",
+                    path);
+      }
+      if (sized || size <= done) break;  // the file did not grow beyond what we hold
+      AlignedBuffer grown(static_cast<std::size_t>(size) + 1);  // +1: the read that sees EOF
+      if (done > 0) std::memcpy(grown.data(), buffer.data(), done);
+      buffer.swap(grown);
+      sized = true;
+    }
+    const ssize_t n = ::pread(fd.get(), buffer.data() + done, buffer.capacity() - done, static_cast<off_t>(done));
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno(errno, "cannot read", path);
     }
-    if (n == 0) break;  // the file shrank since fstat: keep what is there, decode will judge it
+    if (n == 0) break;
     done += static_cast<std::size_t>(n);
+    if (done < buffer.capacity()) break;  // short read: end of file
   }
   if (done == 0) throw Error(ErrorCode::kCorruptData, "empty file", path);
+  if (done > max_bytes) {
+    throw Error(ErrorCode::kTooLarge,
+                "file is larger than the maximum file size (" + format_bytes(max_bytes) + ")", path);
+  }
   return done;
 }
 

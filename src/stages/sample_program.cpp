@@ -25,6 +25,19 @@ bool is_identity(const AxisMap& a) {
          a.origin >= a.valid_lo && a.origin + a.out_size <= a.valid_hi;
 }
 
+// A region decode (libjpeg's crop and skip) has a fixed cost of its own and still entropy-decodes
+// every row above the region; it pays when it skips a good share of a large image. Below these
+// thresholds (e.g. a 32x32 image with a padded crop) the whole-image path is faster.
+constexpr std::int64_t kRegionMinImagePixels = 64 * 64;
+constexpr double kRegionMaxShare = 0.85;
+
+bool worth_a_region(const Rect& needed, Size2 image) {
+  const std::int64_t image_pixels = static_cast<std::int64_t>(image.width) * image.height;
+  const std::int64_t needed_pixels = static_cast<std::int64_t>(needed.width) * needed.height;
+  return needed.width > 0 && image_pixels >= kRegionMinImagePixels &&
+         static_cast<double>(needed_pixels) <= kRegionMaxShare * static_cast<double>(image_pixels);
+}
+
 ImageView view_of(AlignedBuffer& buffer, int width, int height, int channels) {
   const std::size_t row = static_cast<std::size_t>(width) * channels;
   buffer.reserve(row * static_cast<std::size_t>(height));
@@ -100,9 +113,7 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
     needed = ws.resampler.footprint();
   }
   JpegRequest request{denom, Rect{}};
-  const bool whole = needed.x == 0 && needed.y == 0 && needed.width == scaled.width &&
-                     needed.height == scaled.height;
-  if (config_.decode.roi && !whole && needed.width > 0) request.region = needed;
+  if (config_.decode.roi && worth_a_region(needed, scaled)) request.region = needed;
   const Rect region = ws.decoder.decoded_region(header, request);
   // Room for the whole scaled image, not just this region: region sizes vary with every random
   // crop, image sizes do not, so the buffer stops growing once the largest image has been seen.

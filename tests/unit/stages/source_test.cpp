@@ -105,6 +105,30 @@ TEST(ReadFile, ReadsWholeFilesAndReusesTheBuffer) {
   EXPECT_EQ(buffer.data(), p);
 }
 
+TEST(ReadFile, GrowsForLargerFilesAndHandlesAFileExactlyFillingTheBuffer) {
+  TempDir dir;
+  AlignedBuffer buffer;
+  std::uint32_t seed = 1;
+  const auto write = [&](const char* name, std::size_t n) {
+    std::vector<std::uint8_t> data(n);
+    for (auto& b : data) b = static_cast<std::uint8_t>((seed = seed * 1664525u + 1013904223u) >> 24);
+    test::write_bytes(dir / name, data);
+    return data;
+  };
+  const auto small = write("small", 1000);
+  const auto large = write("large", 50000);
+  ASSERT_EQ(read_file((dir / "small").string(), buffer, 1 << 20), small.size());
+  ASSERT_EQ(read_file((dir / "large").string(), buffer, 1 << 20), large.size());
+  EXPECT_EQ(std::memcmp(buffer.data(), large.data(), large.size()), 0);
+  const auto exact = write("exact", buffer.capacity());  // fills the buffer to the last byte
+  ASSERT_EQ(read_file((dir / "exact").string(), buffer, 1 << 30), exact.size());
+  EXPECT_EQ(std::memcmp(buffer.data(), exact.data(), exact.size()), 0);
+  ASSERT_EQ(read_file((dir / "small").string(), buffer, 1 << 20), small.size());
+  EXPECT_EQ(std::memcmp(buffer.data(), small.data(), small.size()), 0);
+  // Over the limit even when the buffer is already big enough to hold it.
+  EXPECT_THROW(read_file((dir / "large").string(), buffer, 40000), Error);
+}
+
 TEST(ReadFile, ErrorsCarryCodesAndPaths) {
   TempDir dir;
   test::write_bytes(dir / "empty.jpg", {});
