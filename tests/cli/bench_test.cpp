@@ -1,0 +1,79 @@
+// `sluice bench`: the JSON contract other tools read, equal checksums at 1, 2 and 8 threads (the
+// CLI's determinism promise), both error policies on a folder with bad files, and usage errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_support.hpp"
+#include "pipeline_support.hpp"
+#include "test_support.hpp"
+
+namespace sluice::test {
+namespace {
+
+using nlohmann::json;
+
+json bench_json(const std::vector<std::string>& args) {
+  std::vector<std::string> all{"bench"};
+  all.insert(all.end(), args.begin(), args.end());
+  all.push_back("--json");
+  const CliRun run = run_cli(all);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  return json::parse(run.last_line());
+}
+
+TEST(CliBench, JsonHasTheContractKeysAndChecksumsMatchAcrossThreads) {
+  SLUICE_REQUIRE_DATASET(dir, "cifar10/test");
+  std::string checksum;
+  for (const char* threads : {"1", "2", "8"}) {
+    const json j = bench_json({"--data", dir.string(), "--transform", "pad-crop", "--size", "32", "--batch", "128",
+                               "--threads", threads, "--shuffle", "--seed", "3", "--out", "bf16"});
+    for (const char* key : {"images", "seconds", "images_per_sec", "peak_rss_bytes", "threads", "skipped",
+                            "skipped_paths", "checksum"}) {
+      EXPECT_TRUE(j.contains(key)) << key;
+    }
+    EXPECT_EQ(j["images"], 10000);
+    EXPECT_EQ(j["threads"], std::stoi(threads));
+    EXPECT_GT(j["peak_rss_bytes"].get<std::int64_t>(), 0);
+    if (checksum.empty()) checksum = j["checksum"];
+    EXPECT_EQ(j["checksum"], checksum) << threads << " threads";
+  }
+  const json other_seed = bench_json({"--data", dir.string(), "--transform", "pad-crop", "--size", "32",
+                                      "--batch", "128", "--threads", "2", "--shuffle", "--seed", "4", "--out", "bf16"});
+  EXPECT_NE(other_seed["checksum"], checksum);
+}
+
+TEST(CliBench, SkipPolicyReportsBadFilesAndFailPolicyExitsOne) {
+  TempDir dir;
+  const auto items = make_coded_items(dir / "cls", 30);
+  const auto bad = write_truncated_jpeg(dir / "cls");
+  const json j = bench_json({"--data", dir.path().string(), "--transform", "none", "--on-error", "skip",
+                             "--batch", "8", "--out", "u8", "--threads", "2"});
+  EXPECT_EQ(j["images"], 31);
+  EXPECT_EQ(j["skipped"], 1);
+  ASSERT_EQ(j["skipped_paths"].size(), 1u);
+  EXPECT_EQ(j["skipped_paths"][0], bad.string());
+
+  const CliRun fail = run_cli({"bench", "--data", dir.path().string(), "--transform", "none", "--batch", "8"});
+  EXPECT_EQ(fail.exit_code, 1);
+  EXPECT_NE(fail.err.find(bad.string()), std::string::npos) << fail.err;
+}
+
+TEST(CliBench, UsageAndConfigurationErrors) {
+  EXPECT_EQ(run_cli({"bench"}).exit_code, 2);  // neither --data nor --list
+  EXPECT_EQ(run_cli({"bench", "--data", "/", "--threads", "zero"}).exit_code, 2);
+  EXPECT_EQ(run_cli({"bench", "--data", "/", "--out", "f64"}).exit_code, 2);
+  SLUICE_REQUIRE_DATASET(dir, "cifar10/test");
+  const CliRun budget = run_cli({"bench", "--data", dir.string(), "--transform", "none", "--budget", "lots"});
+  EXPECT_EQ(budget.exit_code, 1);
+  EXPECT_NE(budget.err.find("--budget"), std::string::npos);
+  const CliRun cache = run_cli({"bench", "--data", dir.string(), "--transform", "none", "--cache", "memory"});
+  EXPECT_EQ(cache.exit_code, 1);
+  EXPECT_NE(cache.err.find("not yet supported"), std::string::npos);
+  const CliRun crop = run_cli({"bench", "--data", dir.string(), "--transform", "pad-crop", "--size", "48", "--padding", "4"});
+  EXPECT_EQ(crop.exit_code, 1);
+  EXPECT_NE(crop.err.find("random_crop"), std::string::npos) << crop.err;
+}
+
+}  // namespace
+}  // namespace sluice::test
