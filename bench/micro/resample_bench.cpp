@@ -4,6 +4,7 @@
 //   crop     341x256 region of 500x375 -> 224x224 (a random-resized-crop sample)
 //   padcrop  32x32 RGB pad 4 + crop 32 (CIFAR's RandomCrop): the identity copy path
 //   grey     500x375 grey -> 224x224
+//   hpass    341x256 RGB or grey -> 224x256: the horizontal pass alone (y is a copy)
 // "+setup" rows build the tap tables inside the loop too: the pipeline sets up once per sample.
 // Run: ./build/bench/resample_bench  (items/s = images/s on one core)
 #include <benchmark/benchmark.h>
@@ -75,6 +76,12 @@ std::vector<Case> make_cases() {
   cases.push_back({"resize_500x375_grey_to_224",
                    make_source(500, 375, 1),
                    {resize(500, 224), resize(375, 224), 1, Filter::kBilinear, true, 0}});
+  cases.push_back({"hpass_341x256_rgb_to_224x256",
+                   make_source(341, 256, 3),
+                   {resize(341, 224), AxisMap{0, 1, 256, 0, 256}, 3, Filter::kBilinear, true, 0}});
+  cases.push_back({"hpass_341x256_grey_to_224x256",
+                   make_source(341, 256, 1),
+                   {resize(341, 224), AxisMap{0, 1, 256, 0, 256}, 1, Filter::kBilinear, true, 0}});
   return cases;
 }
 

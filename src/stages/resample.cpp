@@ -277,25 +277,48 @@ void Resampler::build_axis(const AxisMap& map, Axis& axis) const {
   }
 }
 
+// The SIMD kernels' weight table (layout in resample_kernels.hpp), for output pixels [begin, end)
+// counted from begin. `groups` holds the number of units per pixel.
 void Resampler::build_lanes(Axis& axis) const {
   const int channels = params_.channels;
-  const int per_group = rd::taps_per_group(channels);
-  axis.groups = (axis.max_count + per_group - 1) / per_group;
-  const std::size_t per_pixel = static_cast<std::size_t>(axis.groups) * rd::kGroupBytes;
-  // Sized by the tap bound rather than max_count, so the capacity needed grows only with the
-  // geometry (out_size, scale) and never from one pixel's rounding.
-  const std::size_t bound = static_cast<std::size_t>(axis.stride + per_group - 1) / per_group;
-  resize_geometric(axis.lanes, axis.first.size() * bound * rd::kGroupBytes);
+  const int per_unit = rd::taps_per_unit(channels);
+  const int per_lane = rd::pixels_per_lane(channels);
+  const int per_block = rd::pixels_per_block(channels);
+  const int words_per_pixel = 4 / per_lane;  // of a lane's 4 words of one unit
+  const int units = (axis.max_count + per_unit - 1) / per_unit;
+  axis.groups = units;
+  // Sized by the tap bound and out_size rather than max_count and begin..end, so the capacity
+  // needed grows only with the geometry (out_size, scale) and never from one pixel's rounding.
+  const std::size_t bound = static_cast<std::size_t>(axis.stride + per_unit - 1) / per_unit;
+  resize_geometric(axis.lanes,
+                   rd::table_blocks(axis.first.size(), channels) * bound * rd::kUnitWords);
   if (axis.identity) return;  // the copy path reads no weights
-  for (int o = axis.begin; o < axis.end; ++o) {
+  const int pixels = axis.end - axis.begin;
+  std::fill_n(axis.lanes.data(),
+              rd::table_blocks(static_cast<std::size_t>(pixels), channels) * units * rd::kUnitWords,
+              0);
+  for (int i = 0; i < pixels; ++i) {
+    const int o = axis.begin + i;
     const std::int32_t* w = axis.weights.data() + static_cast<std::size_t>(o) * axis.stride;
-    std::int32_t* lanes = axis.lanes.data() + o * per_pixel;
     const int taps = axis.count[o];
-    std::fill_n(lanes, per_pixel, 0);
-    for (int tap = 0; tap < taps; ++tap) {
-      std::int32_t* lane =
-          lanes + (tap / per_group) * rd::kGroupBytes + (tap % per_group) * channels;
-      for (int c = 0; c < channels; ++c) lane[c] = w[tap];
+    const auto weight = [&](int tap) { return tap < taps ? w[tap] : 0; };
+    const auto pair = [](std::int32_t a, std::int32_t b) {
+      return static_cast<std::int32_t>(static_cast<std::uint32_t>(a) |
+                                        (static_cast<std::uint32_t>(b) << 16));
+    };
+    const int lane = (i % per_block) / per_lane;
+    const int word = lane * 4 + (i % per_lane) * words_per_pixel;
+    std::int32_t* block = axis.lanes.data() + static_cast<std::size_t>(i / per_block) * units *
+                                                  rd::kUnitWords;
+    for (int u = 0; u < units; ++u) {
+      std::int32_t* unit = block + static_cast<std::ptrdiff_t>(u) * rd::kUnitWords + word;
+      for (int j = 0; j < words_per_pixel; ++j) {
+        const int tap = u * per_unit + (channels == 1 ? 2 * j : 0);
+        const std::int32_t w0 = weight(tap);
+        const std::int32_t w1 = weight(tap + 1);
+        unit[j] = pair(w0 & rd::kSplitMask, w1 & rd::kSplitMask);
+        unit[j + 8] = pair(w0 >> rd::kSplitBits, w1 >> rd::kSplitBits);
+      }
     }
   }
 }
@@ -376,8 +399,8 @@ void Resampler::run(ConstImageView src, int src_x0, int src_y0, ImageView dst,
       .taps = x_.count.data() + x_.begin,
       .weights = x_.weights.data() + static_cast<std::size_t>(x_.begin) * x_.stride,
       .stride = x_.stride,
-      .lanes = x_.lanes.data() + static_cast<std::size_t>(x_.begin) * x_.groups * rd::kGroupBytes,
-      .groups = x_.groups};
+      .lanes = x_.lanes.data(),
+      .units = x_.groups};
   const auto y_weights = [&](int o) {
     return y_.weights.data() + static_cast<std::size_t>(o) * y_.stride;
   };

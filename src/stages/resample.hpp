@@ -63,10 +63,10 @@ class Resampler {
     std::vector<std::int32_t> first;    // per output pixel: first source tap (unused for padding)
     std::vector<std::int32_t> count;    // per output pixel: number of taps (0 for padding)
     std::vector<std::int32_t> weights;  // per output pixel: `stride` fixed-point weights
-    std::vector<std::int32_t> lanes;    // x only: weights spread one per byte for the SIMD paths
+    std::vector<std::int32_t> lanes;    // x only: the SIMD weight table, split lo/hi 16-bit pairs (resample_kernels.hpp)
     std::vector<double> raw;            // setup's per-pixel workspace (unnormalised weights)
     int stride = 0;                     // taps reserved per output pixel
-    int groups = 0;                     // x only: 8-byte tap groups of every output pixel
+    int groups = 0;                     // x only: pmaddwd units per output pixel (resample_kernels.hpp)
     int begin = 0;                      // output pixels [begin, end) are not padding
     int end = 0;
     int lo = 0;                         // footprint: source pixels [lo, hi)

@@ -31,11 +31,30 @@ inline constexpr int kPrecisionBits = 22;
 inline constexpr std::int32_t kOne = std::int32_t{1} << kPrecisionBits;
 inline constexpr std::int32_t kHalf = std::int32_t{1} << (kPrecisionBits - 1);
 
-// The SIMD horizontal kernels read a pixel row 8 bytes at a time ("a group"): 8 taps of a grey
-// row, or 2 taps (6 or 8 bytes) of an RGB or RGBA row. The lane table holds one weight per byte of
-// each group (0 for bytes past the group's taps), so a group is one widening load and one multiply.
-inline constexpr int kGroupBytes = 8;
-constexpr int taps_per_group(int channels) { return kGroupBytes / channels; }
+// The SIMD horizontal kernels multiply with pmaddwd (16-bit pairs summed into int32 lanes: one
+// fast uop for 16 products, where pmulld is two slow uops for 8). Each 22-bit weight is split
+// exactly as w = hi * 2^15 + lo with lo in [0, 2^15) and hi in [0, 2^7] (2^7 only for w = 2^22),
+// both within pmaddwd's signed 16 bits, and sum = (sum of p * hi) << 15 + sum of p * lo. As
+// 0 <= lo <= w and 0 <= hi << 15 <= w, neither partial sum exceeds the whole one: no overflow.
+inline constexpr int kSplitBits = 15;
+inline constexpr std::int32_t kSplitMask = (std::int32_t{1} << kSplitBits) - 1;
+
+// A unit is what one pmaddwd covers in one 128-bit lane: 2 taps of one colour pixel (one int32
+// lane per channel; RGB leaves the 4th lane empty) or 4 taps of each of two grey pixels (two int32
+// lanes per pixel).
+constexpr int taps_per_unit(int channels) { return channels == 1 ? 4 : 2; }
+constexpr int pixels_per_lane(int channels) { return channels == 1 ? 2 : 1; }
+// A block is the pixels of one 256-bit vector, two 128-bit lanes: 2 colour or 4 grey pixels.
+constexpr int pixels_per_block(int channels) { return 2 * pixels_per_lane(channels); }
+// int32 words of the weight table per block and unit: the lo pairs of both lanes (8 words), then
+// the hi pairs (8 words). A word holds two 16-bit weights, the earlier tap in the low half.
+inline constexpr int kUnitWords = 16;
+// Blocks in the table for `pixels` output pixels: rounded up to an even count, zero-weighted past
+// the last pixel, so a kernel may take blocks two at a time without a remainder loop.
+constexpr std::size_t table_blocks(std::size_t pixels, int channels) {
+  const auto per_pair = static_cast<std::size_t>(2 * pixels_per_block(channels));
+  return (pixels + per_pair - 1) / per_pair * 2;
+}
 
 // The horizontal taps of one output row.
 struct HorizontalTaps {
@@ -45,11 +64,14 @@ struct HorizontalTaps {
   const std::int32_t* taps = nullptr;     // per output pixel: number of taps (>= 1)
   const std::int32_t* weights = nullptr;  // per output pixel: `stride` weights (scalar kernels)
   int stride = 0;
-  // SIMD kernels: per output pixel `groups` groups of kGroupBytes weights. Every pixel has the
-  // same number of groups (the most any pixel needs, zero weights past its taps), so the inner
-  // loop's trip count never changes and never mispredicts.
+  // SIMD kernels: table_blocks(count) blocks of `units` units of kUnitWords words (block b holds
+  // output pixels b * pixels_per_block onward, lane 0 first; its unit u is at
+  // (b * units + u) * kUnitWords). Every pixel has the same number of units (the most any
+  // pixel needs, zero weights past its taps), so the inner loop's trip count never changes and
+  // never mispredicts. Within a lane, a colour pixel's unit u repeats the pair (2u, 2u + 1) in
+  // all 4 words; grey pixels take 2 words each, pairs (4u, 4u + 1) and (4u + 2, 4u + 3).
   const std::int32_t* lanes = nullptr;
-  int groups = 0;
+  int units = 0;
 };
 
 // dst[o * channels + c] for o < taps.count. `src` is a source row whose first byte is source pixel

@@ -75,7 +75,8 @@ Image run_on_footprint(const Resampler& r, const ResampleParams& p, const Image&
   std::vector<std::uint8_t> scratch(r.scratch_bytes());
   const Rect fp = r.footprint();
   const int row = fp.width * img.channels;
-  GuardedBuffer src(static_cast<std::size_t>(row) * fp.height + 1);  // +1: never empty
+  // Not one byte of slack: a kernel that reads a byte past the last row crashes.
+  GuardedBuffer src(std::max<std::size_t>(1, static_cast<std::size_t>(row) * fp.height));
   for (int y = 0; y < fp.height; ++y) {
     std::memcpy(
         src.data() + static_cast<std::ptrdiff_t>(y) * row,
@@ -383,6 +384,59 @@ TEST(Resample, EverySimdKernelSetEqualsScalarOnRandomGeometries) {
     }
   }
   std::printf("[ simd ] %d geometry x kernel-set comparisons, all bit-exact\n", compared);
+}
+
+TEST(Resample, SimdHorizontalPassEqualsScalarAtEveryWidthAndRowEnd) {
+  // The SIMD horizontal kernels take 4 colour or 8 grey output pixels per step, read 8- or
+  // 16-byte windows from each pixel's first tap and switch to a careful loop near the row's end;
+  // the weights are split into 15-bit halves (a weight of exactly 1.0, from upscaling with the box
+  // filter, has the largest high half). Every output width from 1 to 40 (every remainder of a
+  // step), tap counts from 1 to 41 (unrolled and general loops), a source that ends at the last
+  // tap (guard page), and noise, flat white and 0/255 stripes (the clipping edges).
+  std::vector<ResampleIsa> sets;
+  for (ResampleIsa isa : {ResampleIsa::kSse41, ResampleIsa::kAvx2}) {
+    if (ResamplerTestPeer::supported(isa)) sets.push_back(isa);
+  }
+  if (sets.empty()) GTEST_SKIP() << "no SIMD kernel set on this CPU";
+  struct Scale {
+    double scale;
+    Filter filter;
+  };
+  const Scale scales[] = {{0.5, Filter::kArea},     {0.73, Filter::kBilinear},
+                          {1.47, Filter::kBilinear}, {2.23, Filter::kBilinear},
+                          {3.6, Filter::kArea},      {5.3, Filter::kBilinear},
+                          {20.0, Filter::kArea}};
+  int compared = 0;
+  for (const int channels : {1, 3, 4}) {
+    for (const Scale& s : scales) {
+      for (int out = 1; out <= 40; ++out) {
+        const int in = std::max(1, static_cast<int>(std::lround(out * s.scale)));
+        for (int kind = 0; kind < 3; ++kind) {
+          Image img = test::noise_image(in, 3, channels, static_cast<std::uint32_t>(out));
+          for (std::size_t i = 0; i < img.pixels.size(); ++i) {
+            if (kind == 1) img.pixels[i] = 255;
+            if (kind == 2) img.pixels[i] = (i / channels) % 2 == 0 ? 0 : 255;
+          }
+          // y is a copy: the horizontal pass writes straight into dst.
+          const ResampleParams p{resize_axis(in, out), AxisMap{0, 1, 3, 0, 3}, channels,
+                                 s.filter, true, 0};
+          Resampler r;
+          r.setup(p);
+          ResamplerTestPeer::set_isa(r, ResampleIsa::kScalar);
+          const Image want = run_on_footprint(r, p, img);
+          for (ResampleIsa isa : sets) {
+            ResamplerTestPeer::set_isa(r, isa);
+            ASSERT_EQ(run_on_footprint(r, p, img).pixels, want.pixels)
+                << to_string(isa) << " != scalar: c=" << channels << " " << in << " -> " << out
+                << " scale " << s.scale << " filter " << static_cast<int>(s.filter) << " image "
+                << kind;
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  std::printf("[ simd ] %d row geometries x kernel sets, all bit-exact\n", compared);
 }
 
 TEST(Resample, SetupReusesStorageOnceWarmedUp) {
