@@ -5,18 +5,44 @@
 #include <algorithm>
 #include <bit>
 #include <new>
+#include <string>
+
+#include "sluice/core/error.hpp"
+#include "sluice/core/units.hpp"
 
 namespace sluice {
 
 AlignedBuffer::~AlignedBuffer() { reset(); }
 
-void AlignedBuffer::reserve(std::size_t bytes) {
-  if (bytes <= capacity_) return;
+std::size_t AlignedBuffer::rounded_capacity(std::size_t bytes) {
   // Powers of two from one page: requests that creep upwards (random crops, files of varied
   // sizes) reallocate a handful of times, then never; the cost is at most 2x the largest request.
-  const std::size_t rounded = std::bit_ceil(std::max<std::size_t>(bytes, 4096));
+  return std::bit_ceil(std::max<std::size_t>(bytes, 4096));
+}
+
+void AlignedBuffer::attach(MemoryBudget& budget, MemoryUse use, std::chrono::milliseconds wait) {
+  reservation_ = budget.empty(use);
+  budget_ = &budget;
+  wait_ = wait;
+  if (capacity_ > 0 && !budget.try_grow(reservation_, capacity_, Reclaim::kYes)) {
+    throw Error(ErrorCode::kOutOfBudget, "a buffer of " + format_bytes(capacity_) + " does not fit the memory budget");
+  }
+}
+
+void AlignedBuffer::reserve(std::size_t bytes) {
+  if (bytes <= capacity_) return;
+  const std::size_t rounded = rounded_capacity(bytes);
+  if (budget_ != nullptr && rounded > reservation_.bytes()) {
+    const std::uint64_t more = rounded - reservation_.bytes();
+    if (!budget_->grow(reservation_, more, MemoryBudget::Clock::now() + wait_)) {
+      throw Error(ErrorCode::kOutOfBudget,
+                  "needs " + format_bytes(more) + " more for a " + std::string(to_string(reservation_.use())) +
+                      " buffer, and the memory budget of " + format_bytes(budget_->limit()) + " has " +
+                      format_bytes(budget_->available()) + " free: raise the budget or lower the batch size");
+    }
+  }
   auto* p = static_cast<std::uint8_t*>(::operator new(rounded, std::align_val_t{kAlignment}));
-  reset();
+  if (data_ != nullptr) ::operator delete(data_, std::align_val_t{kAlignment});
   data_ = p;
   capacity_ = rounded;
 }
@@ -25,6 +51,7 @@ void AlignedBuffer::reset() {
   if (data_ != nullptr) ::operator delete(data_, std::align_val_t{kAlignment});
   data_ = nullptr;
   capacity_ = 0;
+  reservation_.shrink(reservation_.bytes());
 }
 
 }  // namespace sluice

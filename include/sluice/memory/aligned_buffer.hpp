@@ -3,9 +3,12 @@
 // per sample in steady state".
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+
+#include "sluice/memory/budget.hpp"
 
 namespace sluice {
 
@@ -13,20 +16,27 @@ class AlignedBuffer {
  public:
   static constexpr std::size_t kAlignment = 64;
 
+  // The capacity a request of `bytes` gets: a power of two, at least one page.
+  static std::size_t rounded_capacity(std::size_t bytes);
+
   AlignedBuffer() = default;
   explicit AlignedBuffer(std::size_t bytes) { reserve(bytes); }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   AlignedBuffer(AlignedBuffer&& other) noexcept { swap(other); }
+  // Accounts this buffer's capacity against `budget` from now on: growth reserves the difference
+  // first (waiting up to `wait` for room, then throwing sluice::Error kOutOfBudget).
+  void attach(MemoryBudget& budget, MemoryUse use, std::chrono::milliseconds wait);
   AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
     AlignedBuffer(std::move(other)).swap(*this);
     return *this;
   }
   ~AlignedBuffer();
 
-  // Ensures capacity() >= bytes; contents are not preserved when it grows.
+  // Ensures capacity() >= bytes; contents are not preserved when it grows. With a budget
+  // attached, the new capacity is reserved before it is allocated.
   void reserve(std::size_t bytes);
-  // Frees the memory.
+  // Frees the memory (and its reservation).
   void reset();
 
   std::uint8_t* data() { return data_; }
@@ -37,11 +47,17 @@ class AlignedBuffer {
   void swap(AlignedBuffer& other) noexcept {
     std::swap(data_, other.data_);
     std::swap(capacity_, other.capacity_);
+    std::swap(reservation_, other.reservation_);
+    std::swap(budget_, other.budget_);
+    std::swap(wait_, other.wait_);
   }
 
  private:
   std::uint8_t* data_ = nullptr;
   std::size_t capacity_ = 0;
+  MemoryBudget* budget_ = nullptr;
+  Reservation reservation_;
+  std::chrono::milliseconds wait_{0};
 };
 
 }  // namespace sluice

@@ -1,0 +1,131 @@
+// MemoryBudget: every byte the pipeline holds, accounted against a limit the user sets (DESIGN.md
+// principle 3). Producers reserve before they allocate; a reservation that does not fit waits
+// until releases make room (backpressure), or fails after a deadline, never over-commits. Caches
+// are elastic: they register a reclaimer, and a waiting reservation asks them to give memory
+// back before it waits.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace sluice {
+
+// What a reservation is for; the budget keeps usage and peaks per use.
+enum class MemoryUse : std::uint8_t {
+  kReadBuffers,    // encoded file bytes, per worker
+  kDecodeBuffers,  // decoded regions, resampled samples and scratch, per worker
+  kShuffle,        // the epoch order and shuffle buffer (indices)
+  kCache,          // the memory cache
+  kBatches,        // the batch ring (filling, ready and held batches)
+  kPinned,         // page-locked batch slots for the device
+  kCount,
+};
+
+std::string_view to_string(MemoryUse use);
+
+class MemoryBudget;
+
+// Bytes held against a budget; returns them when destroyed (or reset), waking waiters.
+class Reservation {
+ public:
+  Reservation() = default;
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+  Reservation(Reservation&& other) noexcept { *this = std::move(other); }
+  Reservation& operator=(Reservation&& other) noexcept;
+  ~Reservation() { reset(); }
+
+  std::uint64_t bytes() const { return bytes_; }
+  MemoryUse use() const { return use_; }
+  explicit operator bool() const { return budget_ != nullptr; }
+
+  // Gives back `bytes` of this reservation (or all of it).
+  void shrink(std::uint64_t bytes);
+  void reset();
+
+ private:
+  friend class MemoryBudget;
+  Reservation(MemoryBudget* budget, std::uint64_t bytes, MemoryUse use)
+      : budget_(budget), bytes_(bytes), use_(use) {}
+
+  MemoryBudget* budget_ = nullptr;
+  std::uint64_t bytes_ = 0;
+  MemoryUse use_ = MemoryUse::kBatches;
+};
+
+// Whether a reservation that does not fit may ask the elastic holders (caches) to give memory
+// back. Working memory that a sample needs does; growth that is itself elastic (more cache, a
+// deeper prefetch) does not, or caches and prefetch would just trade places.
+enum class Reclaim : std::uint8_t { kNo, kYes };
+
+class MemoryBudget {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Frees up to `bytes` (reservations it holds) and returns how many it freed.
+  using Reclaimer = std::function<std::uint64_t(std::uint64_t bytes)>;
+
+  // limit 0: unlimited (every reservation succeeds; usage is still accounted).
+  explicit MemoryBudget(std::uint64_t limit = 0);
+  MemoryBudget(const MemoryBudget&) = delete;
+  MemoryBudget& operator=(const MemoryBudget&) = delete;
+
+  // Reserves now if it fits (with kYes, after asking the reclaimers), else nullopt. Never blocks.
+  std::optional<Reservation> try_reserve(std::uint64_t bytes, MemoryUse use, Reclaim reclaim = Reclaim::kNo);
+  // Reclaims, then waits until it fits or the deadline passes (nullopt), or cancel() (throws
+  // sluice::Error kCancelled). A request larger than the whole limit fails at once.
+  std::optional<Reservation> reserve(std::uint64_t bytes, MemoryUse use, Clock::time_point deadline);
+  // An empty reservation for `use`, to grow later.
+  Reservation empty(MemoryUse use) { return Reservation(this, 0, use); }
+  // Adds bytes to an existing reservation on the same terms as try_reserve / reserve.
+  bool try_grow(Reservation& r, std::uint64_t more, Reclaim reclaim = Reclaim::kNo);
+  bool grow(Reservation& r, std::uint64_t more, Clock::time_point deadline);
+
+  // Wakes every waiter with kCancelled; later reservations fail the same way.
+  void cancel();
+
+  // Registers an elastic holder (a cache); returns an id for remove_reclaimer.
+  int add_reclaimer(Reclaimer reclaimer);
+  void remove_reclaimer(int id);
+
+  std::uint64_t limit() const { return limit_; }
+  std::uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  std::uint64_t peak() const { return peak_.load(std::memory_order_relaxed); }
+  std::uint64_t used(MemoryUse use) const { return by_use_[index(use)].used.load(std::memory_order_relaxed); }
+  std::uint64_t peak(MemoryUse use) const { return by_use_[index(use)].peak.load(std::memory_order_relaxed); }
+  // limit - used, or UINT64_MAX when unlimited.
+  std::uint64_t available() const;
+
+ private:
+  friend class Reservation;
+  static std::size_t index(MemoryUse use) { return static_cast<std::size_t>(use); }
+  bool take(std::uint64_t bytes, MemoryUse use);  // lock-free: true if it fitted
+  void give_back(std::uint64_t bytes, MemoryUse use) noexcept;
+  bool take_or_reclaim(std::uint64_t bytes, MemoryUse use, Reclaim reclaim);
+
+  struct PerUse {
+    std::atomic<std::uint64_t> used{0};
+    std::atomic<std::uint64_t> peak{0};
+  };
+
+  const std::uint64_t limit_;
+  std::atomic<std::uint64_t> used_{0};
+  std::atomic<std::uint64_t> peak_{0};
+  std::array<PerUse, static_cast<std::size_t>(MemoryUse::kCount)> by_use_;
+
+  std::mutex mutex_;  // waiters and reclaimers only; reservations that fit never take it
+  std::condition_variable released_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<int> waiters_{0};
+  std::vector<std::pair<int, Reclaimer>> reclaimers_;
+  int next_reclaimer_ = 0;
+};
+
+}  // namespace sluice
