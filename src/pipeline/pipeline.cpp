@@ -39,6 +39,16 @@ Pipeline& Pipeline::read(ReadOptions options) {
   return *this;
 }
 
+Pipeline& Pipeline::cache(MemoryCache options) {
+  spec_.stages.emplace_back(spec::Cache{options});
+  return *this;
+}
+
+Pipeline& Pipeline::cache(DiskCache options) {
+  spec_.stages.emplace_back(spec::Cache{std::move(options)});
+  return *this;
+}
+
 Pipeline& Pipeline::decode_jpeg(DecodeOptions options) {
   spec_.stages.emplace_back(spec::DecodeJpeg{options});
   return *this;

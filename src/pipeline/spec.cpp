@@ -6,6 +6,7 @@ namespace sluice::spec {
 namespace {
 struct NameOf {
   const char* operator()(const Read&) const { return "read"; }
+  const char* operator()(const Cache&) const { return "cache"; }
   const char* operator()(const DecodeJpeg&) const { return "decode_jpeg"; }
   const char* operator()(const ResizeShorter&) const { return "resize_shorter"; }
   const char* operator()(const Resize&) const { return "resize"; }

@@ -79,9 +79,10 @@ std::size_t read_file(const std::string& path, AlignedBuffer& buffer, std::uint6
                     path);
       }
       if (sized || size <= done) break;  // the file did not grow beyond what we hold
-      AlignedBuffer grown(static_cast<std::size_t>(size) + 1);  // +1: the read that sees EOF
-      if (done > 0) std::memcpy(grown.data(), buffer.data(), done);
-      buffer.swap(grown);
+      // Grow through reserve (which accounts against the buffer's budget, if any) and read again
+      // from the start: it happens a handful of times per worker, never in steady state.
+      buffer.reserve(static_cast<std::size_t>(size) + 1);  // +1: the read that sees EOF
+      done = 0;
       sized = true;
     }
     const ssize_t n = ::pread(fd.get(), buffer.data() + done, buffer.capacity() - done, static_cast<off_t>(done));

@@ -2,9 +2,14 @@
 // normalize into the batch slot, timing each stage.
 #include "stages/sample_program.hpp"
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <cstring>
+#include <optional>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/rng.hpp"
 #include "stages/read_file.hpp"
 
 namespace sluice::stages {
@@ -38,11 +43,43 @@ bool worth_a_region(const Rect& needed, Size2 image) {
          static_cast<double>(needed_pixels) <= kRegionMaxShare * static_cast<double>(image_pixels);
 }
 
-ImageView view_of(AlignedBuffer& buffer, int width, int height, int channels) {
+ImageView view_of(AlignedBuffer& buffer, int width, int height, int channels, std::size_t offset = 0) {
   const std::size_t row = static_cast<std::size_t>(width) * channels;
-  buffer.reserve(row * static_cast<std::size_t>(height));
-  return ImageView{buffer.data(), width, height, channels, static_cast<std::ptrdiff_t>(row)};
+  buffer.reserve(offset + row * static_cast<std::size_t>(height));
+  return ImageView{buffer.data() + offset, width, height, channels, static_cast<std::ptrdiff_t>(row)};
 }
+
+// A cached decoded image: this header, then the HWC pixels.
+struct DecodedHeader {
+  std::uint32_t magic;
+  std::uint32_t width;
+  std::uint32_t height;
+  std::uint32_t channels;
+};
+constexpr std::uint32_t kDecodedMagic = 0x49444c53;  // "SLDI"
+constexpr std::size_t kDecodedHeaderBytes = 64;      // keeps the pixels 64-byte aligned
+
+std::optional<ConstImageView> parse_decoded(std::span<const std::uint8_t> bytes, int channels) {
+  if (bytes.size() < kDecodedHeaderBytes) return std::nullopt;
+  DecodedHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  const std::uint64_t pixels = std::uint64_t{h.width} * h.height * h.channels;
+  if (h.magic != kDecodedMagic || static_cast<int>(h.channels) != channels || h.width == 0 ||
+      bytes.size() != kDecodedHeaderBytes + pixels) {
+    return std::nullopt;
+  }
+  return ConstImageView(bytes.data() + kDecodedHeaderBytes, static_cast<int>(h.width), static_cast<int>(h.height),
+                        channels, static_cast<std::ptrdiff_t>(h.width) * channels);
+}
+
+CacheKey disk_key(const Item& item) {
+  struct stat st {};
+  if (::stat(item.path.c_str(), &st) != 0) return CacheKey{item.path, 0, -1};  // read_file will say why
+  return CacheKey{item.path, static_cast<std::uint64_t>(st.st_size),
+                  static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) { return derive_key(h ^ v, 0x5eed); }
 
 }  // namespace
 
@@ -56,7 +93,8 @@ const char* StageCounters::name(int stage) {
   }
 }
 
-SampleProgram::SampleProgram(SampleProgramConfig config) : config_(std::move(config)) {
+SampleProgram::SampleProgram(SampleProgramConfig config, SampleCaches caches)
+    : config_(std::move(config)), caches_(caches) {
   channels_ = config_.decode.color == Color::kGrey ? 1 : 3;
   normalize_.setup(config_.normalize, channels_);
 }
@@ -71,6 +109,17 @@ Shape SampleProgram::sample_shape() const {
   return Shape{s.height, s.width, channels_};
 }
 
+std::uint64_t SampleProgram::cache_fingerprint(const SampleProgramConfig& config) {
+  // Encoded entries depend on nothing but the file; decoded ones on how it was decoded.
+  std::uint64_t h = mix(0x736c7563, static_cast<std::uint64_t>(config.cache_point));
+  if (config.cache_point == CachePoint::kDecoded) {
+    const DecodeOptions& d = config.decode;
+    h = mix(h, static_cast<std::uint64_t>(d.color));
+    h = mix(h, (d.fast_dct ? 1u : 0u) | (d.fast_upsample ? 2u : 0u) | (d.accept_warnings ? 4u : 0u));
+  }
+  return h;
+}
+
 void SampleProgram::run(const Item& item, const SampleKey& key, Workspace& ws, void* out) const {
   try {
     run_unchecked(item, key, ws, out);
@@ -80,34 +129,84 @@ void SampleProgram::run(const Item& item, const SampleKey& key, Workspace& ws, v
   }
 }
 
-void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Workspace& ws,
-                                  void* out) const {
-  auto t = Clock::now();
+std::span<const std::uint8_t> SampleProgram::encoded_bytes(const Item& item, const SampleKey& key, Workspace& ws,
+                                                            MemoryCacheStore::Handle& held) const {
+  const bool cached = config_.cache_point == CachePoint::kEncoded;
+  if (cached && caches_.memory != nullptr) {
+    held = caches_.memory->lookup(key.item);
+    if (held) return held.bytes();
+  }
+  CacheKey disk;
+  if (cached && caches_.disk != nullptr) {
+    disk = disk_key(item);
+    if (const auto size = caches_.disk->lookup(disk, ws.file)) return {ws.file.data(), *size};
+  }
   const std::size_t size = read_file(item.path, ws.file, config_.read.max_file_size);
-  ws.counters.add(StageCounters::kRead, elapsed_ns(t), static_cast<std::int64_t>(size));
-
   const std::span<const std::uint8_t> bytes(ws.file.data(), size);
+  if (cached && caches_.memory != nullptr) caches_.memory->insert(key.item, bytes);
+  if (cached && caches_.disk != nullptr) caches_.disk->insert(disk, bytes);
+  return bytes;
+}
+
+ConstImageView SampleProgram::cached_image(const Item& item, const SampleKey& key, Workspace& ws,
+                                           MemoryCacheStore::Handle& held) const {
+  if (caches_.memory != nullptr) {
+    held = caches_.memory->lookup(key.item);
+    if (held) {
+      if (const auto image = parse_decoded(held.bytes(), channels_)) return *image;
+      held = {};
+    }
+  }
+  CacheKey disk;
+  if (caches_.disk != nullptr) {
+    disk = disk_key(item);
+    if (const auto size = caches_.disk->lookup(disk, ws.decoded)) {
+      if (const auto image = parse_decoded({ws.decoded.data(), *size}, channels_)) return *image;
+    }
+  }
+  MemoryCacheStore::Handle none;
+  const std::span<const std::uint8_t> bytes = encoded_bytes(item, key, ws, none);
+  const JpegHeader header = ws.decoder.read_header(bytes);
+  const ImageView image = view_of(ws.decoded, header.width, header.height, channels_, kDecodedHeaderBytes);
+  ws.decoder.decode(bytes, header, JpegRequest{1, Rect{}}, image);
+  const DecodedHeader h{kDecodedMagic, static_cast<std::uint32_t>(header.width), static_cast<std::uint32_t>(header.height),
+                        static_cast<std::uint32_t>(channels_)};
+  std::memset(ws.decoded.data(), 0, kDecodedHeaderBytes);
+  std::memcpy(ws.decoded.data(), &h, sizeof h);
+  const std::span<const std::uint8_t> entry(
+      ws.decoded.data(), kDecodedHeaderBytes + static_cast<std::size_t>(header.width) * header.height * channels_);
+  if (caches_.memory != nullptr) caches_.memory->insert(key.item, entry);
+  if (caches_.disk != nullptr) caches_.disk->insert(disk, entry);
+  return image;
+}
+
+void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Workspace& ws, void* out) const {
+  auto t = Clock::now();
+  MemoryCacheStore::Handle held;  // keeps a memory-cache entry alive while it is the source
+  if (config_.cache_point == CachePoint::kDecoded) {
+    const ConstImageView image = cached_image(item, key, ws, held);
+    ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
+                    static_cast<std::int64_t>(image.width) * image.height * channels_);
+    const GeometryPlan plan = plan_geometry(config_.geometry, {image.width, image.height}, key);
+    finish(plan, image, Rect{0, 0, image.width, image.height}, false, ws, out, t);
+    return;
+  }
+
+  const std::span<const std::uint8_t> bytes = encoded_bytes(item, key, ws, held);
+  ws.counters.add(StageCounters::kRead, elapsed_ns(t), static_cast<std::int64_t>(bytes.size()));
   const JpegHeader header = ws.decoder.read_header(bytes);
   const Size2 image{header.width, header.height};
   GeometryPlan plan = plan_geometry(config_.geometry, image, key);
-  if (plan.out != config_.output) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "image gives a " + std::to_string(plan.out.width) + "x" +
-                    std::to_string(plan.out.height) + " sample but the batch holds " +
-                    std::to_string(config_.output.width) + "x" + std::to_string(config_.output.height) +
-                    " samples: add resize() or a crop so every sample has one size");
-  }
   const int denom = config_.decode.dct_scaling ? choose_denom(plan) : 1;
   plan = scale_plan(plan, image, denom);
   const Size2 scaled = JpegDecoder::scaled_size(header, denom);
 
   // The source pixels the output needs: the crop itself when it is a plain copy, else the
   // resampler's footprint.
-  const bool copy = is_identity(plan.x) && is_identity(plan.y);
   Rect needed;
+  const bool copy = is_identity(plan.x) && is_identity(plan.y);
   if (copy) {
-    needed = Rect{static_cast<int>(plan.x.origin), static_cast<int>(plan.y.origin), plan.out.width,
-                  plan.out.height};
+    needed = Rect{static_cast<int>(plan.x.origin), static_cast<int>(plan.y.origin), plan.out.width, plan.out.height};
   } else {
     ws.resampler.setup(ResampleParams{plan.x, plan.y, channels_, plan.filter, plan.antialias, plan.fill});
     needed = ws.resampler.footprint();
@@ -122,20 +221,36 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
   ws.decoder.decode(bytes, header, request, decoded);
   ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
                   static_cast<std::int64_t>(region.width) * region.height * channels_);
+  finish(plan, decoded, region, !copy, ws, out, t);
+}
 
+// Resample (unless a plain copy) and normalize into the slot. `source` holds source pixels
+// `region` of the (scaled) image the plan maps into.
+void SampleProgram::finish(const GeometryPlan& plan, ConstImageView source, Rect region, bool resampler_ready,
+                           Workspace& ws, void* out, Clock::time_point& t) const {
+  if (plan.out != config_.output) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "image gives a " + std::to_string(plan.out.width) + "x" + std::to_string(plan.out.height) +
+                    " sample but the batch holds " + std::to_string(config_.output.width) + "x" +
+                    std::to_string(config_.output.height) +
+                    " samples: add resize() or a crop so every sample has one size");
+  }
   ConstImageView sample;
   const bool direct = normalize_.is_identity() && !plan.flip;
-  if (copy) {
-    sample = ConstImageView(decoded.row(needed.y - region.y) + (needed.x - region.x) * channels_,
-                            plan.out.width, plan.out.height, channels_, decoded.stride);
+  if (is_identity(plan.x) && is_identity(plan.y)) {
+    const int x = static_cast<int>(plan.x.origin) - region.x;
+    const int y = static_cast<int>(plan.y.origin) - region.y;
+    sample = ConstImageView(source.row(y) + x * channels_, plan.out.width, plan.out.height, channels_, source.stride);
   } else {
+    if (!resampler_ready) {
+      ws.resampler.setup(ResampleParams{plan.x, plan.y, channels_, plan.filter, plan.antialias, plan.fill});
+    }
     ws.scratch.reserve(ws.resampler.scratch_bytes());
     const ImageView target =
         direct ? ImageView{static_cast<std::uint8_t*>(out), plan.out.width, plan.out.height, channels_,
                            static_cast<std::ptrdiff_t>(plan.out.width) * channels_}
                : view_of(ws.resized, plan.out.width, plan.out.height, channels_);
-    ws.resampler.run(decoded, region.x, region.y, target,
-                     ws.scratch.span(ws.resampler.scratch_bytes()));
+    ws.resampler.run(source, region.x, region.y, target, ws.scratch.span(ws.resampler.scratch_bytes()));
     sample = target;
     ws.counters.add(StageCounters::kTransform, elapsed_ns(t),
                     static_cast<std::int64_t>(plan.out.width) * plan.out.height * channels_);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,8 +18,10 @@
 #include "sluice/core/shape.hpp"
 #include "sluice/memory/aligned_buffer.hpp"
 #include "sluice/pipeline/spec.hpp"
+#include "stages/disk_cache.hpp"
 #include "stages/geometry.hpp"
 #include "stages/jpeg_decoder.hpp"
+#include "stages/memory_cache.hpp"
 #include "stages/normalize.hpp"
 #include "stages/resample.hpp"
 
@@ -41,7 +44,17 @@ struct StageCounters {
   }
 };
 
+// Where a cache sits: after read (encoded file bytes) or after decode_jpeg (whole decoded images).
+enum class CachePoint : std::uint8_t { kNone, kEncoded, kDecoded };
+
+// The caches a program uses; owned by the runtime (they hold budget reservations).
+struct SampleCaches {
+  MemoryCacheStore* memory = nullptr;
+  DiskCacheStore* disk = nullptr;
+};
+
 struct SampleProgramConfig {
+  CachePoint cache_point = CachePoint::kNone;
   ReadOptions read;
   DecodeOptions decode;
   std::vector<GeometryStep> geometry;
@@ -53,8 +66,8 @@ class SampleProgram {
  public:
   struct Workspace {
     explicit Workspace(const DecodeOptions& decode) : decoder(decode) {}
-    AlignedBuffer file;      // encoded bytes
-    AlignedBuffer decoded;   // the decoded region, HWC u8
+    AlignedBuffer file;      // encoded bytes (or a disk cache entry)
+    AlignedBuffer decoded;   // the decoded region, HWC u8 (after a header, see sample_program.cpp)
     AlignedBuffer resized;   // the resampled sample, HWC u8
     AlignedBuffer scratch;   // the resampler's intermediate rows
     JpegDecoder decoder;
@@ -62,7 +75,7 @@ class SampleProgram {
     StageCounters counters;
   };
 
-  explicit SampleProgram(SampleProgramConfig config);
+  SampleProgram(SampleProgramConfig config, SampleCaches caches = {});
 
   std::unique_ptr<Workspace> make_workspace() const;
 
@@ -78,10 +91,22 @@ class SampleProgram {
   // naming the item's path.
   void run(const Item& item, const SampleKey& key, Workspace& ws, void* out) const;
 
+  // A fingerprint of the stages before the cache point: what a disk cache entry depends on.
+  static std::uint64_t cache_fingerprint(const SampleProgramConfig& config);
+
  private:
   void run_unchecked(const Item& item, const SampleKey& key, Workspace& ws, void* out) const;
+  // The whole image at full scale, from the cache or decoded and inserted (kDecoded caches).
+  ConstImageView cached_image(const Item& item, const SampleKey& key, Workspace& ws,
+                              MemoryCacheStore::Handle& held) const;
+  // The file's bytes, from the cache or read and inserted (kEncoded caches) or just read.
+  std::span<const std::uint8_t> encoded_bytes(const Item& item, const SampleKey& key, Workspace& ws,
+                                              MemoryCacheStore::Handle& held) const;
+  void finish(const GeometryPlan& plan, ConstImageView source, Rect region, bool resampler_ready, Workspace& ws,
+              void* out, std::chrono::steady_clock::time_point& t) const;
 
   SampleProgramConfig config_;
+  SampleCaches caches_;
   NormalizeKernel normalize_;
   int channels_ = 3;
 };

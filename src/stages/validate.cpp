@@ -104,6 +104,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
   Phase phase = kStart;
   SampleProgramConfig program;
   std::optional<spec::Normalize> normalize;
+  std::optional<spec::Cache> cache;
   std::optional<spec::Shuffle> shuffle;
   std::optional<spec::Batch> batch;
   std::optional<spec::Prefetch> prefetch;
@@ -114,6 +115,20 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
       if (phase != kStart) bad(where + ": read() must come first, once");
       program.read = s->options;
       phase = kRead;
+    } else if (const auto* s = std::get_if<spec::Cache>(&stage)) {
+      if (cache) bad(where + ": only one cache() per pipeline");
+      if (phase == kRead) {
+        program.cache_point = CachePoint::kEncoded;
+      } else if (phase == kDecoded && program.geometry.empty()) {
+        program.cache_point = CachePoint::kDecoded;
+      } else {
+        bad(where + ": cache() goes right after read() (encoded files) or right after decode_jpeg() "
+                    "(decoded images)");
+      }
+      if (const auto* disk = std::get_if<sluice::DiskCache>(&s->store); disk != nullptr && disk->path.empty()) {
+        bad(where + ": DiskCache needs a path");
+      }
+      cache = *s;
     } else if (const auto* s = std::get_if<spec::DecodeJpeg>(&stage)) {
       if (phase != kRead) bad(where + ": decode_jpeg() must follow read(), once");
       if (s->options.max_image_pixels == 0) bad(where + ": max_image_pixels must be > 0");
@@ -178,10 +193,12 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
         std::to_string(order.size()) + " samples");
   }
   plan.prefetch = prefetch ? prefetch->depth : 2;
+  plan.prefetch_set = prefetch.has_value();
   plan.skip_key = derive_key(options.seed, 0x736b6970);  // "skip"
+  plan.cache = cache;
 
   program.output = geometry.out ? *geometry.out : probe_first_image(plan.dataset, program.decode, program.read);
-  plan.program = std::make_shared<const SampleProgram>(std::move(program));
+  plan.program = std::move(program);
   return plan;
 }
 

@@ -19,8 +19,10 @@ struct PipelinePlan {
   EpochOrderOptions order;
   int batch_size = 0;
   bool drop_last = false;
-  int prefetch = 2;  // batches prepared ahead of the one the consumer holds
-  std::shared_ptr<const SampleProgram> program;
+  int prefetch = 2;            // batches prepared ahead of the one the consumer holds
+  bool prefetch_set = false;   // prefetch() was called: the autotuner leaves the depth alone
+  SampleProgramConfig program;  // the runtime builds the program once its caches exist
+  std::optional<spec::Cache> cache;
   BuildOptions options;
   std::uint64_t skip_key = 0;  // random stream that picks replacements for bad samples
 };

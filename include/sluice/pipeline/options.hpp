@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "sluice/core/dtype.hpp"
@@ -80,13 +81,29 @@ struct ShuffleOptions {
   std::optional<std::uint64_t> seed;
 };
 
+// .cache(MemoryCache{}) after read() keeps encoded files, after decode_jpeg() decoded images,
+// in memory, inside the memory budget: what fits stays, the rest is read each epoch.
+struct MemoryCache {
+  std::uint64_t max_bytes = 0;  // its share of the budget; 0: whatever the budget leaves
+};
+
+// .cache(DiskCache{"/var/tmp/train.cache"}): the same on local disk, reused by later runs.
+// Entries are keyed by path, size and mtime and checksummed; see docs/decisions/disk-cache.md.
+struct DiskCache {
+  std::string path;
+  std::uint64_t max_bytes = 0;  // 0: bounded by the disk only
+};
+
 struct BatchOptions {
   bool drop_last = false;  // drop the partial last batch of an epoch instead of emitting it short
 };
 
 struct BuildOptions {
-  std::uint64_t memory_budget = 0;  // bytes; 0: no limit
-  int threads = autotune;           // worker threads, or sluice::autotune
+  std::uint64_t memory_budget = 0;  // bytes every buffer of the pipeline fits in; 0: no limit
+  int threads = autotune;           // worker threads, or sluice::autotune (all cores, and the
+                                    // autotuner sets samples in flight and prefetch depth)
+  // Fixed samples in flight (submitted to workers and not finished); 0: threads x 2, or tuned.
+  int samples_in_flight = 0;
   OnError on_error = OnError::kFail;
   std::uint64_t seed = 0;           // every random choice derives from it
   bool ordered = true;              // false: batches in completion order (not deterministic)

@@ -40,6 +40,10 @@ class Pipeline {
   Pipeline& shard(int rank, int world);
   Pipeline& shuffle_files(std::uint64_t seed);
   Pipeline& read(ReadOptions options = {});
+  // After read(): caches encoded files; after decode_jpeg(): decoded images (then every crop is
+  // taken from the cached full image, with no region decode or DCT scaling).
+  Pipeline& cache(MemoryCache options);
+  Pipeline& cache(DiskCache options);
   Pipeline& decode_jpeg(DecodeOptions options = {});
   Pipeline& resize_shorter(int size, ResizeOptions options = {});
   Pipeline& resize(int width, int height, ResizeOptions options = {});

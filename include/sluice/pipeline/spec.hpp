@@ -33,6 +33,7 @@ struct Items {
 using Source = std::variant<Folder, ListFile, Items>;
 
 struct Read { ReadOptions options; };
+struct Cache { std::variant<MemoryCache, DiskCache> store; };
 struct DecodeJpeg { DecodeOptions options; };
 struct ResizeShorter { int size = 0; ResizeOptions options; };
 struct Resize { int width = 0; int height = 0; ResizeOptions options; };
@@ -45,7 +46,7 @@ struct Shuffle { std::int64_t buffer = 0; ShuffleOptions options; };
 struct Batch { int size = 0; BatchOptions options; };
 struct Prefetch { int depth = 0; };
 
-using Stage = std::variant<Read, DecodeJpeg, ResizeShorter, Resize, CenterCrop, RandomResizedCrop,
+using Stage = std::variant<Read, Cache, DecodeJpeg, ResizeShorter, Resize, CenterCrop, RandomResizedCrop,
                            RandomCrop, FlipHorizontal, Normalize, Shuffle, Batch, Prefetch>;
 
 // The stage's name as the builder method spells it ("decode_jpeg"), for messages and stats.

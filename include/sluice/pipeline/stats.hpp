@@ -19,6 +19,31 @@ struct SkippedSample {
   std::string cause;
 };
 
+// Accounted memory of one use (read buffers, decode buffers, shuffle, cache, batches, pinned).
+struct MemoryStats {
+  std::string use;
+  std::uint64_t used = 0;
+  std::uint64_t peak = 0;
+};
+
+struct CacheStats {
+  std::string kind;          // "memory" or "disk"; empty without a cache
+  std::int64_t hits = 0;
+  std::int64_t misses = 0;
+  std::int64_t entries = 0;
+  std::uint64_t bytes = 0;
+  std::int64_t dropped = 0;  // corrupt (disk) or evicted for working memory (memory)
+  std::string note;          // why a disk cache is read-only or disabled, if it is
+};
+
+// What the autotuner (or the fixed settings) run with now.
+struct TuningStats {
+  int samples_in_flight = 0;  // samples submitted to workers and not finished, at most
+  int prefetch = 0;           // batches prepared ahead of the consumer's
+  bool autotuned = false;
+  std::int64_t decisions = 0; // changes the autotuner made
+};
+
 struct Stats {
   std::vector<StageStats> stages;
   std::int64_t samples = 0;             // samples written into batches
@@ -27,6 +52,12 @@ struct Stats {
   std::vector<SkippedSample> skipped_samples;  // each distinct bad path once, first cause
   double consumer_wait_seconds = 0;     // time the consumer blocked waiting for a batch
   int threads = 0;                      // worker threads in use
+  std::uint64_t memory_budget = 0;      // the limit; 0: none
+  std::uint64_t memory_used = 0;        // accounted now
+  std::uint64_t memory_peak = 0;        // accounted peak, all uses together
+  std::vector<MemoryStats> memory;      // per use
+  CacheStats cache;
+  TuningStats tuning;
 };
 
 }  // namespace sluice
