@@ -1,11 +1,13 @@
-// The running pipeline: issuing batches into ring slots, the per-sample task, the consumer's
-// wait, error policies, and the public Loader / Pipeline::build entry points.
+// The running pipeline: budget and caches, ring slots claimed for batches, samples submitted
+// under the in-flight limit, the per-sample task with its error policies, the consumer's wait,
+// autotuning, and the public Loader / Pipeline::build entry points.
 #include "runtime/loader_impl.hpp"
 
 #include <boost/lockfree/queue.hpp>
 #include <chrono>
 
 #include "sluice/core/error.hpp"
+#include "sluice/core/log.hpp"
 #include "sluice/core/rng.hpp"
 #include "sluice/core/units.hpp"
 #include "sluice/pipeline/pipeline.hpp"
@@ -16,6 +18,22 @@ namespace {
 // A bad sample is replaced by a random one from the same epoch; this many bad replacements in a
 // row mean the data set is unreadable, not noisy, and the run fails.
 constexpr int kMaxReplacements = 64;
+// The deepest prefetch the autotuner may choose, and so the most ring slots.
+constexpr int kMaxPrefetch = 8;
+constexpr int kMaxSlots = kMaxPrefetch + 2;
+// How long a worker waits for room in the budget for a buffer its sample needs. Working memory
+// is given back only by caches (asked before waiting) and retired batch slots, so a long wait
+// rarely helps; the sample then fails with kOutOfBudget, saying what to raise.
+constexpr std::chrono::milliseconds kBufferWait{2000};
+constexpr std::chrono::milliseconds kTuningPeriod{250};
+
+double busy_seconds(const std::vector<std::unique_ptr<stages::SampleProgram::Workspace>>& workspaces) {
+  std::int64_t ns = 0;
+  for (const auto& ws : workspaces) {
+    for (const auto& b : ws->counters.busy_ns) ns += b.load(std::memory_order_relaxed);
+  }
+  return static_cast<double>(ns) * 1e-9;
+}
 }  // namespace
 
 struct LoaderImpl::FreeSlots {
@@ -24,37 +42,102 @@ struct LoaderImpl::FreeSlots {
 };
 
 LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
-    : plan_(std::move(plan)), program_(*plan_.program), order_(plan_.order) {
-  sample_bytes_ = program_.sample_bytes();
-  threads_ = plan_.options.threads == autotune ? runtime::Executor::available_cores()
-                                               : plan_.options.threads;
-  const int slot_count = plan_.prefetch + 2;  // the consumer's, one completing, `prefetch` ahead
-  const std::size_t batch_bytes = sample_bytes_ * static_cast<std::size_t>(plan_.batch_size);
-  if (plan_.options.memory_budget != 0) {
-    const std::uint64_t ring = static_cast<std::uint64_t>(batch_bytes) * slot_count;
-    if (ring > plan_.options.memory_budget) {
-      throw Error(ErrorCode::kOutOfBudget,
-                  "the batch ring needs " + format_bytes(ring) + " (" + std::to_string(slot_count) +
-                      " batches of " + format_bytes(batch_bytes) + "), above the memory budget of " +
-                      format_bytes(plan_.options.memory_budget) +
-                      ": raise the budget, or lower the batch size or prefetch depth");
+    : budget_(plan.options.memory_budget), plan_(std::move(plan)), order_(plan_.order) {
+  const BuildOptions& options = plan_.options;
+  threads_ = options.threads == autotune ? runtime::Executor::available_cores() : options.threads;
+
+  if (plan_.cache) {
+    if (const auto* m = std::get_if<MemoryCache>(&plan_.cache->store)) {
+      memory_cache_ = std::make_unique<stages::MemoryCacheStore>(static_cast<std::int64_t>(plan_.dataset.items.size()),
+                                                                 m->max_bytes, budget_);
+    } else {
+      const auto& d = std::get<DiskCache>(plan_.cache->store);
+      disk_cache_ = std::make_unique<stages::DiskCacheStore>(stages::DiskCacheOptions{
+          .path = d.path, .max_bytes = d.max_bytes,
+          .fingerprint = stages::SampleProgram::cache_fingerprint(plan_.program)});
     }
   }
-  free_slots_ = std::make_unique<FreeSlots>(static_cast<std::size_t>(slot_count));
-  for (int i = 0; i < slot_count; ++i) {
-    auto slot = std::make_unique<Slot>();
-    slot->data.reserve(batch_bytes);
-    slot->labels.resize(static_cast<std::size_t>(plan_.batch_size));
-    slots_.push_back(std::move(slot));
-    free_slots_->queue.push(i);
+  program_ = std::make_unique<stages::SampleProgram>(plan_.program,
+                                                     stages::SampleCaches{memory_cache_.get(), disk_cache_.get()});
+  sample_bytes_ = program_->sample_bytes();
+
+  // Tuning: what the user fixed stays fixed; the rest starts small and is tuned when asked.
+  const bool tuned = options.threads == autotune;
+  const int min_prefetch = plan_.prefetch_set ? plan_.prefetch : 1;
+  memory_plan_ = runtime::plan_memory(plan_, sample_bytes_, threads_, min_prefetch);
+  if (options.memory_budget != 0 && memory_plan_.minimum() > options.memory_budget) {
+    throw Error(ErrorCode::kOutOfBudget,
+                "the pipeline needs at least " + memory_plan_.explain() + ", above the memory budget of " +
+                    format_bytes(options.memory_budget) + ": raise the budget to " +
+                    format_bytes(memory_plan_.minimum()) + " (" + std::to_string(memory_plan_.minimum()) +
+                    " bytes), or lower the batch size, threads or prefetch depth");
+  }
+  order_reservation_ = *budget_.try_reserve(memory_plan_.index_bytes, MemoryUse::kShuffle);
+
+  for (int i = 0; i < threads_; ++i) {
+    auto ws = program_->make_workspace();
+    ws->file.attach(budget_, MemoryUse::kReadBuffers, kBufferWait);
+    ws->decoded.attach(budget_, MemoryUse::kDecodeBuffers, kBufferWait);
+    ws->resized.attach(budget_, MemoryUse::kDecodeBuffers, kBufferWait);
+    ws->scratch.attach(budget_, MemoryUse::kDecodeBuffers, kBufferWait);
+    workspaces_.push_back(std::move(ws));
+  }
+
+  slots_.resize(kMaxSlots);
+  free_slots_ = std::make_unique<FreeSlots>(static_cast<std::size_t>(kMaxSlots));
+  // The autotuner starts from the fixed defaults (prefetch 2, 2 x threads in flight) when the
+  // budget allows them, so tuning can only improve on what an untuned pipeline gets.
+  const int start_prefetch = plan_.prefetch;
+  for (int i = 0; i < memory_plan_.min_slots; ++i) add_slot(Reclaim::kNo);
+  prefetch_ = min_prefetch;
+  while (prefetch_ < start_prefetch && add_slot(Reclaim::kNo)) prefetch_ = prefetch_ + 1;
+
+  const int fixed_in_flight = options.samples_in_flight;
+  in_flight_ = fixed_in_flight > 0 ? fixed_in_flight : 2 * threads_;
+  if (tuned) {
+    autotuner_ = std::make_unique<runtime::Autotuner>(
+        runtime::TuningLimits{.threads = threads_,
+                              .max_in_flight = 4 * threads_,
+                              .min_prefetch = min_prefetch,
+                              .max_prefetch = plan_.prefetch_set ? plan_.prefetch : kMaxPrefetch,
+                              .tune_in_flight = fixed_in_flight == 0,
+                              .tune_prefetch = !plan_.prefetch_set},
+        runtime::TuningSettings{in_flight_.load(), prefetch_.load()});
   }
   executor_ = std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this);
-  for (int i = 0; i < threads_; ++i) workspaces_.push_back(program_.make_workspace());
 }
 
 LoaderImpl::~LoaderImpl() {
-  generation_.fetch_add(1, std::memory_order_acq_rel);  // pending tasks skip their work
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // pending tasks skip their work,
+  {
+    std::lock_guard lock(submit_mutex_);                 // finishing ones submit nothing more,
+    claimed_end_ = submitted_;
+    stopping_ = true;
+  }
+  budget_.cancel();                                      // and nobody waits for memory
   executor_.reset();
+}
+
+bool LoaderImpl::add_slot(Reclaim reclaim) {
+  if (live_slots_ >= kMaxSlots) return false;
+  int index = 0;
+  while (index < kMaxSlots && slots_[static_cast<std::size_t>(index)] != nullptr) ++index;
+  if (index == kMaxSlots) return false;
+  auto slot = std::make_unique<Slot>();
+  auto reservation = budget_.try_reserve(memory_plan_.batch_bytes, MemoryUse::kBatches, reclaim);
+  if (!reservation) return false;
+  reservation->reset();  // the buffer reserves for itself; this only checked that it fits
+  slot->data.attach(budget_, MemoryUse::kBatches, std::chrono::milliseconds(0));
+  try {
+    slot->data.reserve(sample_bytes_ * static_cast<std::size_t>(plan_.batch_size));
+  } catch (const Error&) {
+    return false;  // another reservation took the room in between
+  }
+  slot->labels.resize(static_cast<std::size_t>(plan_.batch_size));
+  slots_[static_cast<std::size_t>(index)] = std::move(slot);
+  ++live_slots_;
+  free_slots_->queue.push(index);
+  return true;
 }
 
 std::int64_t LoaderImpl::batches_per_epoch() const {
@@ -64,7 +147,7 @@ std::int64_t LoaderImpl::batches_per_epoch() const {
 }
 
 Shape LoaderImpl::batch_shape() const {
-  const Shape sample = program_.sample_shape();
+  const Shape sample = program_->sample_shape();
   return Shape{plan_.batch_size, sample[0], sample[1], sample[2]};
 }
 
@@ -87,12 +170,28 @@ void LoaderImpl::start_epoch(std::int64_t epoch) {
   batches_ = batches_per_epoch();
   slot_of_batch_.assign(static_cast<std::size_t>(batches_), -1);
   next_issue_ = next_return_ = returned_ = 0;
+  {
+    std::lock_guard lock(submit_mutex_);
+    submitted_ = claimed_end_ = running_ = 0;
+  }
+  period_start_ = std::chrono::steady_clock::now();
+  period_batches_ = 0;
+  period_wait_ = 0;
+  period_busy_start_ = busy_seconds(workspaces_);
   issue_ready_batches();
 }
 
 void LoaderImpl::abandon_epoch() {
   if (next_issue_ == returned_) return;  // nothing in flight
   generation_.fetch_add(1, std::memory_order_acq_rel);
+  {
+    // Claimed samples not yet submitted will never run: count them done.
+    std::lock_guard lock(submit_mutex_);
+    for (std::int64_t p = submitted_; p < claimed_end_; ++p) {
+      finish_sample(*slots_[static_cast<std::size_t>(slot_of_batch_[static_cast<std::size_t>(p / plan_.batch_size)])]);
+    }
+    claimed_end_ = submitted_;
+  }
   for (std::int64_t b = 0; b < next_issue_; ++b) {
     const int s = slot_of_batch_[static_cast<std::size_t>(b)];
     if (s < 0) continue;
@@ -110,7 +209,16 @@ void LoaderImpl::abandon_epoch() {
 
 void LoaderImpl::issue_ready_batches() {
   int s = 0;
-  while (next_issue_ < batches_ && free_slots_->queue.pop(s)) {
+  bool claimed = false;
+  while (next_issue_ < batches_) {
+    // Hold back batches beyond the prefetch depth (the consumer's batch and one completing do
+    // not count), and give back slots the depth no longer needs.
+    if (next_issue_ - returned_ >= prefetch_ + 1 || !free_slots_->queue.pop(s)) break;
+    if (live_slots_ > prefetch_ + 2) {
+      slots_[static_cast<std::size_t>(s)].reset();  // its buffer's reservation goes back to the budget
+      --live_slots_;
+      continue;
+    }
     Slot& slot = *slots_[static_cast<std::size_t>(s)];
     const std::int64_t b = next_issue_++;
     const std::int64_t first = b * plan_.batch_size;
@@ -122,13 +230,32 @@ void LoaderImpl::issue_ready_batches() {
     slot.error = nullptr;
     slot.remaining.store(size, std::memory_order_relaxed);
     slot.state.store(kFilling, std::memory_order_release);
+    std::lock_guard lock(submit_mutex_);
     slot_of_batch_[static_cast<std::size_t>(b)] = s;
-    for (std::int64_t p = first; p < first + size; ++p) executor_->submit(s, p);
+    claimed_end_ = first + size;
+    claimed = true;
+  }
+  if (claimed) submit_samples();
+}
+
+void LoaderImpl::submit_samples() {
+  std::lock_guard lock(submit_mutex_);
+  const int limit = in_flight_.load(std::memory_order_relaxed);
+  while (!stopping_ && running_ < limit && submitted_ < claimed_end_) {
+    const std::int64_t p = submitted_++;
+    ++running_;
+    executor_->submit(slot_of_batch_[static_cast<std::size_t>(p / plan_.batch_size)], p);
   }
 }
 
 void LoaderImpl::run_sample_entry(void* self, std::int64_t slot, std::int64_t position) {
-  static_cast<LoaderImpl*>(self)->run_sample(static_cast<int>(slot), position);
+  auto* loader = static_cast<LoaderImpl*>(self);
+  loader->run_sample(static_cast<int>(slot), position);
+  {
+    std::lock_guard lock(loader->submit_mutex_);
+    --loader->running_;
+  }
+  loader->submit_samples();
 }
 
 void LoaderImpl::run_sample(int s, std::int64_t position) {
@@ -152,17 +279,15 @@ void LoaderImpl::run_sample(int s, std::int64_t position) {
   const auto& items = plan_.dataset.items;
 
   std::int64_t item = epoch_items_[static_cast<std::size_t>(position)];
-  CounterRng replacement(plan_.skip_key, static_cast<std::uint64_t>(position),
-                         static_cast<std::uint32_t>(slot.epoch));
+  CounterRng replacement(plan_.skip_key, static_cast<std::uint64_t>(position), static_cast<std::uint32_t>(slot.epoch));
   for (std::uint32_t attempt = 0;; ++attempt) {
     try {
-      program_.run(items[static_cast<std::size_t>(item)],
-                   stages::SampleKey{slot.epoch, item, attempt}, ws, out);
+      program_->run(items[static_cast<std::size_t>(item)], stages::SampleKey{slot.epoch, item, attempt}, ws, out);
       slot.labels[static_cast<std::size_t>(index)] = items[static_cast<std::size_t>(item)].label;
       break;
     } catch (const Error& e) {
-      const bool skippable = plan_.options.on_error == OnError::kSkip &&
-                             e.code() != ErrorCode::kInternal && e.code() != ErrorCode::kCancelled;
+      const bool skippable = plan_.options.on_error == OnError::kSkip && e.code() != ErrorCode::kInternal &&
+                             e.code() != ErrorCode::kCancelled && e.code() != ErrorCode::kOutOfBudget;
       if (!skippable) {
         record_error(slot, position, std::current_exception());
         break;
@@ -212,6 +337,42 @@ void LoaderImpl::record_skip(const std::string& path, const std::string& cause) 
   if (skipped_paths_.insert(path).second) skipped_samples_.push_back(SkippedSample{path, cause});
 }
 
+void LoaderImpl::apply(const runtime::TuningSettings& settings) {
+  in_flight_.store(settings.in_flight, std::memory_order_relaxed);
+  while (prefetch_ < settings.prefetch && live_slots_ < prefetch_ + 3) {
+    if (!add_slot(Reclaim::kNo)) break;
+    prefetch_ = prefetch_ + 1;
+  }
+  prefetch_ = std::min(prefetch_.load(), settings.prefetch);  // a shallower depth retires slots as they return
+  submit_samples();
+}
+
+void LoaderImpl::tune() {
+  if (!autotuner_) return;
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - period_start_).count();
+  if (seconds < std::chrono::duration<double>(kTuningPeriod).count()) return;
+  const double busy = busy_seconds(workspaces_);
+  const runtime::TuningSample sample{
+      .seconds = seconds,
+      .batches = period_batches_,
+      .consumer_wait_seconds = period_wait_,
+      .worker_busy_seconds = busy - period_busy_start_,
+      .prefetch_can_grow = live_slots_ < kMaxSlots && budget_.available() >= memory_plan_.batch_bytes,
+  };
+  std::string why;
+  const runtime::TuningSettings before = autotuner_->settings();
+  const runtime::TuningSettings after = autotuner_->update(sample, why);
+  if (!(after == before)) {
+    apply(after);
+    if (log_enabled(LogLevel::kDebug)) log(LogLevel::kDebug, "autotune: " + why);
+  }
+  period_start_ = now;
+  period_batches_ = 0;
+  period_wait_ = 0;
+  period_busy_start_ = busy;
+}
+
 bool LoaderImpl::next(Batch& out) {
   if (epoch_ < 0) throw Error(ErrorCode::kInvalidArgument, "call epoch(e) before iterating");
   if (returned_ >= batches_) return false;
@@ -241,8 +402,10 @@ bool LoaderImpl::next(Batch& out) {
     if (found >= 0) break;
     events_.wait(seen, std::memory_order_acquire);
   }
-  consumer_wait_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  consumer_wait_seconds_ += waited;
+  period_wait_ += waited;
+  ++period_batches_;
 
   Slot& slot = *slots_[static_cast<std::size_t>(found)];
   ++returned_;
@@ -255,8 +418,9 @@ bool LoaderImpl::next(Batch& out) {
   }
   slot.state.store(kHeld, std::memory_order_release);
   ++batches_done_;
-  const Shape sample = program_.sample_shape();
-  TensorView view{slot.data.data(), program_.dtype(), Shape{slot.size, sample[0], sample[1], sample[2]}};
+  tune();
+  const Shape sample = program_->sample_shape();
+  TensorView view{slot.data.data(), program_->dtype(), Shape{slot.size, sample[0], sample[1], sample[2]}};
   out = Batch(view, std::span<const std::int32_t>(slot.labels.data(), static_cast<std::size_t>(slot.size)),
               slot.epoch, slot.batch, found, this);
   return true;
@@ -278,6 +442,23 @@ Stats LoaderImpl::stats() const {
   stats.batches = batches_done_;
   stats.consumer_wait_seconds = consumer_wait_seconds_;
   stats.threads = threads_;
+  stats.memory_budget = budget_.limit();
+  stats.memory_used = budget_.used();
+  stats.memory_peak = budget_.peak();
+  for (int u = 0; u < static_cast<int>(MemoryUse::kCount); ++u) {
+    const auto use = static_cast<MemoryUse>(u);
+    stats.memory.push_back(MemoryStats{std::string(to_string(use)), budget_.used(use), budget_.peak(use)});
+  }
+  if (memory_cache_) {
+    const auto c = memory_cache_->stats();
+    stats.cache = CacheStats{"memory", c.hits, c.misses, c.entries, c.bytes, c.evicted, {}};
+  }
+  else if (disk_cache_) {
+    const auto c = disk_cache_->stats();
+    stats.cache = CacheStats{"disk", c.hits, c.misses, c.entries, c.bytes, c.dropped_corrupt, c.note};
+  }
+  stats.tuning = TuningStats{in_flight_.load(), prefetch_.load(), autotuner_ != nullptr,
+                             autotuner_ ? autotuner_->decisions() : 0};
   std::lock_guard lock(skip_mutex_);
   stats.skipped = skipped_;
   stats.skipped_samples = skipped_samples_;

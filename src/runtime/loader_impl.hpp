@@ -1,10 +1,11 @@
-// LoaderImpl: a built pipeline at run time. It owns the batch ring, the worker pool and one
-// workspace per worker; the consumer's thread issues work a batch at a time as ring slots free
-// up, workers run one fused task per sample straight into the slot, and the last sample of a
-// batch to finish marks it ready.
+// LoaderImpl: a built pipeline at run time. It owns the memory budget, the caches, the batch
+// ring, the worker pool and one workspace per worker. The consumer's thread claims ring slots for
+// batches as they free up; samples of claimed batches are submitted to the workers while fewer
+// than `in_flight` are running (the limit the autotuner moves), and each finishing sample submits
+// the next; the last sample of a batch to finish marks it ready.
 //
-// Threads: all issuing, waiting and epoch changes happen on the consumer's thread. Workers only
-// touch their own workspace and their sample's part of a slot, then one atomic decrement. A
+// Threads: issuing batches, waiting and epoch changes happen on the consumer's thread. Workers
+// touch their own workspace, their sample's part of a slot, and the short submission lock. A
 // Batch may be released from any thread: free slots travel through a lock-free queue.
 #pragma once
 
@@ -16,11 +17,16 @@
 #include <set>
 #include <vector>
 
+#include "runtime/autotuner.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/memory_plan.hpp"
 #include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/batch.hpp"
 #include "sluice/pipeline/stats.hpp"
+#include "stages/disk_cache.hpp"
 #include "stages/epoch_order.hpp"
+#include "stages/memory_cache.hpp"
 #include "stages/validate.hpp"
 
 namespace sluice {
@@ -40,7 +46,7 @@ class LoaderImpl final : public BatchRecycler {
   std::int64_t samples_per_epoch() const { return order_.size(); }
   std::int64_t batches_per_epoch() const;
   Shape batch_shape() const;
-  DType dtype() const { return plan_.program->dtype(); }
+  DType dtype() const { return program_->dtype(); }
   Stats stats() const;
 
  private:
@@ -55,6 +61,7 @@ class LoaderImpl final : public BatchRecycler {
     std::int64_t batch = -1;
     std::uint32_t generation = 0;       // generation_ when issued
     int size = 0;
+    bool retire = false;                // the prefetch depth shrank: free it when it comes back
     std::mutex error_mutex;             // taken only when a sample fails
     std::exception_ptr error;
     std::int64_t error_position = 0;
@@ -66,29 +73,49 @@ class LoaderImpl final : public BatchRecycler {
   void record_error(Slot& slot, std::int64_t position, std::exception_ptr error);
   void finish_sample(Slot& slot);
 
+  bool add_slot(Reclaim reclaim);
   void issue_ready_batches();
+  void submit_samples();
   void abandon_epoch();
   void signal();
+  void tune();
+  void apply(const runtime::TuningSettings& settings);
 
+  // Declared first: destroyed last, after everything that holds a reservation against it.
+  MemoryBudget budget_;
   stages::PipelinePlan plan_;
-  const stages::SampleProgram& program_;
+  std::unique_ptr<stages::MemoryCacheStore> memory_cache_;
+  std::unique_ptr<stages::DiskCacheStore> disk_cache_;
+  std::unique_ptr<stages::SampleProgram> program_;
+  runtime::MemoryPlan memory_plan_;
   std::size_t sample_bytes_ = 0;
   int threads_ = 1;
 
   stages::EpochOrder order_;
+  Reservation order_reservation_;           // the epoch order's index arrays
   std::vector<std::int64_t> epoch_items_;   // (samples_per_epoch) item index per output position
   std::int64_t epoch_ = -1;
   std::int64_t batches_ = 0;                // in this epoch
-  std::int64_t next_issue_ = 0;             // next batch to issue
+  std::int64_t next_issue_ = 0;             // next batch to claim a slot for
   std::int64_t next_return_ = 0;            // next batch to hand out (ordered)
   std::int64_t returned_ = 0;               // batches handed out this epoch
   std::vector<int> slot_of_batch_;          // (batches_) slot index or -1
   std::atomic<std::uint32_t> generation_{0};// bumped when an epoch is abandoned: stale tasks skip
 
-  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // grows to the prefetch depth, up to kMaxSlots
+  int live_slots_ = 0;                        // slots with memory (not retired)
   struct FreeSlots;
   std::unique_ptr<FreeSlots> free_slots_;
   std::atomic<std::uint32_t> events_{0};    // bumped on every completion and recycle: the consumer waits on it
+
+  // Submission: samples of claimed batches go to the workers while fewer than in_flight_ run.
+  std::mutex submit_mutex_;
+  std::int64_t submitted_ = 0;              // positions [0, submitted_) of the epoch are submitted
+  std::int64_t claimed_end_ = 0;            // positions [0, claimed_end_) have a slot
+  std::int64_t running_ = 0;                // submitted and not finished
+  bool stopping_ = false;                   // the destructor runs: submit nothing
+  std::atomic<int> in_flight_{1};
+  std::atomic<int> prefetch_{1};
 
   std::vector<std::unique_ptr<stages::SampleProgram::Workspace>> workspaces_;  // (threads)
 
@@ -100,6 +127,13 @@ class LoaderImpl final : public BatchRecycler {
   std::atomic<std::int64_t> samples_done_{0};
   std::int64_t batches_done_ = 0;
   double consumer_wait_seconds_ = 0;
+
+  // Autotuning: measured on the consumer's thread every period.
+  std::unique_ptr<runtime::Autotuner> autotuner_;
+  std::chrono::steady_clock::time_point period_start_;
+  std::int64_t period_batches_ = 0;
+  double period_wait_ = 0;
+  double period_busy_start_ = 0;
 
   // Declared last: destroyed first, so workers finish before the slots and workspaces go.
   std::unique_ptr<runtime::Executor> executor_;

@@ -1,0 +1,36 @@
+// MemoryPlan: what a pipeline needs at least, computed by build() before any thread starts, so a
+// pipeline that cannot run inside its budget fails there, with the numbers, rather than halfway
+// through an epoch. Per-worker working memory is estimated from a few probed files (their size
+// and JPEG header); images larger than those grow their worker's buffers at run time, inside
+// the budget (waiting for room, or failing that sample with kOutOfBudget).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "stages/validate.hpp"
+
+namespace sluice::runtime {
+
+struct MemoryPlan {
+  std::uint64_t batch_bytes = 0;      // one ring slot: samples and labels
+  int min_slots = 3;                  // prefetch + 2 at the smallest prefetch depth
+  std::uint64_t file_bytes = 0;       // per worker: the largest probed file
+  std::uint64_t decode_bytes = 0;     // per worker: decoded image, resampled sample, scratch
+  std::uint64_t index_bytes = 0;      // the epoch order's index arrays
+  int threads = 1;
+  int probed = 0;                     // files probed for the estimate
+
+  std::uint64_t workspace_bytes() const { return file_bytes + decode_bytes; }
+  std::uint64_t minimum() const {
+    return batch_bytes * static_cast<std::uint64_t>(min_slots) + workspace_bytes() * static_cast<std::uint64_t>(threads) +
+           index_bytes;
+  }
+  // "ring 3 x 36.75 MiB + 2 workers x 3.06 MiB + indices 16.0 KiB = 116.45 MiB"
+  std::string explain() const;
+};
+
+// min_prefetch: the smallest depth the pipeline may run at (the one set with prefetch(), or 1).
+MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_bytes, int threads, int min_prefetch);
+
+}  // namespace sluice::runtime
