@@ -3,6 +3,8 @@
 // batches: the CLI's determinism contract). The JSON object it ends with is read by scripts and
 // by bench/e2e, so its keys only ever grow.
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <atomic>
@@ -17,6 +19,7 @@
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
 #include "sluice/sluice.hpp"
+#include "stages/source.hpp"
 
 namespace sluice::cli {
 namespace {
@@ -42,10 +45,24 @@ struct BenchOptions {
   std::string color = "rgb";
   std::vector<float> mean;  // default: ImageNet's for rgb, 0.5 for grey
   std::vector<float> std;
-  int prefetch = 2;
+  int prefetch = 0;          // 0: the default (2), or tuned with --threads auto
+  int in_flight = 0;         // 0: the default, or tuned with --threads auto
+  std::int64_t shuffle_buffer = 0;
   bool shuffle = false;
+  bool drop_cache = false;   // evict the data set's pages before epoch 0 (a cold first epoch)
   bool json = false;
 };
+
+// Asks the kernel to drop the data set's pages from its cache (posix_fadvise DONTNEED), so the
+// first epoch reads from the device. Only clean, unmapped pages go; no privileges needed.
+void drop_page_cache(const PipelineSpec& spec) {
+  for (const Item& item : stages::load_dataset(spec.source).items) {
+    const int fd = ::open(item.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+}
 
 // Peak resident set size of this process (VmHWM), in bytes.
 std::uint64_t peak_rss_bytes() {
@@ -57,10 +74,48 @@ std::uint64_t peak_rss_bytes() {
   return 0;
 }
 
+// --cache none | memory | memory:SIZE | disk:PATH, optionally ",decoded" to cache after decode.
+struct CacheChoice {
+  std::optional<spec::Cache> cache;
+  bool decoded = false;
+};
+
+CacheChoice parse_cache(std::string text) {
+  CacheChoice c;
+  const auto comma = text.find(",decoded");
+  if (comma != std::string::npos) {
+    c.decoded = true;
+    text.erase(comma);
+  }
+  if (text == "none") return c;
+  if (text == "memory" || text.rfind("memory:", 0) == 0) {
+    MemoryCache m;
+    if (text.size() > 7) {
+      const auto bytes = parse_size(text.substr(7));
+      if (!bytes) throw Error(ErrorCode::kInvalidArgument, "--cache memory:SIZE: cannot read \"" + text.substr(7) + "\" as a size");
+      m.max_bytes = *bytes;
+    }
+    c.cache = spec::Cache{m};
+  } else if (text.rfind("disk:", 0) == 0 && text.size() > 5) {
+    c.cache = spec::Cache{DiskCache{text.substr(5), 0}};
+  } else {
+    throw Error(ErrorCode::kInvalidArgument, "--cache must be none, memory, memory:SIZE or disk:PATH (optionally ,decoded)");
+  }
+  return c;
+}
+
+void add_cache(Pipeline& p, const spec::Cache& cache) {
+  std::visit([&p](const auto& store) { p.cache(store); }, cache.store);
+}
+
 Pipeline make_pipeline(const BenchOptions& o) {
   Pipeline p = o.list.empty() ? Pipeline::from_folder(o.data) : Pipeline::from_list(o.list);
   if (o.shuffle) p.shuffle_files(o.seed);
-  p.read().decode_jpeg({.color = o.color == "grey" ? Color::kGrey : Color::kRGB, .fast_dct = o.dct == "fast"});
+  const CacheChoice cache = parse_cache(o.cache);
+  p.read();
+  if (cache.cache && !cache.decoded) add_cache(p, *cache.cache);
+  p.decode_jpeg({.color = o.color == "grey" ? Color::kGrey : Color::kRGB, .fast_dct = o.dct == "fast"});
+  if (cache.cache && cache.decoded) add_cache(p, *cache.cache);
   if (o.transform == "eval") {
     p.resize_shorter(o.size * 256 / 224).center_crop(o.size);
   } else if (o.transform == "train") {
@@ -80,7 +135,10 @@ Pipeline make_pipeline(const BenchOptions& o) {
     std::vector<float> std = o.std.empty() ? (grey ? std::vector<float>{0.5f} : std::vector<float>{0.229f, 0.224f, 0.225f}) : o.std;
     p.normalize({.mean = std::move(mean), .std = std::move(std), .layout = layout, .dtype = dtype});
   }
-  return p.batch(o.batch).prefetch(o.prefetch);
+  if (o.shuffle_buffer > 0) p.shuffle(o.shuffle_buffer);
+  p.batch(o.batch);
+  if (o.prefetch > 0) p.prefetch(o.prefetch);
+  return p;
 }
 
 BuildOptions build_options(const BenchOptions& o) {
@@ -93,15 +151,16 @@ BuildOptions build_options(const BenchOptions& o) {
     if (!bytes) throw Error(ErrorCode::kInvalidArgument, "--budget: cannot read \"" + o.budget + "\" as a size (e.g. 512MiB)");
     b.memory_budget = *bytes;
   }
-  if (o.cache != "none") {
-    throw Error(ErrorCode::kInvalidArgument, "--cache " + o.cache + ": not yet supported (only none)");
-  }
+  if (o.in_flight > 0) b.samples_in_flight = o.in_flight;
   return b;
 }
 
 int run_bench(const BenchOptions& o) {
+  const std::uint64_t baseline_rss = peak_rss_bytes();  // before the pipeline holds anything
+  const Pipeline pipeline = make_pipeline(o);
+  if (o.drop_cache) drop_page_cache(pipeline.spec());
   Stopwatch setup;
-  Loader loader = make_pipeline(o).build(build_options(o));
+  Loader loader = pipeline.build(build_options(o));
   const double setup_seconds = setup.seconds();
   const std::int64_t per_epoch = loader.samples_per_epoch();
   std::atomic<std::uint64_t> done{0};
@@ -109,6 +168,8 @@ int run_bench(const BenchOptions& o) {
   XXH3_64bits_reset(hash);
 
   json epochs = json::array();
+  std::int64_t last_hits = 0;
+  std::int64_t last_misses = 0;
   Stopwatch clock;
   {
     ProgressLine progress("bench", static_cast<std::uint64_t>(per_epoch) * o.epochs, done, stderr_is_terminal() && !o.json);
@@ -122,7 +183,13 @@ int run_bench(const BenchOptions& o) {
         done.fetch_add(static_cast<std::uint64_t>(b.size()), std::memory_order_relaxed);
       }
       const double s = epoch_clock.seconds();
-      epochs.push_back({{"epoch", e}, {"images", images}, {"seconds", s}, {"images_per_sec", images / s}});
+      const CacheStats c = loader.stats().cache;
+      const std::int64_t hits = c.hits - last_hits;
+      const std::int64_t misses = c.misses - last_misses;
+      last_hits = c.hits;
+      last_misses = c.misses;
+      epochs.push_back({{"epoch", e}, {"images", images}, {"seconds", s}, {"images_per_sec", images / s},
+                        {"cache_hit_rate", hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0}});
     }
   }
   const double seconds = clock.seconds();
@@ -137,6 +204,8 @@ int run_bench(const BenchOptions& o) {
     if (s.name == "read") read_bytes = s.bytes;
     stages.push_back({{"name", s.name}, {"busy_seconds", s.busy_seconds}, {"items", s.items}, {"bytes", s.bytes}});
   }
+  json memory = json::object();
+  for (const auto& m : stats.memory) memory[m.use] = {{"used", m.used}, {"peak", m.peak}};
   json skipped_paths = json::array();
   for (const auto& s : stats.skipped_samples) skipped_paths.push_back(s.path);
   char checksum_hex[17];
@@ -159,6 +228,18 @@ int run_bench(const BenchOptions& o) {
       {"skipped", stats.skipped},
       {"skipped_paths", skipped_paths},
       {"consumer_wait_seconds", stats.consumer_wait_seconds},
+      {"baseline_rss_bytes", baseline_rss},
+      {"memory_budget", stats.memory_budget},
+      {"memory_peak_bytes", stats.memory_peak},
+      {"memory", memory},
+      {"cache", {{"kind", stats.cache.kind}, {"hits", stats.cache.hits}, {"misses", stats.cache.misses},
+                 {"entries", stats.cache.entries}, {"bytes", stats.cache.bytes}, {"dropped", stats.cache.dropped},
+                 {"note", stats.cache.note},
+                 {"hit_rate", stats.cache.hits + stats.cache.misses > 0
+                                  ? static_cast<double>(stats.cache.hits) / static_cast<double>(stats.cache.hits + stats.cache.misses)
+                                  : 0.0}}},
+      {"tuning", {{"samples_in_flight", stats.tuning.samples_in_flight}, {"prefetch", stats.tuning.prefetch},
+                  {"autotuned", stats.tuning.autotuned}, {"decisions", stats.tuning.decisions}}},
       {"stages", stages},
       {"per_epoch", epochs},
       {"checksum", checksum_hex},
@@ -182,6 +263,25 @@ int run_bench(const BenchOptions& o) {
   }
   std::cout << "  consumer waited " << format_seconds(stats.consumer_wait_seconds) << "; peak RSS "
             << format_bytes(peak_rss_bytes()) << "; checksum " << checksum_hex << "\n";
+  std::cout << "  memory: accounted peak " << format_bytes(stats.memory_peak);
+  if (stats.memory_budget != 0) std::cout << " of a " << format_bytes(stats.memory_budget) << " budget";
+  std::cout << " (";
+  bool first = true;
+  for (const auto& m : stats.memory) {
+    if (m.peak == 0) continue;
+    std::cout << (first ? "" : ", ") << m.use << " " << format_bytes(m.peak);
+    first = false;
+  }
+  std::cout << ")\n";
+  if (!stats.cache.kind.empty()) {
+    std::cout << "  " << stats.cache.kind << " cache: " << stats.cache.hits << " hits, " << stats.cache.misses
+              << " misses, " << stats.cache.entries << " entries, " << format_bytes(stats.cache.bytes);
+    if (!stats.cache.note.empty()) std::cout << " (" << stats.cache.note << ")";
+    std::cout << "\n";
+  }
+  std::cout << "  samples in flight " << stats.tuning.samples_in_flight << ", prefetch " << stats.tuning.prefetch
+            << (stats.tuning.autotuned ? " (autotuned, " + std::to_string(stats.tuning.decisions) + " changes)" : "")
+            << "\n";
   std::cout << "  skipped " << stats.skipped << " sample(s)";
   for (const auto& s : stats.skipped_samples) std::cout << "\n    " << s.path << ": " << s.cause;
   std::cout << "\n";
@@ -215,10 +315,16 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--color", options->color, "Decoded colour: rgb or grey")->check(CLI::IsMember({"rgb", "grey"}))->capture_default_str();
   cmd->add_option("--mean", options->mean, "Per-channel mean in [0, 1] (default ImageNet's, 0.5 for grey)")->delimiter(',');
   cmd->add_option("--std", options->std, "Per-channel std in [0, 1] (default ImageNet's, 0.5 for grey)")->delimiter(',');
-  cmd->add_option("--prefetch", options->prefetch, "Batches prepared ahead")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--prefetch", options->prefetch, "Batches prepared ahead (default 2, or tuned with --threads auto)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--in-flight", options->in_flight, "Samples in flight (default 2 x threads, or tuned)")->check(CLI::PositiveNumber);
+  cmd->add_option("--shuffle-buffer", options->shuffle_buffer, "Shuffle buffer of N samples (0: none)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--on-error", options->on_error, "fail or skip bad files")->check(CLI::IsMember({"fail", "skip"}))->capture_default_str();
-  cmd->add_option("--budget", options->budget, "Memory budget, e.g. 512MiB (checked against the batch ring)");
-  cmd->add_option("--cache", options->cache, "none | memory | disk:PATH (caches are not yet supported)")->capture_default_str();
+  cmd->add_option("--budget", options->budget, "Memory budget every buffer fits in, e.g. 512MiB");
+  cmd->add_option("--cache", options->cache, "none | memory | memory:SIZE | disk:PATH, optionally ,decoded")
+      ->capture_default_str();
+  cmd->add_flag("--drop-cache", options->drop_cache, "Drop the data set's pages from the OS cache first (cold epoch 0)");
   cmd->add_flag("--json", options->json, "End stdout with one JSON object");
   cmd->callback([cmd, options, data, list] {
     if (data->count() == 0 && list->count() == 0) throw CLI::RequiredError("--data or --list");

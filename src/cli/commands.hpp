@@ -25,5 +25,9 @@ void add_inspect_command(CLI::App& app);
 // batch (bench.cpp).
 void add_bench_command(CLI::App& app);
 
+// `sluice sweep --data DIR --budgets ... --out DIR`: throughput and memory across budgets, each
+// budget a fresh `sluice bench` process (sweep.cpp).
+void add_sweep_command(CLI::App& app);
+
 }  // namespace sluice::cli
 

@@ -67,9 +67,9 @@ TEST(CliBench, UsageAndConfigurationErrors) {
   const CliRun budget = run_cli({"bench", "--data", dir.string(), "--transform", "none", "--budget", "lots"});
   EXPECT_EQ(budget.exit_code, 1);
   EXPECT_NE(budget.err.find("--budget"), std::string::npos);
-  const CliRun cache = run_cli({"bench", "--data", dir.string(), "--transform", "none", "--cache", "memory"});
+  const CliRun cache = run_cli({"bench", "--data", dir.string(), "--transform", "none", "--cache", "ssd"});
   EXPECT_EQ(cache.exit_code, 1);
-  EXPECT_NE(cache.err.find("not yet supported"), std::string::npos);
+  EXPECT_NE(cache.err.find("--cache must be"), std::string::npos) << cache.err;
   const CliRun crop = run_cli({"bench", "--data", dir.string(), "--transform", "pad-crop", "--size", "48", "--padding", "4"});
   EXPECT_EQ(crop.exit_code, 1);
   EXPECT_NE(crop.err.find("random_crop"), std::string::npos) << crop.err;
