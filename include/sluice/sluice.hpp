@@ -5,6 +5,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/shape.hpp"
 #include "sluice/core/units.hpp"
+#include "sluice/device/device.hpp"
 #include "sluice/pipeline/batch.hpp"
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/pipeline.hpp"
