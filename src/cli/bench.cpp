@@ -18,6 +18,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
+#include "sluice/device/stream.hpp"
 #include "sluice/sluice.hpp"
 #include "stages/source.hpp"
 
@@ -50,6 +51,8 @@ struct BenchOptions {
   std::int64_t shuffle_buffer = 0;
   bool shuffle = false;
   bool drop_cache = false;   // evict the data set's pages before epoch 0 (a cold first epoch)
+  std::string device = "host";
+  bool normalize_on_device = false;
   bool json = false;
 };
 
@@ -108,6 +111,17 @@ void add_cache(Pipeline& p, const spec::Cache& cache) {
   std::visit([&p](const auto& store) { p.cache(store); }, cache.store);
 }
 
+DeviceId parse_device(const std::string& text) {
+  if (text == "host") return host();
+  if (text.rfind("cuda:", 0) == 0) {
+    try {
+      return cuda(std::stoi(text.substr(5)));
+    } catch (const std::exception&) {
+    }
+  }
+  throw Error(ErrorCode::kInvalidArgument, "--device must be host or cuda:N, got \"" + text + "\"");
+}
+
 Pipeline make_pipeline(const BenchOptions& o) {
   Pipeline p = o.list.empty() ? Pipeline::from_folder(o.data) : Pipeline::from_list(o.list);
   if (o.shuffle) p.shuffle_files(o.seed);
@@ -138,6 +152,7 @@ Pipeline make_pipeline(const BenchOptions& o) {
   if (o.shuffle_buffer > 0) p.shuffle(o.shuffle_buffer);
   p.batch(o.batch);
   if (o.prefetch > 0) p.prefetch(o.prefetch);
+  if (o.device != "host" || o.normalize_on_device) p.to_device(parse_device(o.device), {.normalize_on_device = o.normalize_on_device});
   return p;
 }
 
@@ -182,6 +197,8 @@ int run_bench(const BenchOptions& o) {
         images += b.size();
         done.fetch_add(static_cast<std::uint64_t>(b.size()), std::memory_order_relaxed);
       }
+      // Copies to a device are asynchronous: an epoch ends when the last one has landed.
+      if (o.device != "host") Stream::wrap(parse_device(o.device), nullptr).synchronize();
       const double s = epoch_clock.seconds();
       const CacheStats c = loader.stats().cache;
       const std::int64_t hits = c.hits - last_hits;
@@ -243,6 +260,7 @@ int run_bench(const BenchOptions& o) {
       {"stages", stages},
       {"per_epoch", epochs},
       {"checksum", checksum_hex},
+      {"device", o.device},
   };
 
   std::cout << "sluice bench: " << images << " images in " << format_seconds(seconds) << ", "
@@ -324,6 +342,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--budget", options->budget, "Memory budget every buffer fits in, e.g. 512MiB");
   cmd->add_option("--cache", options->cache, "none | memory | memory:SIZE | disk:PATH, optionally ,decoded")
       ->capture_default_str();
+  cmd->add_option("--device", options->device, "Where batches go: host or cuda:N")->capture_default_str();
+  cmd->add_flag("--normalize-on-device", options->normalize_on_device,
+                "Ship u8 and normalise on the device (with --device cuda:N)");
   cmd->add_flag("--drop-cache", options->drop_cache, "Drop the data set's pages from the OS cache first (cold epoch 0)");
   cmd->add_flag("--json", options->json, "End stdout with one JSON object");
   cmd->callback([cmd, options, data, list] {

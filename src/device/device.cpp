@@ -13,10 +13,6 @@
 
 namespace sluice {
 
-std::string to_string(DeviceId device) {
-  return device.is_host() ? std::string("host") : "cuda:" + std::to_string(device.index);
-}
-
 bool cuda_backend_built() { return device_detail::cuda_built(); }
 
 int cuda_device_count() noexcept { return device_detail::cuda_count(nullptr); }

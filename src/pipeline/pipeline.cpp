@@ -112,6 +112,11 @@ Pipeline& Pipeline::batch(int size, BatchOptions options) {
   return *this;
 }
 
+Pipeline& Pipeline::to_device(DeviceId device, ToDeviceOptions options) {
+  spec_.stages.emplace_back(spec::ToDevice{device, options});
+  return *this;
+}
+
 Pipeline& Pipeline::prefetch(int depth) {
   spec_.stages.emplace_back(spec::Prefetch{depth});
   return *this;

@@ -18,6 +18,7 @@ struct NameOf {
   const char* operator()(const Shuffle&) const { return "shuffle"; }
   const char* operator()(const Batch&) const { return "batch"; }
   const char* operator()(const Prefetch&) const { return "prefetch"; }
+  const char* operator()(const ToDevice&) const { return "to_device"; }
 };
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include "sluice/core/log.hpp"
 #include "sluice/core/rng.hpp"
 #include "sluice/core/units.hpp"
+#include "sluice/device/device.hpp"
 #include "sluice/pipeline/pipeline.hpp"
 
 namespace sluice {
@@ -88,9 +89,15 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
   // The autotuner starts from the fixed defaults (prefetch 2, 2 x threads in flight) when the
   // budget allows them, so tuning can only improve on what an untuned pipeline gets.
   const int start_prefetch = plan_.prefetch;
-  for (int i = 0; i < memory_plan_.min_slots; ++i) add_slot(Reclaim::kNo);
-  prefetch_ = min_prefetch;
-  while (prefetch_ < start_prefetch && add_slot(Reclaim::kNo)) prefetch_ = prefetch_ + 1;
+  const bool ring = plan_.to_device && (plan_.to_device->device.is_cuda() || plan_.to_device->options.stage_through_ring);
+  if (ring) {
+    prefetch_ = start_prefetch;  // the ring's slots are allocated once: its depth is fixed
+    setup_device();
+  } else {
+    for (int i = 0; i < memory_plan_.min_slots; ++i) add_slot(Reclaim::kNo);
+    prefetch_ = min_prefetch;
+    while (prefetch_ < start_prefetch && add_slot(Reclaim::kNo)) prefetch_ = prefetch_ + 1;
+  }
 
   const int fixed_in_flight = options.samples_in_flight;
   in_flight_ = fixed_in_flight > 0 ? fixed_in_flight : 2 * threads_;
@@ -101,7 +108,7 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
                               .min_prefetch = min_prefetch,
                               .max_prefetch = plan_.prefetch_set ? plan_.prefetch : kMaxPrefetch,
                               .tune_in_flight = fixed_in_flight == 0,
-                              .tune_prefetch = !plan_.prefetch_set},
+                              .tune_prefetch = !plan_.prefetch_set && ring_ == nullptr},
         runtime::TuningSettings{in_flight_.load(), prefetch_.load()});
   }
   executor_ = std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this);
@@ -134,10 +141,83 @@ bool LoaderImpl::add_slot(Reclaim reclaim) {
     return false;  // another reservation took the room in between
   }
   slot->labels.resize(static_cast<std::size_t>(plan_.batch_size));
+  slot->data_ptr = slot->data.data();
+  slot->labels_ptr = slot->labels.data();
+  slot->index = index;
   slots_[static_cast<std::size_t>(index)] = std::move(slot);
   ++live_slots_;
   free_slots_->queue.push(index);
   return true;
+}
+
+void LoaderImpl::setup_device() {
+  const spec::ToDevice& to = *plan_.to_device;
+  require_device(to.device);  // a clear error at build() when the device is not usable here
+  const std::size_t data_bytes = sample_bytes_ * static_cast<std::size_t>(plan_.batch_size);
+  // A ring slot: labels (rounded to 256 bytes), then the batch as the host assembles it; with
+  // normalize_on_device the device slot also holds the normalised output after the u8 input.
+  ring_labels_bytes_ = (sizeof(std::int32_t) * static_cast<std::size_t>(plan_.batch_size) + 255) / 256 * 256;
+  const std::size_t host_bytes = ring_labels_bytes_ + data_bytes;
+  std::size_t device_bytes = host_bytes;
+  if (to.options.normalize_on_device) {
+    device_normalizer_.setup(GpuNormalizeOptions{plan_.device_normalize.mean, plan_.device_normalize.std,
+                                                 plan_.device_normalize.layout, plan_.device_normalize.dtype},
+                             program_->channels());
+    ring_output_offset_ = (host_bytes + 255) / 256 * 256;
+    const Size2 out = program_->output_size();
+    device_bytes = ring_output_offset_ + device_normalizer_.output_bytes(plan_.batch_size, out.height, out.width);
+  }
+  const int slots = prefetch_ + 2;
+  ring_ = std::make_unique<TransferRing>(TransferRingOptions{.device = to.device,
+                                                             .slots = slots,
+                                                             .host_slot_bytes = host_bytes,
+                                                             .device_slot_bytes = device_bytes,
+                                                             .budget = &budget_});
+  consumer_stream_ = std::make_unique<Stream>(Stream::wrap(to.device, to.options.stream));
+  for (int i = 0; i < slots; ++i) {
+    auto slot = std::make_unique<Slot>();
+    const std::span<std::uint8_t> host = ring_->host_slot(i);
+    slot->labels_ptr = reinterpret_cast<std::int32_t*>(host.data());
+    slot->data_ptr = host.data() + ring_labels_bytes_;
+    slot->index = i;
+    slots_[static_cast<std::size_t>(i)] = std::move(slot);
+    free_slots_->queue.push(i);
+  }
+  live_slots_ = slots;
+}
+
+void LoaderImpl::ship(int s) {
+  const Slot& slot = *slots_[static_cast<std::size_t>(s)];
+  const std::size_t bytes = ring_labels_bytes_ + sample_bytes_ * static_cast<std::size_t>(slot.size);
+  try {
+    if (plan_.to_device->options.normalize_on_device) {
+      const Size2 out = program_->output_size();
+      const DeviceNormalizeStep step{&device_normalizer_, ring_labels_bytes_, ring_output_offset_, slot.size,
+                                     out.height, out.width};
+      ring_->submit(s, bytes, &step);
+    } else {
+      ring_->submit(s, bytes);
+    }
+  } catch (...) {
+    record_error(*slots_[static_cast<std::size_t>(s)], slot.batch * plan_.batch_size, std::current_exception());
+  }
+}
+
+void LoaderImpl::describe_device_batch(int s, Batch& batch) {
+  ring_->hand_over(s, *consumer_stream_);  // the consumer's stream waits for the copy; the host does not
+  const Slot& slot = *slots_[static_cast<std::size_t>(s)];
+  auto* base = static_cast<std::uint8_t*>(ring_->device_slot(s));
+  const Shape sample = program_->sample_shape();
+  TensorView data{base + ring_labels_bytes_, program_->dtype(), Shape{slot.size, sample[0], sample[1], sample[2]}};
+  if (plan_.to_device->options.normalize_on_device) {
+    const Size2 out = program_->output_size();
+    const int c = program_->channels();
+    const Shape shape = plan_.device_normalize.layout == Layout::kNCHW ? Shape{slot.size, c, out.height, out.width}
+                                                                       : Shape{slot.size, out.height, out.width, c};
+    data = TensorView{base + ring_output_offset_, plan_.device_normalize.dtype, shape};
+  }
+  batch.set_device(plan_.to_device->device, data, reinterpret_cast<const std::int32_t*>(base),
+                   ring_->ready_event(s).native_handle());
 }
 
 std::int64_t LoaderImpl::batches_per_epoch() const {
@@ -157,6 +237,9 @@ void LoaderImpl::signal() {
 }
 
 void LoaderImpl::recycle(int slot) noexcept {
+  // The device memory is free for reuse once the consumer's stream is done with it (an event,
+  // not a host wait).
+  if (ring_) ring_->release(slot, *consumer_stream_);
   slots_[static_cast<std::size_t>(slot)]->state.store(kFree, std::memory_order_release);
   free_slots_->queue.push(slot);
   signal();
@@ -220,6 +303,7 @@ void LoaderImpl::issue_ready_batches() {
       continue;
     }
     Slot& slot = *slots_[static_cast<std::size_t>(s)];
+    if (ring_) ring_->begin_fill(s);  // the slot's previous copy has read its host buffer
     const std::int64_t b = next_issue_++;
     const std::int64_t first = b * plan_.batch_size;
     const int size = static_cast<int>(std::min<std::int64_t>(plan_.batch_size, order_.size() - first));
@@ -265,7 +349,7 @@ void LoaderImpl::run_sample(int s, std::int64_t position) {
     return;
   }
   const std::int64_t index = position - slot.batch * plan_.batch_size;
-  void* out = slot.data.data() + static_cast<std::size_t>(index) * sample_bytes_;
+  void* out = slot.data_ptr + static_cast<std::size_t>(index) * sample_bytes_;
   // oneTBB gives a one-thread arena two slots and its worker may use either; both map to the one
   // workspace (at concurrency 1 they never run at once), so its buffers stay warm.
   const int worker = runtime::Executor::current_worker() % threads_;
@@ -283,7 +367,7 @@ void LoaderImpl::run_sample(int s, std::int64_t position) {
   for (std::uint32_t attempt = 0;; ++attempt) {
     try {
       program_->run(items[static_cast<std::size_t>(item)], stages::SampleKey{slot.epoch, item, attempt}, ws, out);
-      slot.labels[static_cast<std::size_t>(index)] = items[static_cast<std::size_t>(item)].label;
+      slot.labels_ptr[index] = items[static_cast<std::size_t>(item)].label;
       break;
     } catch (const Error& e) {
       const bool skippable = plan_.options.on_error == OnError::kSkip && e.code() != ErrorCode::kInternal &&
@@ -317,6 +401,9 @@ void LoaderImpl::run_sample(int s, std::int64_t position) {
 
 void LoaderImpl::finish_sample(Slot& slot) {
   if (slot.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (ring_ && !slot.error && slot.generation == generation_.load(std::memory_order_acquire)) {
+      ship(slot.index);
+    }
     slot.state.store(kReady, std::memory_order_release);
     slot.state.notify_all();
     signal();
@@ -420,9 +507,10 @@ bool LoaderImpl::next(Batch& out) {
   ++batches_done_;
   tune();
   const Shape sample = program_->sample_shape();
-  TensorView view{slot.data.data(), program_->dtype(), Shape{slot.size, sample[0], sample[1], sample[2]}};
-  out = Batch(view, std::span<const std::int32_t>(slot.labels.data(), static_cast<std::size_t>(slot.size)),
+  TensorView view{slot.data_ptr, program_->dtype(), Shape{slot.size, sample[0], sample[1], sample[2]}};
+  out = Batch(view, std::span<const std::int32_t>(slot.labels_ptr, static_cast<std::size_t>(slot.size)),
               slot.epoch, slot.batch, found, this);
+  if (ring_) describe_device_batch(found, out);
   return true;
 }
 

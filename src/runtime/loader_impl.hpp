@@ -20,6 +20,9 @@
 #include "runtime/autotuner.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/memory_plan.hpp"
+#include "sluice/device/gpu_normalize.hpp"
+#include "sluice/device/stream.hpp"
+#include "sluice/device/transfer_ring.hpp"
 #include "sluice/memory/aligned_buffer.hpp"
 #include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/batch.hpp"
@@ -55,6 +58,10 @@ class LoaderImpl final : public BatchRecycler {
   struct Slot {
     AlignedBuffer data;                 // (batch, sample...) in the program's dtype and layout
     std::vector<std::int32_t> labels;   // (batch)
+    // Where workers write: data and labels above, or a slot of the transfer ring (to_device).
+    std::uint8_t* data_ptr = nullptr;
+    std::int32_t* labels_ptr = nullptr;
+    int index = -1;                     // in slots_
     std::atomic<std::int32_t> remaining{0};
     std::atomic<std::uint32_t> state{kFree};
     std::int64_t epoch = -1;
@@ -74,6 +81,9 @@ class LoaderImpl final : public BatchRecycler {
   void finish_sample(Slot& slot);
 
   bool add_slot(Reclaim reclaim);
+  void setup_device();           // to_device: the transfer ring and its slots
+  void ship(int slot);           // to_device: the slot's batch is complete, copy it
+  void describe_device_batch(int slot, Batch& batch);
   void issue_ready_batches();
   void submit_samples();
   void abandon_epoch();
@@ -134,6 +144,13 @@ class LoaderImpl final : public BatchRecycler {
   std::int64_t period_batches_ = 0;
   double period_wait_ = 0;
   double period_busy_start_ = 0;
+
+  // to_device: the ring owns the page-locked slots and their device twins.
+  std::unique_ptr<TransferRing> ring_;
+  std::unique_ptr<Stream> consumer_stream_;
+  GpuNormalizer device_normalizer_;
+  std::size_t ring_labels_bytes_ = 0;   // labels first in a ring slot, then the data
+  std::size_t ring_output_offset_ = 0;  // normalize_on_device: where the device's output starts
 
   // Declared last: destroyed first, so workers finish before the slots and workspaces go.
   std::unique_ptr<runtime::Executor> executor_;

@@ -108,6 +108,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
   std::optional<spec::Shuffle> shuffle;
   std::optional<spec::Batch> batch;
   std::optional<spec::Prefetch> prefetch;
+  std::optional<spec::ToDevice> to_device;
   for (std::size_t i = 0; i < spec.stages.size(); ++i) {
     const spec::Stage& stage = spec.stages[i];
     const std::string where = at(i, stage);
@@ -155,6 +156,11 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
       if (s->size < 1) bad(where + ": batch size must be at least 1, got " + std::to_string(s->size));
       batch = *s;
       phase = kBatched;
+    } else if (const auto* s = std::get_if<spec::ToDevice>(&stage)) {
+      if (phase != kBatched) bad(where + ": to_device() must follow batch()");
+      if (to_device) bad(where + ": only one to_device() per pipeline");
+      if (s->device.index < 0) bad(where + ": device index must be >= 0");
+      to_device = *s;
     } else if (const auto* s = std::get_if<spec::Prefetch>(&stage)) {
       if (phase != kBatched) bad(where + ": prefetch() must follow batch()");
       if (s->depth < 1) bad(where + ": prefetch depth must be at least 1, got " + std::to_string(s->depth));
@@ -169,6 +175,16 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
   if (geometry.error) bad(*geometry.error);
   program.normalize = normalize ? normalize->options
                                 : NormalizeOptions{.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8};
+  NormalizeOptions device_normalize;
+  if (to_device && to_device->options.normalize_on_device) {
+    if (!normalize || normalize->options.dtype == DType::kU8) {
+      bad("to_device: normalize_on_device needs a normalize() stage with an f32, f16 or bf16 output "
+          "(it says what to compute on the device)");
+    }
+    // The host ships u8 HWC; the device casts, normalises and transposes.
+    device_normalize = normalize->options;
+    program.normalize = NormalizeOptions{.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8};
+  }
 
   PipelinePlan plan;
   plan.options = options;
@@ -196,6 +212,8 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
   plan.prefetch_set = prefetch.has_value();
   plan.skip_key = derive_key(options.seed, 0x736b6970);  // "skip"
   plan.cache = cache;
+  plan.to_device = to_device;
+  plan.device_normalize = device_normalize;
 
   program.output = geometry.out ? *geometry.out : probe_first_image(plan.dataset, program.decode, program.read);
   plan.program = std::move(program);

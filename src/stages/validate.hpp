@@ -23,6 +23,8 @@ struct PipelinePlan {
   bool prefetch_set = false;   // prefetch() was called: the autotuner leaves the depth alone
   SampleProgramConfig program;  // the runtime builds the program once its caches exist
   std::optional<spec::Cache> cache;
+  std::optional<spec::ToDevice> to_device;
+  NormalizeOptions device_normalize;  // with to_device({.normalize_on_device}): done on the device
   BuildOptions options;
   std::uint64_t skip_key = 0;  // random stream that picks replacements for bad samples
 };

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 
+#include "sluice/core/device_id.hpp"
 #include "sluice/core/shape.hpp"
 
 namespace sluice {
@@ -39,9 +40,21 @@ class Batch {
       index_ = other.index_;
       slot_ = other.slot_;
       recycler_ = other.recycler_;
+      device_ = other.device_;
+      device_data_ = other.device_data_;
+      device_labels_ = other.device_labels_;
+      ready_event_ = other.ready_event_;
       other.recycler_ = nullptr;
     }
     return *this;
+  }
+
+  // Set by the runtime for a pipeline with to_device(): where the batch is on the device.
+  void set_device(DeviceId device, TensorView data, const std::int32_t* labels, void* ready_event) {
+    device_ = device;
+    device_data_ = data;
+    device_labels_ = labels;
+    ready_event_ = ready_event;
   }
   ~Batch() { release(); }
 
@@ -52,6 +65,15 @@ class Batch {
   std::int64_t epoch() const { return epoch_; }
   std::int64_t index() const { return index_; }  // position of the batch in its epoch
   bool valid() const { return recycler_ != nullptr; }
+
+  // With to_device(): the batch on the device (normalised there when asked), its labels there,
+  // and the event its copy recorded (a cudaEvent_t; the consumer's stream already waits on it,
+  // other streams can wait too). data() then holds what was shipped, in page-locked memory.
+  bool on_device() const { return device_data_.data != nullptr; }
+  DeviceId device() const { return device_; }
+  const TensorView& device_data() const { return device_data_; }
+  const std::int32_t* device_labels() const { return device_labels_; }
+  void* ready_event() const { return ready_event_; }
 
   // Returns the slot now; the views are invalid afterwards.
   void release() noexcept {
@@ -68,6 +90,10 @@ class Batch {
   std::int64_t index_ = 0;
   int slot_ = -1;
   BatchRecycler* recycler_ = nullptr;
+  DeviceId device_ = host();
+  TensorView device_data_;
+  const std::int32_t* device_labels_ = nullptr;
+  void* ready_event_ = nullptr;
 };
 
 }  // namespace sluice

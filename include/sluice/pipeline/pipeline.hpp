@@ -60,6 +60,8 @@ class Pipeline {
   Pipeline& shuffle(std::int64_t buffer, ShuffleOptions options = {});
   Pipeline& batch(int size, BatchOptions options = {});
   Pipeline& prefetch(int depth);
+  // Batches go to `device` (after batch()); sluice::cuda(i) without a usable GPU fails at build().
+  Pipeline& to_device(DeviceId device, ToDeviceOptions options = {});
 
   const PipelineSpec& spec() const { return spec_; }
 

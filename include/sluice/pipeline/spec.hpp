@@ -45,9 +45,10 @@ struct Normalize { NormalizeOptions options; };
 struct Shuffle { std::int64_t buffer = 0; ShuffleOptions options; };
 struct Batch { int size = 0; BatchOptions options; };
 struct Prefetch { int depth = 0; };
+struct ToDevice { DeviceId device; ToDeviceOptions options; };
 
 using Stage = std::variant<Read, Cache, DecodeJpeg, ResizeShorter, Resize, CenterCrop, RandomResizedCrop,
-                           RandomCrop, FlipHorizontal, Normalize, Shuffle, Batch, Prefetch>;
+                           RandomCrop, FlipHorizontal, Normalize, Shuffle, Batch, Prefetch, ToDevice>;
 
 // The stage's name as the builder method spells it ("decode_jpeg"), for messages and stats.
 const char* name_of(const Stage& stage);
