@@ -122,7 +122,8 @@ class LoaderImpl final : public BatchRecycler {
   std::mutex submit_mutex_;
   std::int64_t submitted_ = 0;              // positions [0, submitted_) of the epoch are submitted
   std::int64_t claimed_end_ = 0;            // positions [0, claimed_end_) have a slot
-  std::int64_t running_ = 0;                // submitted and not finished
+  std::atomic<std::int64_t> running_{0};    // submitted and not finished (written under the lock
+                                            // when submitting, atomically when finishing)
   bool stopping_ = false;                   // the destructor runs: submit nothing
   std::atomic<int> in_flight_{1};
   std::atomic<int> prefetch_{1};
