@@ -30,8 +30,14 @@ void AlignedBuffer::attach(MemoryBudget& budget, MemoryUse use, std::chrono::mil
 }
 
 void AlignedBuffer::reserve(std::size_t bytes) {
-  if (bytes <= capacity_) return;
-  const std::size_t rounded = rounded_capacity(bytes);
+  if (bytes > capacity_) grow_to(rounded_capacity(bytes));
+}
+
+void AlignedBuffer::reserve_exact(std::size_t bytes) {
+  if (bytes > capacity_) grow_to(page_capacity(bytes));
+}
+
+void AlignedBuffer::grow_to(std::size_t rounded) {
   if (budget_ != nullptr && rounded > reservation_.bytes()) {
     const std::uint64_t more = rounded - reservation_.bytes();
     if (!budget_->grow(reservation_, more, MemoryBudget::Clock::now() + wait_)) {

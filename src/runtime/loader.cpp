@@ -136,7 +136,7 @@ bool LoaderImpl::add_slot(Reclaim reclaim) {
   reservation->reset();  // the buffer reserves for itself; this only checked that it fits
   slot->data.attach(budget_, MemoryUse::kBatches, std::chrono::milliseconds(0));
   try {
-    slot->data.reserve(sample_bytes_ * static_cast<std::size_t>(plan_.batch_size));
+    slot->data.reserve_exact(sample_bytes_ * static_cast<std::size_t>(plan_.batch_size));
   } catch (const Error&) {
     return false;  // another reservation took the room in between
   }

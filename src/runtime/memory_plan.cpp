@@ -33,7 +33,7 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   MemoryPlan m;
   m.threads = threads;
   m.min_slots = min_prefetch + 2;
-  m.batch_bytes = AlignedBuffer::rounded_capacity(sample_bytes * static_cast<std::size_t>(plan.batch_size)) +
+  m.batch_bytes = AlignedBuffer::page_capacity(sample_bytes * static_cast<std::size_t>(plan.batch_size)) +
                   sizeof(std::int32_t) * static_cast<std::uint64_t>(plan.batch_size);
   const auto n = static_cast<std::int64_t>(plan.dataset.items.size());
   // EpochOrder: the permutation of all items, this shard's order, the shuffle buffer; and the

@@ -18,6 +18,8 @@ class AlignedBuffer {
 
   // The capacity a request of `bytes` gets: a power of two, at least one page.
   static std::size_t rounded_capacity(std::size_t bytes);
+  // The capacity reserve_exact(bytes) gets: whole pages.
+  static std::size_t page_capacity(std::size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
 
   AlignedBuffer() = default;
   explicit AlignedBuffer(std::size_t bytes) { reserve(bytes); }
@@ -36,6 +38,9 @@ class AlignedBuffer {
   // Ensures capacity() >= bytes; contents are not preserved when it grows. With a budget
   // attached, the new capacity is reserved before it is allocated.
   void reserve(std::size_t bytes);
+  // The same for a buffer whose size is known and fixed (a batch slot): capacity is `bytes`
+  // rounded up to a page, not to a power of two.
+  void reserve_exact(std::size_t bytes);
   // Frees the memory (and its reservation).
   void reset();
 
@@ -53,6 +58,8 @@ class AlignedBuffer {
   }
 
  private:
+  void grow_to(std::size_t capacity);
+
   std::uint8_t* data_ = nullptr;
   std::size_t capacity_ = 0;
   MemoryBudget* budget_ = nullptr;
