@@ -38,10 +38,11 @@ namespace {
 namespace sb = sluice::bench;
 using nlohmann::json;
 
-const std::vector<std::string> kSystems = {"sluice", "limit", "parallel", "torch", "opencv"};
+const std::vector<std::string> kSystems = {"sluice", "sluice-cached", "limit", "parallel", "torch", "opencv"};
 
 const std::map<std::string, std::string> kSystemTitles = {
     {"sluice", "sluice"},
+    {"sluice-cached", "sluice, mem cache"},
     {"limit", "decode limit"},
     {"parallel", "decode, N threads"},
     {"torch", "torch DataLoader"},
@@ -91,7 +92,7 @@ std::vector<std::string> split_systems(const std::string& csv) {
     if (name.empty()) continue;
     if (std::find(kSystems.begin(), kSystems.end(), name) == kSystems.end()) {
       throw CLI::ValidationError("--systems", "unknown system '" + name +
-                                                  "' (sluice, limit, parallel, torch, opencv)");
+                                                  "' (sluice, sluice-cached, limit, parallel, torch, opencv)");
     }
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
   }
@@ -138,7 +139,7 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", sc.epochs, "timed epochs, after one untimed warm-up epoch")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", sc.seed, "seed of the random transforms")->capture_default_str();
-  app.add_option("--systems", systems_csv, "comma-separated: sluice, limit, parallel, torch, opencv")
+  app.add_option("--systems", systems_csv, "comma-separated: sluice, sluice-cached, limit, parallel, torch, opencv")
       ->capture_default_str();
   app.add_option("--rounds", rounds, "run every system this many times in turn; report medians")
       ->check(CLI::PositiveNumber)->capture_default_str();
@@ -185,6 +186,8 @@ int main(int argc, char** argv) {
       try {
         if (system == "sluice") {
           m.last = sb::run_sluice(data, sc, n);
+        } else if (system == "sluice-cached") {
+          m.last = sb::run_sluice(data, sc, n, /*memory_cache=*/true);
         } else if (system == "limit") {
           const sb::DecodeLimitResult r =
               sb::measure_decode_limit(list, {.min_seconds = min_decode_seconds});

@@ -11,14 +11,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc) {
+sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc, bool memory_cache) {
   const sluice::NormalizeOptions normalize{
       .mean = {kImageNetMean.begin(), kImageNetMean.end()},
       .std = {kImageNetStd.begin(), kImageNetStd.end()},
       .layout = sluice::Layout::kNCHW,
       .dtype = sluice::DType::kF32};
   sluice::Pipeline pipe = sluice::Pipeline::from_folder(dir);
-  pipe.read().decode_jpeg({.fast_dct = true});
+  pipe.read();
+  // Keeping the encoded files in memory is what the decode limit does (it preloads them).
+  if (memory_cache) pipe.cache(sluice::MemoryCache{});
+  pipe.decode_jpeg({.fast_dct = true});
   switch (sc.transform) {
     case Transform::kEval:
       pipe.resize_shorter(eval_resize_size(sc.size)).center_crop(sc.size);
@@ -38,8 +41,8 @@ sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc) {
 }  // namespace
 
 LoaderResult run_sluice(const std::string& dir, const Scenario& sc,
-                        std::int64_t expected_images) {
-  sluice::Loader loader = make_pipeline(dir, sc).build(
+                        std::int64_t expected_images, bool memory_cache) {
+  sluice::Loader loader = make_pipeline(dir, sc, memory_cache).build(
       {.threads = sc.threads, .seed = sc.seed});
   if (loader.samples_per_epoch() != expected_images) {
     throw std::runtime_error("sluice sees " + std::to_string(loader.samples_per_epoch()) +
