@@ -139,7 +139,9 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
       if (phase != kDecoded) bad(where + ": image ops must come after decode_jpeg() and before normalize()");
       check_geometry_op(where, *geometry);
       const std::uint64_t seed = op_seed(*geometry).value_or(options.seed);
-      program.geometry.push_back(GeometryStep{*geometry, derive_key(seed, i)});
+      // Keyed by the op's place among the image ops, not among all stages: adding a cache,
+      // prefetch or to_device must not change a single augmentation.
+      program.geometry.push_back(GeometryStep{*geometry, derive_key(seed, program.geometry.size())});
     } else if (const auto* s = std::get_if<spec::Normalize>(&stage)) {
       if (phase != kDecoded) bad(where + ": normalize() must follow decode_jpeg() and the image ops, once");
       normalize = *s;

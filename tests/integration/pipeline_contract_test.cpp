@@ -209,6 +209,22 @@ TEST(PipelineDeterminism, CifarChecksumsEqualAcrossThreadCounts) {
   EXPECT_EQ(sums.size(), 1u);
 }
 
+TEST(PipelineDeterminism, CachesPrefetchAndToDeviceDoNotChangeAugmentations) {
+  SLUICE_REQUIRE_DATASET(dir, "imagenette-val");
+  const auto run = [&](bool cache, bool extras) {
+    Pipeline p = Pipeline::from_folder(dir.string()).shuffle_files(3).read();
+    if (cache) p.cache(MemoryCache{});
+    p.decode_jpeg().random_resized_crop(48).flip_horizontal().normalize().batch(64);
+    if (extras) p.prefetch(3).to_device(host());
+    Loader loader = p.build({.threads = 2, .seed = 8});
+    return std::make_pair(test::epoch_checksum(loader, 0), test::epoch_checksum(loader, 1));
+  };
+  const auto plain = run(false, false);
+  EXPECT_EQ(run(true, false), plain);  // epoch 0 fills the cache, epoch 1 hits it
+  EXPECT_EQ(run(false, true), plain);
+  EXPECT_EQ(run(true, true), plain);
+}
+
 TEST(PipelineStats, CountsStagesAndSamples) {
   SLUICE_REQUIRE_DATASET(dir, "imagenette-val");
   Loader loader = Pipeline::from_folder(dir.string()).read().decode_jpeg().resize_shorter(64).center_crop(56).batch(64).build({.threads = 2});
