@@ -52,6 +52,10 @@ struct BenchOptions {
   bool shuffle = false;
   bool drop_cache = false;   // evict the data set's pages before epoch 0 (a cold first epoch)
   std::string device = "host";
+  std::int64_t stop_after_batches = 0;  // 0: run every epoch
+  std::string save_state;               // where to write the loader's state when stopping
+  std::string resume;                   // a state file to continue from
+  bool per_batch = false;               // --json gets batch_checksums
   bool normalize_on_device = false;
   bool json = false;
 };
@@ -182,20 +186,42 @@ int run_bench(const BenchOptions& o) {
   XXH3_state_t* hash = XXH3_createState();
   XXH3_64bits_reset(hash);
 
+  std::int64_t first_epoch = 0;
+  if (!o.resume.empty()) {
+    std::ifstream in(o.resume, std::ios::binary);
+    if (!in) throw Error(ErrorCode::kNotFound, "cannot read the state file", o.resume);
+    const std::vector<std::uint8_t> state{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    loader.restore(state);
+    first_epoch = loader.resume_epoch();
+  }
+  json batch_checksums = json::array();
+  std::int64_t delivered = 0;
+  bool stopped = false;
   json epochs = json::array();
   std::int64_t last_hits = 0;
   std::int64_t last_misses = 0;
   Stopwatch clock;
   {
     ProgressLine progress("bench", static_cast<std::uint64_t>(per_epoch) * o.epochs, done, stderr_is_terminal() && !o.json);
-    for (int e = 0; e < o.epochs; ++e) {
+    for (std::int64_t e = first_epoch; e < o.epochs && !stopped; ++e) {
       Stopwatch epoch_clock;
       std::int64_t images = 0;
       for (Batch& b : loader.epoch(e)) {
         XXH3_64bits_update(hash, b.data().data, b.data().bytes());
         XXH3_64bits_update(hash, b.labels().data(), b.labels().size_bytes());
+        if (o.per_batch) {
+          char hex[17];
+          const std::uint64_t one = XXH3_64bits(b.data().data, b.data().bytes()) ^
+                                    XXH3_64bits(b.labels().data(), b.labels().size_bytes());
+          std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(one));
+          batch_checksums.push_back(hex);
+        }
         images += b.size();
         done.fetch_add(static_cast<std::uint64_t>(b.size()), std::memory_order_relaxed);
+        if (o.stop_after_batches > 0 && ++delivered == o.stop_after_batches) {
+          stopped = true;
+          break;
+        }
       }
       // Copies to a device are asynchronous: an epoch ends when the last one has landed.
       if (o.device != "host") Stream::wrap(parse_device(o.device), nullptr).synchronize();
@@ -210,6 +236,12 @@ int run_bench(const BenchOptions& o) {
     }
   }
   const double seconds = clock.seconds();
+  if (!o.save_state.empty()) {
+    const std::vector<std::uint8_t> state = loader.state();
+    std::ofstream out(o.save_state, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
+    if (!out) throw Error(ErrorCode::kIo, "cannot write the state file", o.save_state);
+  }
   const std::uint64_t checksum = XXH3_64bits_digest(hash);
   XXH3_freeState(hash);
 
@@ -261,6 +293,7 @@ int run_bench(const BenchOptions& o) {
       {"per_epoch", epochs},
       {"checksum", checksum_hex},
       {"device", o.device},
+      {"stopped_early", stopped},
   };
 
   std::cout << "sluice bench: " << images << " images in " << format_seconds(seconds) << ", "
@@ -303,7 +336,11 @@ int run_bench(const BenchOptions& o) {
   std::cout << "  skipped " << stats.skipped << " sample(s)";
   for (const auto& s : stats.skipped_samples) std::cout << "\n    " << s.path << ": " << s.cause;
   std::cout << "\n";
-  if (o.json) std::cout << result.dump() << "\n";
+  if (o.json) {
+    json out = result;
+    if (o.per_batch) out["batch_checksums"] = batch_checksums;
+    std::cout << out.dump() << "\n";
+  }
   return 0;
 }
 
@@ -345,6 +382,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--device", options->device, "Where batches go: host or cuda:N")->capture_default_str();
   cmd->add_flag("--normalize-on-device", options->normalize_on_device,
                 "Ship u8 and normalise on the device (with --device cuda:N)");
+  cmd->add_option("--stop-after-batches", options->stop_after_batches, "Stop after N batches (with --save-state)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--save-state", options->save_state, "Write the loader's state here when the run ends");
+  cmd->add_option("--resume", options->resume, "Continue from a state written by --save-state")->check(CLI::ExistingFile);
+  cmd->add_flag("--per-batch", options->per_batch, "Add batch_checksums (one per batch, in order) to --json");
   cmd->add_flag("--drop-cache", options->drop_cache, "Drop the data set's pages from the OS cache first (cold epoch 0)");
   cmd->add_flag("--json", options->json, "End stdout with one JSON object");
   cmd->callback([cmd, options, data, list] {

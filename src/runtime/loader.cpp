@@ -5,6 +5,7 @@
 
 #include <boost/lockfree/queue.hpp>
 #include <chrono>
+#include <cstring>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/log.hpp"
@@ -252,10 +253,14 @@ void LoaderImpl::start_epoch(std::int64_t epoch) {
   order_.compute(epoch, epoch_items_);
   batches_ = batches_per_epoch();
   slot_of_batch_.assign(static_cast<std::size_t>(batches_), -1);
-  next_issue_ = next_return_ = returned_ = 0;
+  // A restored state starts its epoch at the saved batch: nothing before it is read or decoded.
+  const std::int64_t first = epoch == resume_epoch_ ? std::min(resume_batch_, batches_) : 0;
+  resume_epoch_ = -1;
+  next_issue_ = next_return_ = returned_ = first;
   {
     std::lock_guard lock(submit_mutex_);
-    submitted_ = claimed_end_ = 0;  // running_ returns to 0 by itself as the last tasks finish
+    // running_ returns to 0 by itself as the last tasks finish.
+    submitted_ = claimed_end_ = first * plan_.batch_size;
   }
   period_start_ = std::chrono::steady_clock::now();
   period_batches_ = 0;
@@ -553,6 +558,83 @@ Stats LoaderImpl::stats() const {
   return stats;
 }
 
+// ---- resumable iteration ---------------------------------------------------------------------
+
+namespace {
+constexpr std::uint32_t kStateMagic = 0x54534c53;  // "SLST"
+constexpr std::uint32_t kStateVersion = 1;
+
+struct SavedState {
+  std::uint32_t magic;
+  std::uint32_t version;
+  std::uint64_t fingerprint;
+  std::int64_t epoch;
+  std::int64_t batch;
+  std::uint64_t check;  // of the fields above
+};
+
+std::uint64_t check_of(const SavedState& s) {
+  std::uint64_t h = derive_key(s.magic ^ (std::uint64_t{s.version} << 32), s.fingerprint);
+  h = derive_key(h, static_cast<std::uint64_t>(s.epoch));
+  return derive_key(h, static_cast<std::uint64_t>(s.batch));
+}
+}  // namespace
+
+std::uint64_t LoaderImpl::fingerprint() const {
+  // What decides which samples land where: the items, the order, the batching and the seeds.
+  std::uint64_t h = derive_key(plan_.dataset.items.size(), 0x7374617465);
+  for (const Item& item : plan_.dataset.items) {
+    for (const char c : item.path) h = h * 1099511628211ull ^ static_cast<unsigned char>(c);
+    h = derive_key(h, static_cast<std::uint64_t>(item.label));
+  }
+  const auto mix = [&h](std::uint64_t v) { h = derive_key(h, v); };
+  mix(static_cast<std::uint64_t>(plan_.batch_size));
+  mix(plan_.drop_last ? 1 : 0);
+  mix(static_cast<std::uint64_t>(plan_.order.shard_rank) << 32 | static_cast<std::uint32_t>(plan_.order.shard_world));
+  mix(plan_.order.file_seed.value_or(~0ull));
+  mix(static_cast<std::uint64_t>(plan_.order.shuffle_buffer));
+  mix(plan_.order.shuffle_seed);
+  mix(plan_.options.seed);
+  mix(static_cast<std::uint64_t>(plan_.program.output.width) << 32 | static_cast<std::uint32_t>(plan_.program.output.height));
+  return h;
+}
+
+std::vector<std::uint8_t> LoaderImpl::state() const {
+  SavedState s{kStateMagic, kStateVersion, fingerprint(), 0, 0, 0};
+  if (epoch_ >= 0) {
+    // Past the last batch handed out; a finished epoch resumes at the next one's start.
+    s.epoch = returned_ >= batches_ ? epoch_ + 1 : epoch_;
+    s.batch = returned_ >= batches_ ? 0 : returned_;
+  }
+  s.check = check_of(s);
+  std::vector<std::uint8_t> bytes(sizeof s);
+  std::memcpy(bytes.data(), &s, sizeof s);
+  return bytes;
+}
+
+void LoaderImpl::restore(std::span<const std::uint8_t> bytes) {
+  SavedState s{};
+  if (bytes.size() != sizeof s) {
+    throw Error(ErrorCode::kInvalidArgument, "restore: a loader state is " + std::to_string(sizeof s) +
+                                                 " bytes, got " + std::to_string(bytes.size()));
+  }
+  std::memcpy(&s, bytes.data(), sizeof s);
+  if (s.magic != kStateMagic || s.check != check_of(s)) {
+    throw Error(ErrorCode::kInvalidArgument, "restore: not a sluice loader state, or a damaged one");
+  }
+  if (s.version != kStateVersion) {
+    throw Error(ErrorCode::kInvalidArgument, "restore: state version " + std::to_string(s.version) +
+                                                 ", this sluice reads version " + std::to_string(kStateVersion));
+  }
+  if (s.fingerprint != fingerprint()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "restore: the state comes from a different pipeline (items, batching, order or seeds differ)");
+  }
+  abandon_epoch();
+  resume_epoch_ = s.epoch;
+  resume_batch_ = s.batch;
+}
+
 // ---- public entry points -------------------------------------------------------------------
 
 Loader Pipeline::build(const BuildOptions& options) const {
@@ -570,6 +652,9 @@ std::int64_t Loader::batches_per_epoch() const { return impl_->batches_per_epoch
 Shape Loader::batch_shape() const { return impl_->batch_shape(); }
 DType Loader::dtype() const { return impl_->dtype(); }
 Stats Loader::stats() const { return impl_->stats(); }
+std::vector<std::uint8_t> Loader::state() const { return impl_->state(); }
+void Loader::restore(std::span<const std::uint8_t> state) { impl_->restore(state); }
+std::int64_t Loader::resume_epoch() const { return impl_->resume_epoch(); }
 
 Loader::Iterator::Iterator(LoaderImpl* impl, std::int64_t epoch) : impl_(impl), epoch_(epoch) {
   impl_->start_epoch(epoch_);

@@ -52,6 +52,10 @@ class LoaderImpl final : public BatchRecycler {
   DType dtype() const { return program_->dtype(); }
   Stats stats() const;
 
+  std::vector<std::uint8_t> state() const;
+  void restore(std::span<const std::uint8_t> state);
+  std::int64_t resume_epoch() const { return resume_epoch_ < 0 ? 0 : resume_epoch_; }
+
  private:
   enum SlotState : std::uint32_t { kFree, kFilling, kReady, kHeld };
 
@@ -111,6 +115,9 @@ class LoaderImpl final : public BatchRecycler {
   std::int64_t returned_ = 0;               // batches handed out this epoch
   std::vector<int> slot_of_batch_;          // (batches_) slot index or -1
   std::atomic<std::uint32_t> generation_{0};// bumped when an epoch is abandoned: stale tasks skip
+  std::int64_t resume_epoch_ = -1;          // restore(): the epoch to start mid-way, and where
+  std::int64_t resume_batch_ = 0;
+  std::uint64_t fingerprint() const;
 
   std::vector<std::unique_ptr<Slot>> slots_;  // grows to the prefetch depth, up to kMaxSlots
   int live_slots_ = 0;                        // slots with memory (not retired)

@@ -141,7 +141,7 @@ std::span<const std::uint8_t> SampleProgram::encoded_bytes(const Item& item, con
     disk = disk_key(item);
     if (const auto size = caches_.disk->lookup(disk, ws.file)) return {ws.file.data(), *size};
   }
-  const std::size_t size = read_file(item.path, ws.file, config_.read.max_file_size);
+  const std::size_t size = read_file(item.path, ws.file, config_.read.max_file_size, config_.file_ops);
   const std::span<const std::uint8_t> bytes(ws.file.data(), size);
   if (cached && caches_.memory != nullptr) caches_.memory->insert(key.item, bytes);
   if (cached && caches_.disk != nullptr) caches_.disk->insert(disk, bytes);

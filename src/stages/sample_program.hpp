@@ -19,6 +19,7 @@
 #include "sluice/memory/aligned_buffer.hpp"
 #include "sluice/pipeline/spec.hpp"
 #include "stages/disk_cache.hpp"
+#include "stages/file_ops.hpp"
 #include "stages/geometry.hpp"
 #include "stages/jpeg_decoder.hpp"
 #include "stages/memory_cache.hpp"
@@ -60,6 +61,10 @@ struct SampleProgramConfig {
   std::vector<GeometryStep> geometry;
   NormalizeOptions normalize;
   Size2 output;  // every sample's size (fixed by the ops, or probed at build)
+  // The file system read() goes through; null: the real one. Tests hand a fault injector here
+  // (tests/support/fault_fs.hpp); it must outlive the program and be safe to call from every
+  // worker at once.
+  FileOps* file_ops = nullptr;
 };
 
 class SampleProgram {

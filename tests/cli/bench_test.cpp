@@ -59,6 +59,29 @@ TEST(CliBench, SkipPolicyReportsBadFilesAndFailPolicyExitsOne) {
   EXPECT_NE(fail.err.find(bad.string()), std::string::npos) << fail.err;
 }
 
+TEST(CliBench, StopSaveStateAndResumeGiveTheUninterruptedBatches) {
+  SLUICE_REQUIRE_DATASET(dir, "cifar10/test");
+  TempDir tmp;
+  const std::vector<std::string> base{"--data", dir.string(), "--transform", "pad-crop", "--size", "32",
+                                      "--batch", "256", "--threads", "2", "--epochs", "2", "--shuffle",
+                                      "--seed", "6", "--per-batch"};
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return bench_json(args);
+  };
+  const json full = with({});
+  const std::string state = (tmp / "state.bin").string();
+  const json first = with({"--stop-after-batches", "57", "--save-state", state});
+  const json rest = with({"--resume", state});
+  ASSERT_EQ(first["batch_checksums"].size(), 57u);
+  EXPECT_TRUE(first["stopped_early"].get<bool>());
+  std::vector<std::string> joined = first["batch_checksums"];
+  for (const auto& c : rest["batch_checksums"]) joined.push_back(c);
+  EXPECT_EQ(joined, full["batch_checksums"].get<std::vector<std::string>>());
+  EXPECT_EQ(full["batch_checksums"].size(), 2u * 40);  // 10,000 / 256 -> 40 batches an epoch
+}
+
 TEST(CliBench, UsageAndConfigurationErrors) {
   EXPECT_EQ(run_cli({"bench"}).exit_code, 2);  // neither --data nor --list
   EXPECT_EQ(run_cli({"bench", "--data", "/", "--threads", "zero"}).exit_code, 2);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,17 @@ class Loader {
   Shape batch_shape() const;  // of a full batch
   DType dtype() const;
   Stats stats() const;
+
+  // Resumable iteration. state() is where the consumer is: the epoch and the next batch, with a
+  // fingerprint of the pipeline. Every order and random choice is a function of (seed, epoch,
+  // position), so that is all a resume needs: after restore(state), the next epoch(e) with the
+  // saved epoch starts at the saved batch, delivering exactly the batches the uninterrupted run
+  // would have, without decoding the ones before it. Throws sluice::Error(kInvalidArgument) for
+  // a state from another pipeline or a damaged one. Statistics and memory caches start afresh.
+  std::vector<std::uint8_t> state() const;
+  void restore(std::span<const std::uint8_t> state);
+  // The epoch restore() resumes (the next one to iterate), or 0 without a restore.
+  std::int64_t resume_epoch() const;
 
  private:
   std::unique_ptr<LoaderImpl> impl_;
