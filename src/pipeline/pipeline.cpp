@@ -11,9 +11,9 @@ Pipeline Pipeline::from_folder(std::string dir) {
   return Pipeline(std::move(spec));
 }
 
-Pipeline Pipeline::from_list(std::string list_file) {
+Pipeline Pipeline::from_list(std::string list_file, bool allow_outside_root) {
   PipelineSpec spec;
-  spec.source = spec::ListFile{std::move(list_file)};
+  spec.source = spec::ListFile{std::move(list_file), allow_outside_root};
   return Pipeline(std::move(spec));
 }
 

@@ -111,7 +111,18 @@ Dataset load_list(const spec::ListFile& list) {
                   where);
     }
     fs::path path(line.substr(0, tab));
-    if (path.is_relative()) path = base / path;
+    if (path.is_relative()) {
+      // A relative entry must stay inside the list's folder: a list from elsewhere must not
+      // reach files its author did not mean to share.
+      const fs::path inside = path.lexically_normal();
+      if (!list.allow_outside_root && !inside.empty() && *inside.begin() == "..") {
+        throw Error(ErrorCode::kInvalidArgument,
+                    "entry \"" + path.string() + "\" leaves the list's folder; use from_list(path, "
+                    "/*allow_outside_root=*/true) if that is intended",
+                    where);
+      }
+      path = base / inside;
+    }
     dataset.items.push_back(Item{path.lexically_normal().string(), label});
   }
   if (dataset.items.empty()) {

@@ -150,6 +150,24 @@ TEST_F(CodedItems, BreakingOutOfAnEpochAndStartingAnotherWorks) {
   EXPECT_EQ(samples, 103);
 }
 
+TEST_F(CodedItems, AConsumerThatThrowsMidEpochLeavesTheLoaderUsable) {
+  Loader loader = Pipeline::from_items(*items_).read().decode_jpeg().batch(4).prefetch(3).build({.threads = 2});
+  for (int round = 0; round < 3; ++round) {
+    try {
+      int n = 0;
+      for (Batch& b : loader.epoch(round)) {
+        (void)b;
+        if (++n == 5) throw std::runtime_error("the training step failed");
+      }
+      FAIL();
+    } catch (const std::runtime_error&) {
+    }
+  }
+  std::int64_t samples = 0;
+  for (Batch& b : loader.epoch(3)) samples += b.size();
+  EXPECT_EQ(samples, 103);
+}
+
 TEST_F(CodedItems, DestroyingTheLoaderMidEpochDoesNotHang) {
   for (int i = 0; i < 5; ++i) {
     Loader loader = Pipeline::from_items(*items_).read().decode_jpeg().batch(3).prefetch(4).build({.threads = 2});

@@ -32,7 +32,8 @@ class Loader;
 class Pipeline {
  public:
   static Pipeline from_folder(std::string dir);
-  static Pipeline from_list(std::string list_file);
+  // Relative entries that climb out of the list's folder with ".." are refused unless allowed.
+  static Pipeline from_list(std::string list_file, bool allow_outside_root = false);
   static Pipeline from_items(std::vector<Item> items);
   explicit Pipeline(PipelineSpec spec) : spec_(std::move(spec)) {}
 

@@ -26,6 +26,9 @@ struct Folder {
 };
 struct ListFile {
   std::string path;  // "path<TAB>label" per line; relative paths resolve against its folder
+  // Relative entries that climb out of the list's folder ("../../etc/...") are refused unless
+  // this is set; absolute entries are taken as written.
+  bool allow_outside_root = false;
 };
 struct Items {
   std::vector<Item> items;

@@ -79,6 +79,27 @@ TEST(Source, ListFileResolvesRelativePathsAndSkipsComments) {
   EXPECT_EQ(d.items[1].path, "/abs/b.jpg");
 }
 
+TEST(Source, ListFileEntriesMayNotClimbOutOfTheListsFolderUnlessAllowed) {
+  TempDir dir;
+  for (const std::string entry : {"../secret.jpg", "a/../../secret.jpg", "./../x/y.jpg"}) {
+    const std::string text = "ok.jpg\t0\n" + entry + "\t1\n";
+    test::write_bytes(dir / "lists/list.txt", {text.begin(), text.end()});
+    try {
+      load_dataset(spec::ListFile{(dir / "lists/list.txt").string()});
+      FAIL() << entry;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("list.txt:2"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("leaves the list's folder"), std::string::npos);
+    }
+    const Dataset d = load_dataset(spec::ListFile{(dir / "lists/list.txt").string(), true});
+    EXPECT_EQ(d.items.size(), 2u);
+  }
+  // Staying inside after a detour is fine.
+  const std::string text = "a/../ok.jpg\t0\n";
+  test::write_bytes(dir / "lists/list.txt", {text.begin(), text.end()});
+  EXPECT_EQ(load_dataset(spec::ListFile{(dir / "lists/list.txt").string()}).items.size(), 1u);
+}
+
 TEST(Source, ListFileBadLinesNameTheLine) {
   TempDir dir;
   for (const std::string text : {"a.jpg 3\n", "a.jpg\tthree\n", "a.jpg\t-1\n"}) {
