@@ -195,7 +195,8 @@ sluice_status_t sluice_loader_start_epoch(sluice_loader_t* loader, std::int64_t 
   return guard([&] {
     require(loader, "sluice_loader_start_epoch: loader");
     if (epoch < 0) {
-      throw Error(ErrorCode::kInvalidArgument, "sluice_loader_start_epoch: epoch must be >= 0, got " + std::to_string(epoch));
+      throw Error(ErrorCode::kInvalidArgument,
+                  "sluice_loader_start_epoch: epoch must be >= 0, got " + std::to_string(epoch));
     }
     loader->it.reset();
     loader->epoch = epoch;

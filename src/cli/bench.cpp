@@ -19,6 +19,7 @@
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
 #include "sluice/device/stream.hpp"
+#include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
 #include "stages/source.hpp"
 
@@ -28,6 +29,8 @@ namespace {
 using nlohmann::json;
 
 struct BenchOptions {
+  std::string spec;          // --spec FILE: pipeline and build options from a JSON spec
+  bool threads_given = false;
   std::string data;
   std::string list;
   std::string transform = "eval";
@@ -174,12 +177,31 @@ BuildOptions build_options(const BenchOptions& o) {
   return b;
 }
 
-int run_bench(const BenchOptions& o) {
+// --spec FILE: the whole pipeline and its build options come from a JSON spec
+// (docs/json-spec.md); only --threads overrides it. The report's batch, out and device keys then
+// describe the spec's pipeline, and transform says "spec".
+PipelineDocument load_spec(BenchOptions& o) {
+  PipelineDocument doc = load_pipeline_json(o.spec);
+  if (o.threads_given) doc.build.threads = o.threads == "auto" ? autotune : std::stoi(o.threads);
+  o.transform = "spec";
+  o.size = 0;
+  o.out = "u8";
+  for (const spec::Stage& s : doc.spec.stages) {
+    if (const auto* b = std::get_if<spec::Batch>(&s)) o.batch = b->size;
+    if (const auto* n = std::get_if<spec::Normalize>(&s)) o.out = std::string(to_string(n->options.dtype));
+    if (const auto* t = std::get_if<spec::ToDevice>(&s)) o.device = to_string(t->device);
+  }
+  return doc;
+}
+
+int run_bench(const BenchOptions& given) {
+  BenchOptions o = given;
+  const std::optional<PipelineDocument> doc = o.spec.empty() ? std::nullopt : std::optional(load_spec(o));
   const std::uint64_t baseline_rss = peak_rss_bytes();  // before the pipeline holds anything
-  const Pipeline pipeline = make_pipeline(o);
+  const Pipeline pipeline = doc ? Pipeline(doc->spec) : make_pipeline(o);
   if (o.drop_cache) drop_page_cache(pipeline.spec());
   Stopwatch setup;
-  Loader loader = pipeline.build(build_options(o));
+  Loader loader = pipeline.build(doc ? doc->build : build_options(o));
   const double setup_seconds = setup.seconds();
   const std::int64_t per_epoch = loader.samples_per_epoch();
   std::atomic<std::uint64_t> done{0};
@@ -389,8 +411,22 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--per-batch", options->per_batch, "Add batch_checksums (one per batch, in order) to --json");
   cmd->add_flag("--drop-cache", options->drop_cache, "Drop the data set's pages from the OS cache first (cold epoch 0)");
   cmd->add_flag("--json", options->json, "End stdout with one JSON object");
+  cmd->add_option("--spec", options->spec, "JSON pipeline spec (docs/json-spec.md) instead of --data/--list and "
+                  "the pipeline options; --threads still overrides it")->check(CLI::ExistingFile);
   cmd->callback([cmd, options, data, list] {
-    if (data->count() == 0 && list->count() == 0) throw CLI::RequiredError("--data or --list");
+    if (!options->spec.empty()) {
+      for (const char* name : {"--data", "--list", "--transform", "--size", "--padding", "--batch", "--seed",
+                               "--shuffle", "--out", "--layout", "--dct", "--color", "--mean", "--std", "--prefetch",
+                               "--in-flight", "--shuffle-buffer", "--on-error", "--budget", "--cache", "--device",
+                               "--normalize-on-device"}) {
+        if (cmd->count(name) > 0) {
+          throw CLI::ValidationError("--spec", std::string("excludes ") + name + ": the spec describes the whole pipeline");
+        }
+      }
+    } else if (data->count() == 0 && list->count() == 0) {
+      throw CLI::RequiredError("--data, --list or --spec");
+    }
+    options->threads_given = cmd->count("--threads") > 0;
     if (options->threads != "auto") {
       try {
         if (std::stoi(options->threads) < 1) throw std::invalid_argument("");

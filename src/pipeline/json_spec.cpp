@@ -30,7 +30,12 @@ using nlohmann::json;
 std::string describe(const json& value) {
   std::string text = value.dump();
   constexpr std::size_t kMax = 60;
-  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
+  if (text.size() > kMax) {
+    std::size_t cut = kMax;
+    // Not inside a UTF-8 sequence: messages reach Python, which decodes them strictly.
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text = text.substr(0, cut) + "...";
+  }
   return text;
 }
 
@@ -46,9 +51,9 @@ std::string join(const std::vector<std::string>& names) {
 
 std::int64_t as_integer(const json& v, const std::string& path, std::int64_t min, std::int64_t max,
                         const std::string& what) {
-  if (v.is_number_unsigned()) {
+  if (v.is_number_unsigned()) {  // nlohmann reads every non-negative integer as unsigned
     const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(max)) expected(path, what, v);
+    if (u > static_cast<std::uint64_t>(max) || static_cast<std::int64_t>(u) < min) expected(path, what, v);
     return static_cast<std::int64_t>(u);
   }
   if (!v.is_number_integer()) expected(path, what, v);
@@ -377,10 +382,18 @@ std::string resolve_path(const std::string& base_dir, const std::string& path) {
 spec::Source read_source(const json* v, const std::string& base_dir) {
   if (v == nullptr) bad("source: missing (expected one of folder, list, items)");
   const Object o(*v, "source", {"folder", "list", "items"});
-  if (!v->is_object() || v->size() != 1) bad("source: expected exactly one of folder, list, items, got " + describe(*v));
+  if (!v->is_object() || v->size() != 1) {
+    bad("source: expected exactly one of folder, list, items, got " + describe(*v));
+  }
   const auto resolve = [&base_dir](const std::string& path) { return resolve_path(base_dir, path); };
   if (const json* f = o.find("folder")) return spec::Folder{resolve(as_string(*f, "source.folder"))};
-  if (const json* l = o.find("list")) return spec::ListFile{resolve(as_string(*l, "source.list"))};
+  if (const json* l = o.find("list")) {
+    // "FILE", or {"path": FILE, "allow_outside_root": true} for lists whose entries climb out.
+    if (!l->is_object()) return spec::ListFile{resolve(as_string(*l, "source.list")), false};
+    const Object list(*l, "source.list", {"path", "allow_outside_root"});
+    return spec::ListFile{resolve(list.require<std::string>("path", "a non-empty string", as_string)),
+                          list.flag("allow_outside_root", false)};
+  }
   const json& items = *o.find("items");
   if (!items.is_array()) expected("source.items", "an array of {\"path\": ..., \"label\": ...}", items);
   spec::Items out;
@@ -389,7 +402,8 @@ spec::Source read_source(const json* v, const std::string& base_dir) {
     if (!items[i].is_object()) expected(item.path(), "an object {\"path\": ..., \"label\": ...}", items[i]);
     out.items.push_back(Item{resolve(item.require<std::string>("path", "a non-empty string", as_string)),
                              item.get("label", std::int32_t{0}, [](const json& x, const std::string& xp) {
-                               return static_cast<std::int32_t>(as_integer(x, xp, 0, INT32_MAX, "a non-negative integer"));
+                               return static_cast<std::int32_t>(
+                                   as_integer(x, xp, 0, INT32_MAX, "a non-negative integer"));
                              })});
   }
   return out;
@@ -434,8 +448,9 @@ PipelineDocument parse_pipeline_json(std::string_view text, const std::string& b
     const Object o(*shard, "shard", {"rank", "world"});
     doc.spec.shard_world = o.positive("world", 1);
     doc.spec.shard_rank = o.get("rank", 0, [&](const json& x, const std::string& xp) {
-      return static_cast<int>(as_integer(x, xp, 0, doc.spec.shard_world - 1,
-                                         "an integer in [0, world - 1] = [0, " + std::to_string(doc.spec.shard_world - 1) + "]"));
+      const int last = doc.spec.shard_world - 1;
+      return static_cast<int>(
+          as_integer(x, xp, 0, last, "an integer in [0, world - 1] = [0, " + std::to_string(last) + "]"));
     });
   }
   if (const json* shuffle = top.find("shuffle_files")) {

@@ -102,9 +102,14 @@ struct StageWriter {
 
 ordered_json write_source(const spec::Source& source) {
   if (const auto* f = std::get_if<spec::Folder>(&source)) return {{"folder", f->path}};
-  if (const auto* l = std::get_if<spec::ListFile>(&source)) return {{"list", l->path}};
+  if (const auto* l = std::get_if<spec::ListFile>(&source)) {
+    if (!l->allow_outside_root) return {{"list", l->path}};
+    return {{"list", {{"path", l->path}, {"allow_outside_root", true}}}};
+  }
   ordered_json items = ordered_json::array();
-  for (const Item& item : std::get<spec::Items>(source).items) items.push_back({{"path", item.path}, {"label", item.label}});
+  for (const Item& item : std::get<spec::Items>(source).items) {
+    items.push_back({{"path", item.path}, {"label", item.label}});
+  }
   return {{"items", std::move(items)}};
 }
 

@@ -22,8 +22,11 @@
  * Memory: a batch holds one slot of the loader's batch ring. The slot goes back to the ring when
  * the batch handle AND every DLManagedTensor taken from it have been released, so a tensor a
  * consumer still holds is never overwritten; holding many batches holds back production rather
- * than growing memory. Destroying the loader while batches or tensors are alive is allowed: the
- * loader stops and frees its memory when the last of them is released.
+ * than growing memory: the ring has prefetch depth + 2 slots, and a consumer that holds that many
+ * batches (or tensors of that many distinct batches) at once, with no other thread to release
+ * one, waits in sluice_loader_next forever; copy what must outlive the next few batches.
+ * Destroying the loader while batches or tensors are alive is allowed: the loader stops and
+ * frees its memory when the last of them is released.
  *
  * Threads: a loader is used from one thread at a time; batches and tensors may be released from
  * any thread.
