@@ -135,7 +135,7 @@ class Object {
     if (value_.is_null()) return;  // {"read": null} reads as {"read": {}}
     if (!value_.is_object()) expected(path_, "an object", value_);
     for (const auto& [key, unused] : value_.items()) {
-      if (std::none_of(known.begin(), known.end(), [&key](const char* k) { return key == k; })) {
+      if (std::none_of(known.begin(), known.end(), [&key = key](const char* k) { return key == k; })) {
         std::vector<std::string> names(known.begin(), known.end());
         bad(path_ + ": unknown key \"" + key + "\" (known: " + join(names) + ")");
       }

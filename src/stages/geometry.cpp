@@ -67,10 +67,20 @@ class Planner {
       // Crop before any resize: a later resize filters within the crop only (torchvision's
       // crop-then-resize). Before a resize the mapping is integral, so this stays exact.
       const int lo = static_cast<int>(std::lround(new_offset));
+      const int previous_lo = a.valid_lo;
+      const int previous_hi = a.valid_hi;
       a.valid_lo = std::max(a.valid_lo, lo);
       a.valid_hi = std::min(a.valid_hi, lo + length);
-      if (a.valid_hi <= a.valid_lo) {  // entirely in padding: keep a valid empty-safe range
-        a.valid_hi = a.valid_lo + 1;
+      if (a.valid_hi <= a.valid_lo) {
+        // Entirely in padding (random_crop with padding >= the crop can land there). The
+        // resampler needs a non-empty range, so keep one pixel of the previous range on the
+        // side the crop lies: outside the crop, so every output pixel stays padding, and
+        // inside the image. (Taking the crop's own start put it past the right edge, and the
+        // sample failed asking the decoder for pixels the image does not have: found by
+        // fuzz/decode_fuzzer, tests/unit/stages/fuzz_regressions_test.cpp.)
+        const int pixel = lo >= previous_hi ? previous_hi - 1 : previous_lo;
+        a.valid_lo = pixel;
+        a.valid_hi = pixel + 1;
       }
     }
     a.offset = new_offset;

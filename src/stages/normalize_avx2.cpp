@@ -5,6 +5,7 @@
 #include "stages/normalize_rows.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
@@ -143,10 +144,17 @@ SLUICE_AVX2 void deinterleave(const std::uint8_t* row, int width, int x0, int n,
 
 void store_fence() { _mm_sfence(); }
 
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+// The AVX2 check below already covers the OS saving the AVX state F16C needs.
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
 }  // namespace
 
 const RowKernels* avx2_kernels() {
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool supported = __builtin_cpu_supports("avx2") && has_f16c();
   static const RowKernels kernels{deinterleave, plane_f32, plane_u16, flat_f32, flat_u16, store_fence};
   return supported ? &kernels : nullptr;
 }

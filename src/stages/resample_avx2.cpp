@@ -79,9 +79,11 @@ SLUICE_AVX2 inline __m256i load_window(const std::uint8_t* src, const std::ptrdi
                                           load_one<C, kTail>(src, off[3] + shift, src_bytes));
     return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
   } else {
+    // Parenthesised: clang defines _mm256_inserti128_si256 as a macro, whose argument list
+    // would split at the comma of load_one<C, kTail>.
     return _mm256_inserti128_si256(
-        _mm256_castsi128_si256(load_one<C, kTail>(src, off[0] + shift, src_bytes)),
-        load_one<C, kTail>(src, off[1] + shift, src_bytes), 1);
+        _mm256_castsi128_si256((load_one<C, kTail>(src, off[0] + shift, src_bytes))),
+        (load_one<C, kTail>(src, off[1] + shift, src_bytes)), 1);
   }
 }
 
