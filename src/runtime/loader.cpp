@@ -56,7 +56,8 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
       const auto& d = std::get<DiskCache>(plan_.cache->store);
       disk_cache_ = std::make_unique<stages::DiskCacheStore>(stages::DiskCacheOptions{
           .path = d.path, .max_bytes = d.max_bytes,
-          .fingerprint = stages::SampleProgram::cache_fingerprint(plan_.program)});
+          .fingerprint = stages::SampleProgram::cache_fingerprint(plan_.program),
+          .file_ops = options.file_ops});
     }
   }
   program_ = std::make_unique<stages::SampleProgram>(plan_.program,

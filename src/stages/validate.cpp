@@ -75,12 +75,12 @@ std::optional<GeometryOp> as_geometry(const spec::Stage& stage) {
 }
 
 // The output size when no op fixes it: the first image's, every other image must match.
-Size2 probe_first_image(const Dataset& dataset, const DecodeOptions& decode, const ReadOptions& read) {
+Size2 probe_first_image(const Dataset& dataset, const DecodeOptions& decode, const ReadOptions& read, FileOps* ops) {
   const Item& first = dataset.items.front();
   AlignedBuffer bytes;
   JpegDecoder decoder(decode);
   try {
-    const std::size_t n = read_file(first.path, bytes, read.max_file_size);
+    const std::size_t n = read_file(first.path, bytes, read.max_file_size, ops);
     const JpegHeader h = decoder.read_header({bytes.data(), n});
     return {h.width, h.height};
   } catch (const Error& e) {
@@ -217,7 +217,9 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
   plan.to_device = to_device;
   plan.device_normalize = device_normalize;
 
-  program.output = geometry.out ? *geometry.out : probe_first_image(plan.dataset, program.decode, program.read);
+  program.file_ops = options.file_ops;
+  program.output = geometry.out ? *geometry.out
+                                : probe_first_image(plan.dataset, program.decode, program.read, options.file_ops);
   plan.program = std::move(program);
   return plan;
 }
