@@ -116,7 +116,9 @@ class IndexReader {
  private:
   bool refill(std::size_t bytes) {
     const std::size_t left = window_.size() - used_;
-    std::memmove(window_.data(), window_.data() + used_, left);
+    // An empty window may have no storage yet (data() == nullptr), and memmove's arguments must
+    // be valid pointers even for zero bytes (UBSan holds us to it).
+    if (left > 0) std::memmove(window_.data(), window_.data() + used_, left);
     const std::uint64_t file_left = file_bytes_ - consumed_ - left;
     const std::size_t want = static_cast<std::size_t>(
         std::min<std::uint64_t>(std::max(bytes, kIndexChunkBytes) - left, file_left));
