@@ -157,6 +157,23 @@ TEST_F(PipelineFaults, TransientEioUnderFailPolicyCostsOneEpochNotTheLoader) {
   EXPECT_FALSE(run_epoch(loader, 1, nullptr).has_value());  // the retry in the next epoch reads it
 }
 
+TEST_F(PipelineFaults, FileOverTheMaximumSizeIsRefusedBeforeItIsRead) {
+  // A valid JPEG with 1 MiB of trailing bytes: only its size is wrong.
+  std::filesystem::resize_file(victim(), std::filesystem::file_size(victim()) + (1 << 20));
+  const auto limited = [&](OnError policy) {
+    return Pipeline::from_items(items_).read({.max_file_size = 64 * 1024}).decode_jpeg().resize(24, 16)
+        .batch(kBatch).build({.threads = 2, .on_error = policy});
+  };
+  Loader strict = limited(OnError::kFail);
+  const auto error = run_epoch(strict, 0, nullptr);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code(), ErrorCode::kTooLarge) << error->what();
+  EXPECT_EQ(error->path(), victim());
+  Loader lenient = limited(OnError::kSkip);
+  EXPECT_FALSE(run_epoch(lenient, 0, nullptr).has_value());
+  EXPECT_EQ(lenient.stats().skipped, 1);
+}
+
 // The disk cache under faults: the batches never change, whatever the disk does.
 class CacheFaults : public PipelineFaults {
  protected:
