@@ -3,6 +3,8 @@
 // fail together, with one message, when built.
 #include "sluice/pipeline/pipeline.hpp"
 
+#include "sluice/pipeline/launcher.hpp"
+
 namespace sluice {
 
 Pipeline Pipeline::from_folder(std::string dir) {
@@ -11,9 +13,9 @@ Pipeline Pipeline::from_folder(std::string dir) {
   return Pipeline(std::move(spec));
 }
 
-Pipeline Pipeline::from_list(std::string list_file, bool allow_outside_root) {
+Pipeline Pipeline::from_list(std::string list_file, ListOptions options) {
   PipelineSpec spec;
-  spec.source = spec::ListFile{std::move(list_file), allow_outside_root};
+  spec.source = spec::ListFile{std::move(list_file), options.allow_outside_root};
   return Pipeline(std::move(spec));
 }
 
@@ -27,6 +29,11 @@ Pipeline& Pipeline::shard(int rank, int world) {
   spec_.shard_rank = rank;
   spec_.shard_world = world;
   return *this;
+}
+
+Pipeline& Pipeline::shard_from_launcher() {
+  const LauncherRank launched = launcher_rank();
+  return shard(launched.rank, launched.world);
 }
 
 Pipeline& Pipeline::shuffle_files(std::uint64_t seed) {

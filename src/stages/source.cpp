@@ -118,7 +118,7 @@ Dataset load_list(const spec::ListFile& list) {
       if (!list.allow_outside_root && !inside.empty() && *inside.begin() == "..") {
         throw Error(ErrorCode::kInvalidArgument,
                     "entry \"" + path.string() + "\" leaves the list's folder; use from_list(path, "
-                    "/*allow_outside_root=*/true) if that is intended",
+                    "{.allow_outside_root = true}) if that is intended",
                     where);
       }
       path = base / inside;

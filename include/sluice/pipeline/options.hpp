@@ -32,6 +32,13 @@ enum class Color : std::uint8_t { kRGB, kGrey };
 // area each output pixel covers (OpenCV's INTER_AREA, Pillow's BOX).
 enum class Filter : std::uint8_t { kBilinear, kArea };
 
+// Pipeline::from_list(file, {...}).
+struct ListOptions {
+  // Accept relative entries that climb out of the list's folder with "..". Off by default: a
+  // list handed over by someone else should not reach files beside or above its data set.
+  bool allow_outside_root = false;
+};
+
 struct ReadOptions {
   std::uint64_t max_file_size = 1_GiB;  // larger files are bad input (kTooLarge)
 };

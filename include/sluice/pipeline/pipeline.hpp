@@ -32,14 +32,18 @@ class Loader;
 class Pipeline {
  public:
   static Pipeline from_folder(std::string dir);
-  // Relative entries that climb out of the list's folder with ".." are refused unless allowed.
-  static Pipeline from_list(std::string list_file, bool allow_outside_root = false);
+  // Relative entries that climb out of the list's folder with ".." are refused unless
+  // ListOptions::allow_outside_root says otherwise.
+  static Pipeline from_list(std::string list_file, ListOptions options = {});
   static Pipeline from_items(std::vector<Item> items);
   explicit Pipeline(PipelineSpec spec) : spec_(std::move(spec)) {}
 
   // Keeps items i with i % world == rank of each epoch's order: disjoint slices covering the set
   // (every rank must use the same seed).
   Pipeline& shard(int rank, int world);
+  // shard(rank, world) with the rank and world size the launcher (mpirun, srun) gave this process
+  // (launcher_rank(), launcher.hpp); rank 0 of 1 when started without one. Read when called.
+  Pipeline& shard_from_launcher();
   Pipeline& shuffle_files(std::uint64_t seed);
   Pipeline& read(ReadOptions options = {});
   // After read(): caches encoded files; after decode_jpeg(): decoded images (then every crop is

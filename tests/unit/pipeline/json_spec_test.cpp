@@ -129,7 +129,7 @@ TEST(JsonSpec, RoundTripOfEveryStageAndOption) {
 TEST(JsonSpec, RoundTripOfDefaultsFoldersAndLists) {
   for (Pipeline p : {Pipeline::from_folder("/data/train").read().decode_jpeg().batch(4),
                      Pipeline::from_list("lists/train.txt").read().decode_jpeg().random_crop(32).batch(4),
-                     Pipeline::from_list("/lists/up.txt", true).read().decode_jpeg().batch(4)}) {
+                     Pipeline::from_list("/lists/up.txt", {.allow_outside_root = true}).read().decode_jpeg().batch(4)}) {
     const std::string text = to_json(p.spec(), {});
     const PipelineDocument doc = parse_pipeline_json(text);
     EXPECT_EQ(to_json(doc), text);
