@@ -9,18 +9,26 @@
 #
 #   fuzz/make_corpus.sh OUT_DIR [DATASETS_DIR]
 #
-# DATASETS_DIR defaults to $SLUICE_DATASETS_DIR, then ../shared/datasets next to the checkout.
+# DATASETS_DIR defaults to $SLUICE_DATASETS_DIR, $SLUICE_DATASETS, ../shared/datasets next to the
+# checkout, then /work/shared/datasets.
 set -euo pipefail
 
 if (( $# < 1 )); then
-  sed -n '2,11s/^# \{0,1\}//p' "$0" >&2
+  sed -n '2,12s/^# \{0,1\}//p' "$0" >&2
   exit 2
 fi
 out=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
-data=${2:-${SLUICE_DATASETS_DIR:-$root/../shared/datasets}}
-if [[ ! -f "$data/README.md" ]]; then
-  echo "make_corpus.sh: no datasets at '$data' (pass DATASETS_DIR or set SLUICE_DATASETS_DIR)" >&2
+# The same places the tests look (tests/CMakeLists.txt): a clone that is not next to shared/
+# (a CI checkout in another folder) still finds the datasets.
+data=${2:-}
+if [[ -z "$data" ]]; then
+  for candidate in "${SLUICE_DATASETS_DIR:-}" "${SLUICE_DATASETS:-}" "$root/../shared/datasets" /work/shared/datasets; do
+    if [[ -n "$candidate" && -f "$candidate/README.md" ]]; then data=$candidate; break; fi
+  done
+fi
+if [[ -z "$data" || ! -f "$data/README.md" ]]; then
+  echo "make_corpus.sh: no datasets at '${data:-$root/../shared/datasets}' (pass DATASETS_DIR or set SLUICE_DATASETS_DIR)" >&2
   exit 1
 fi
 
