@@ -1,0 +1,71 @@
+// sluice::Error as Python exceptions, with the message intact (a bad spec names its field):
+//   kInvalidArgument -> sluice.InvalidArgumentError, a subclass of sluice.Error and ValueError
+//   kNotFound        -> sluice.NotFoundError, a subclass of sluice.Error and FileNotFoundError
+//   any other code   -> sluice.Error, a subclass of RuntimeError
+// so `except ValueError` and `except FileNotFoundError` work as Python programs expect, and
+// `except sluice.Error` catches everything sluice raises. Each exception carries `code` (the
+// ErrorCode's name: "corrupt data", ...), `path` (the input it concerns, or "") and `cause` (the
+// message without the path).
+#include <string>
+
+#include "python_module.hpp"
+#include "sluice/core/error.hpp"
+
+namespace sluice::python {
+
+namespace {
+
+// Owned by the module for the interpreter's life (set once at import, never freed).
+PyObject* error_type = nullptr;
+PyObject* invalid_argument_type = nullptr;
+PyObject* not_found_type = nullptr;
+
+PyObject* new_exception(py::module_& m, const char* name, PyObject* bases, const char* doc) {
+  const std::string qualified = std::string("sluice.") + name;
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  m.add_object(name, py::reinterpret_borrow<py::object>(type));
+  return type;
+}
+
+void raise(const Error& e) {
+  PyObject* type = error_type;
+  if (e.code() == ErrorCode::kInvalidArgument) type = invalid_argument_type;
+  if (e.code() == ErrorCode::kNotFound) type = not_found_type;
+  // Built as an object first so the attributes can be set before it is raised.
+  py::object exception = py::reinterpret_borrow<py::object>(type)(py::str(e.what()));
+  exception.attr("code") = py::str(std::string(to_string(e.code())));
+  exception.attr("path") = py::str(e.path());
+  exception.attr("cause") = py::str(e.cause());
+  if (e.code() == ErrorCode::kNotFound && !e.path().empty()) {
+    exception.attr("filename") = py::str(e.path());  // OSError's own field
+  }
+  PyErr_SetObject(type, exception.ptr());
+}
+
+}  // namespace
+
+void register_errors(py::module_& m) {
+  py::object runtime_error = py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
+  error_type = new_exception(m, "Error", runtime_error.ptr(),
+                             "An error from sluice; `code`, `path` and `cause` say which and why.");
+  py::tuple invalid_bases = py::make_tuple(py::reinterpret_borrow<py::object>(error_type),
+                                           py::reinterpret_borrow<py::object>(PyExc_ValueError));
+  invalid_argument_type =
+      new_exception(m, "InvalidArgumentError", invalid_bases.ptr(),
+                    "A bad spec or configuration (sluice.Error and ValueError); the message names the field.");
+  py::tuple not_found_bases = py::make_tuple(py::reinterpret_borrow<py::object>(error_type),
+                                             py::reinterpret_borrow<py::object>(PyExc_FileNotFoundError));
+  not_found_type = new_exception(m, "NotFoundError", not_found_bases.ptr(),
+                                 "A missing spec file, data set or file (sluice.Error and FileNotFoundError).");
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      raise(e);
+    }
+  });
+}
+
+}  // namespace sluice::python

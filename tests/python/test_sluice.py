@@ -1,0 +1,433 @@
+"""Tests of the Python module `sluice` (src/python) against Debian's python3-torch: DLPack tensors
+share the batch's memory, their values equal the C++ iterator's byte for byte, a batch's slot
+returns to the ring when its last tensor is dropped, and bad specs raise the right exception
+naming the field.
+
+Run by CTest (label python) as `/usr/bin/python3 -m unittest -v test_sluice` with PYTHONPATH at
+the built module, SLUICE_DATASETS at the shared datasets and SLUICE_REFERENCE_DUMP at
+python_reference_dump (tests/python/CMakeLists.txt). Tests that need the datasets, torch or the
+dump program skip, saying so, when they are absent.
+"""
+
+import gc
+import json
+import os
+import tempfile
+import threading
+import unittest
+
+import sluice
+
+try:
+    import torch
+except ImportError:  # the module itself does not need torch
+    torch = None
+try:
+    import numpy as np
+except ImportError:
+    np = None
+
+DATASETS = os.environ.get("SLUICE_DATASETS", "")
+CIFAR_TEST = os.path.join(DATASETS, "cifar10", "test") if DATASETS else ""
+TRUNCATED = os.path.join(DATASETS, "corrupt", "truncated.jpg") if DATASETS else ""
+REFERENCE_DUMP = os.environ.get("SLUICE_REFERENCE_DUMP", "")
+CIFAR_MEAN = [0.4914, 0.4822, 0.4465]
+CIFAR_STD = [0.2470, 0.2435, 0.2616]
+# Long enough that a pipeline that can deliver does, even on a loaded 2-core CI machine.
+DELIVER_TIMEOUT = 60.0
+# How long a next() that should be blocked is given to prove it is not.
+BLOCKED_TIMEOUT = 1.5
+
+
+def have_cifar():
+    return bool(CIFAR_TEST) and os.path.isdir(CIFAR_TEST)
+
+
+def cifar_items(per_class):
+    """The first `per_class` files of each class of cifar10/test, as spec items (absolute paths)."""
+    classes = sorted(e.name for e in os.scandir(CIFAR_TEST) if e.is_dir())
+    items = []
+    for label, name in enumerate(classes):
+        folder = os.path.join(CIFAR_TEST, name)
+        for file in sorted(os.listdir(folder))[:per_class]:
+            items.append({"path": os.path.join(folder, file), "label": label})
+    return items
+
+
+def cifar_spec(items, batch=64, prefetch=1, threads=2, dtype="f32", seed=3):
+    """The CIFAR training transform (pad-crop, flip, normalise) over `items`, file order shuffled."""
+    return {
+        "source": {"items": items},
+        "shuffle_files": {"seed": 7},
+        "stages": [
+            "read",
+            "decode_jpeg",
+            {"random_crop": {"size": 32, "padding": 4}},
+            {"flip_horizontal": {"probability": 0.5}},
+            # u8 output keeps the pixels as they are (no mean/std): normalised values need a float.
+            {"normalize": {"mean": CIFAR_MEAN if dtype != "u8" else [],
+                           "std": CIFAR_STD if dtype != "u8" else [], "layout": "nchw", "dtype": dtype}},
+            {"batch": {"size": batch}},
+            {"prefetch": {"depth": prefetch}},
+        ],
+        "build": {"threads": threads, "seed": seed},
+    }
+
+
+def next_in_thread(iterator, timeout):
+    """next(iterator) on a helper thread, waited for at most `timeout` seconds. Returns the thread
+    (alive if next() is still blocked) and a dict that gets 'batch' or 'error'."""
+    result = {}
+
+    def run():
+        try:
+            result["batch"] = next(iterator)
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            result["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return thread, result
+
+
+@unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
+@unittest.skipUnless(torch is not None, "torch is not importable by this interpreter (use /usr/bin/python3)")
+class DlpackTest(unittest.TestCase):
+    def test_from_dlpack_shares_the_batch_memory(self):
+        pipeline = sluice.Pipeline(cifar_spec(cifar_items(10), batch=32))
+        self.assertEqual(pipeline.batch_shape, (32, 3, 32, 32))
+        self.assertEqual(pipeline.dtype, "float32")
+        batch = next(iter(pipeline.epoch(0)))
+        data = torch.from_dlpack(batch.data)
+        labels = torch.from_dlpack(batch.labels)
+        self.assertEqual(data.data_ptr(), batch.data.data_ptr)
+        self.assertEqual(data.data_ptr(), batch.data_ptr)
+        self.assertEqual(labels.data_ptr(), batch.labels.data_ptr)
+        self.assertEqual(tuple(data.shape), (32, 3, 32, 32))
+        self.assertEqual(data.dtype, torch.float32)
+        self.assertEqual(labels.dtype, torch.int32)
+        self.assertEqual(batch.data.__dlpack_device__(), (1, 0))  # kDLCPU
+        # The same memory, not an equal copy: a write through one tensor shows in another.
+        again = torch.from_dlpack(batch.data)
+        data[0, 0, 0, 0] = 12345.0
+        self.assertEqual(float(again[0, 0, 0, 0]), 12345.0)
+
+    def test_numpy_from_dlpack_shares_too(self):
+        if np is None or not hasattr(np, "from_dlpack"):
+            self.skipTest("numpy.from_dlpack needs numpy >= 1.22")
+        pipeline = sluice.Pipeline(cifar_spec(cifar_items(10), batch=32, dtype="u8"))
+        batch = next(iter(pipeline.epoch(0)))
+        array = np.from_dlpack(batch.data)
+        self.assertEqual(array.ctypes.data, batch.data.data_ptr)
+        self.assertEqual(array.dtype, np.uint8)
+        self.assertEqual(array.shape, (32, 3, 32, 32))
+
+    @unittest.skipUnless(REFERENCE_DUMP and os.path.exists(REFERENCE_DUMP), "python_reference_dump is not built")
+    def test_values_equal_the_cpp_iterator(self):
+        import subprocess
+
+        items = cifar_items(30)  # 300 images: 4 batches of 64 and a short one of 44
+        with tempfile.TemporaryDirectory() as tmp:
+            spec_path = os.path.join(tmp, "spec.json")
+            with open(spec_path, "w", encoding="utf-8") as f:
+                json.dump(cifar_spec(items), f)
+            dump = os.path.join(tmp, "reference.bin")
+            run = subprocess.run([REFERENCE_DUMP, spec_path, "2", dump], capture_output=True, text=True, check=False)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            lines = [tuple(int(v) for v in line.split()) for line in run.stdout.splitlines()]
+            self.assertEqual(len(lines), 10)
+            with open(dump, "rb") as f:
+                reference = f.read()
+
+            # Through a spec file and through the same spec as a dict: both equal the C++ bytes,
+            # two epochs (different crops, flips and order) via iter(pipeline).
+            for source in (spec_path, cifar_spec(items)):
+                pipeline = sluice.Pipeline(source)
+                offset = 0
+                seen = 0
+                for expected_epoch in range(2):
+                    for batch in pipeline:
+                        epoch, index, size, data_bytes, labels_bytes = lines[seen]
+                        self.assertEqual((batch.epoch, batch.index, len(batch)), (expected_epoch, index, size))
+                        self.assertEqual(epoch, expected_epoch)
+                        data = torch.from_dlpack(batch.data)
+                        labels = torch.from_dlpack(batch.labels)
+                        got = data.numpy().tobytes() + labels.numpy().tobytes()
+                        self.assertEqual(len(got), data_bytes + labels_bytes)
+                        self.assertTrue(got == reference[offset:offset + len(got)],
+                                        f"epoch {epoch} batch {index}: bytes differ from the C++ iterator's")
+                        offset += len(got)
+                        seen += 1
+                self.assertEqual(offset, len(reference))
+                self.assertEqual(seen, len(lines))
+
+
+@unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
+@unittest.skipUnless(torch is not None, "torch is not importable by this interpreter (use /usr/bin/python3)")
+class SlotLifetimeTest(unittest.TestCase):
+    """prefetch 1 gives a ring of prefetch + 2 = 3 slots (fixed threads: no autotuner to grow it)."""
+
+    SLOTS = 3
+
+    def hold_all_slots(self, iterator, keep):
+        """Takes batches until SLOTS are held through `keep(batch)`'s return value alone."""
+        held = []
+        for _ in range(self.SLOTS):
+            thread, result = next_in_thread(iterator, DELIVER_TIMEOUT)
+            self.assertFalse(thread.is_alive(), "a batch did not arrive while slots were free")
+            self.assertNotIn("error", result)
+            held.append(keep(result.pop("batch")))  # the Batch object itself is dropped here
+        gc.collect()
+        return held
+
+    def check_blocks_until_released(self, held, release):
+        iterator = self.iterator
+        thread, result = next_in_thread(iterator, BLOCKED_TIMEOUT)
+        self.assertTrue(thread.is_alive(), f"production went on while all {self.SLOTS} slots were held")
+        freed_ptr = release(held)
+        thread.join(DELIVER_TIMEOUT)
+        self.assertFalse(thread.is_alive(), "production did not resume after the holder was released")
+        self.assertNotIn("error", result)
+        # The freed slot is the only free one: the new batch is written into the same memory.
+        self.assertEqual(result["batch"].data.data_ptr, freed_ptr)
+        return result["batch"]
+
+    def start(self):
+        pipeline = sluice.Pipeline(cifar_spec(cifar_items(20), batch=16, prefetch=1, threads=1))
+        self.iterator = pipeline.epoch(0)
+        return pipeline
+
+    def test_torch_tensor_keeps_the_slot_until_dropped(self):
+        pipeline = self.start()
+        tensors = self.hold_all_slots(self.iterator, lambda b: torch.from_dlpack(b.data))
+
+        def drop_first(held):
+            ptr = held[0].data_ptr()
+            del held[0]  # the last reference to that batch's memory
+            return ptr
+
+        batch = self.check_blocks_until_released(tensors, drop_first)
+        # Values held in the other tensors were not overwritten by the new batch.
+        self.assertNotEqual(batch.data.data_ptr, tensors[0].data_ptr())
+        del batch, tensors
+        self.assertEqual(sum(1 for _ in self.iterator) + 4, pipeline.batches_per_epoch)
+
+    def test_unconsumed_capsule_and_labels_keep_the_slot(self):
+        self.start()
+
+        def keep(batch):
+            # Alternately an unconsumed DLPack capsule of the data and a tensor of the labels.
+            return (batch.data.__dlpack__(), batch.data.data_ptr) if batch.index % 2 == 0 else \
+                (torch.from_dlpack(batch.labels), batch.data.data_ptr)
+
+        held = self.hold_all_slots(self.iterator, keep)
+
+        def drop_first(held):
+            ptr = held[0][1]
+            del held[0]
+            return ptr
+
+        self.check_blocks_until_released(held, drop_first)
+
+    def test_batch_object_keeps_the_slot_and_release_frees_it(self):
+        self.start()
+        batches = self.hold_all_slots(self.iterator, lambda b: b)
+
+        def release_first(held):
+            ptr = held[0].data_ptr
+            held[0].release()  # explicit, while the Python object stays alive
+            self.assertTrue(held[0].released)
+            with self.assertRaises(ValueError):
+                _ = held[0].data
+            return ptr
+
+        self.check_blocks_until_released(batches, release_first)
+
+
+@unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
+class PipelineApiTest(unittest.TestCase):
+    def test_len_stats_and_iteration_convention(self):
+        pipeline = sluice.Pipeline(cifar_spec(cifar_items(30), batch=64))
+        self.assertEqual(len(pipeline), 5)
+        self.assertEqual(pipeline.batches_per_epoch, 5)
+        self.assertEqual(pipeline.samples_per_epoch, 300)
+        self.assertEqual(len(pipeline.epoch(3)), 5)
+        self.assertEqual(pipeline.next_epoch, 0)
+        sizes = [len(b) for b in pipeline]
+        self.assertEqual(sizes, [64, 64, 64, 64, 44])
+        self.assertEqual(pipeline.next_epoch, 1)
+        self.assertEqual([b.epoch for b in pipeline][0], 1)
+        stats = pipeline.stats()
+        self.assertEqual(stats["samples"], 600)
+        self.assertEqual(stats["batches"], 10)
+        self.assertIn("stages", stats)
+        self.assertEqual(pipeline.spec["build"]["seed"], 3)
+
+    def test_state_and_restore_resume_mid_epoch(self):
+        spec = cifar_spec(cifar_items(30), batch=64, dtype="u8")
+        first = sluice.Pipeline(spec)
+        full = [bytes(np_bytes(b)) for b in first.epoch(0)]
+        it = first.epoch(0)
+        next(it)
+        next(it)
+        state = first.state()
+        self.assertIsInstance(state, bytes)
+
+        resumed = sluice.Pipeline(spec)
+        resumed.restore(state)
+        self.assertEqual(resumed.next_epoch, 0)
+        rest = [bytes(np_bytes(b)) for b in resumed]
+        self.assertEqual(rest, full[2:])
+        with self.assertRaises(ValueError) as caught:
+            resumed.restore(b"not a state")
+        self.assertIn("restore", str(caught.exception))
+
+    def test_starting_another_epoch_abandons_the_iterator_in_progress(self):
+        pipeline = sluice.Pipeline(cifar_spec(cifar_items(30), batch=64))
+        old = pipeline.epoch(0)
+        next(old)
+        newer = pipeline.epoch(1)
+        self.assertEqual(next(newer).epoch, 1)
+        with self.assertRaises(sluice.Error) as caught:
+            next(old)
+        self.assertIn("abandoned", str(caught.exception))
+        self.assertEqual(next(newer).index, 1)
+
+    def test_bad_file_raises_from_next_or_is_skipped(self):
+        if not os.path.exists(TRUNCATED):
+            self.skipTest("corrupt/truncated.jpg is absent")
+        items = cifar_items(3) + [{"path": TRUNCATED, "label": 0}]
+        spec = cifar_spec(items, batch=8)
+        spec["stages"][2] = {"resize": {"size": 32}}  # the truncated file is 100x100
+        with self.assertRaises(sluice.Error) as caught:
+            for _ in sluice.Pipeline(spec).epoch(0):
+                pass
+        self.assertNotIsInstance(caught.exception, ValueError)
+        self.assertIn("truncated.jpg", str(caught.exception))
+        self.assertIn("truncated.jpg", caught.exception.path)
+        spec["build"]["on_error"] = "skip"
+        pipeline = sluice.Pipeline(spec)
+        self.assertEqual(sum(len(b) for b in pipeline.epoch(0)), len(items))
+        self.assertEqual(pipeline.stats()["skipped"], 1)
+
+
+class LauncherRankTest(unittest.TestCase):
+    """sluice.launcher_rank() reads what mpirun or srun exported (the C++ unit test covers every
+    launcher); here: the binding, and a bad value raising ValueError naming the variable."""
+
+    NAMES = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "MV2_COMM_WORLD_RANK",
+             "MV2_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS")
+
+    def setUp(self):
+        self.saved = {name: os.environ.pop(name) for name in self.NAMES if name in os.environ}
+
+    def tearDown(self):
+        for name in self.NAMES:
+            os.environ.pop(name, None)
+        os.environ.update(self.saved)
+
+    def test_no_launcher_then_openmpi(self):
+        self.assertEqual(sluice.launcher_rank(), {"rank": 0, "world": 1, "source": ""})
+        os.environ["OMPI_COMM_WORLD_RANK"] = "1"
+        os.environ["OMPI_COMM_WORLD_SIZE"] = "2"
+        self.assertEqual(sluice.launcher_rank(),
+                         {"rank": 1, "world": 2, "source": "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE"})
+
+    @unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
+    def test_pipeline_shard_from_the_launcher(self):
+        spec = cifar_spec(cifar_items(5), batch=8)  # 50 images
+        counts = []
+        for rank in range(2):
+            os.environ["OMPI_COMM_WORLD_RANK"] = str(rank)
+            os.environ["OMPI_COMM_WORLD_SIZE"] = "2"
+            pipeline = sluice.Pipeline(spec, shard="launcher")
+            self.assertEqual(pipeline.spec["shard"], {"rank": rank, "world": 2})
+            counts.append(sum(len(b) for b in pipeline.epoch(0)))
+        self.assertEqual(counts, [25, 25])
+        self.assertEqual(sluice.Pipeline(spec, shard=(2, 3)).samples_per_epoch, 16)
+        with self.assertRaises(ValueError) as caught:
+            sluice.Pipeline(spec, shard=(3, 3))
+        self.assertIn("shard", str(caught.exception))
+
+    def test_bad_value_names_the_variable(self):
+        os.environ["PMI_RANK"] = "3"
+        os.environ["PMI_SIZE"] = "2"
+        with self.assertRaises(ValueError) as caught:
+            sluice.launcher_rank()
+        self.assertIn("PMI_RANK", str(caught.exception))
+
+
+def np_bytes(batch):
+    return memoryview(np.from_dlpack(batch.data)).tobytes() + memoryview(np.from_dlpack(batch.labels)).tobytes()
+
+
+class BadSpecTest(unittest.TestCase):
+    """Bad specs raise ValueError (sluice.InvalidArgumentError) naming the field; missing files
+    FileNotFoundError (sluice.NotFoundError). Parsing fails before any data is touched."""
+
+    def spec(self, **changes):
+        spec = {"source": {"folder": "/nonexistent-sluice-data"},
+                "stages": ["read", "decode_jpeg", {"resize": {"size": 32}}, {"batch": {"size": 4}}]}
+        spec.update(changes)
+        return spec
+
+    def assert_invalid(self, spec, *fragments, **kwargs):
+        with self.assertRaises(ValueError) as caught:
+            sluice.Pipeline(spec, **kwargs)
+        self.assertIsInstance(caught.exception, sluice.InvalidArgumentError)
+        self.assertIsInstance(caught.exception, sluice.Error)
+        self.assertEqual(caught.exception.code, "invalid argument")
+        for fragment in fragments:
+            self.assertIn(fragment, str(caught.exception))
+        return caught.exception
+
+    def test_unknown_stage(self):
+        spec = self.spec()
+        spec["stages"][1] = "decode_png"
+        self.assert_invalid(spec, "stages[1]", "decode_png")
+
+    def test_wrong_type(self):
+        spec = self.spec()
+        spec["stages"][3] = {"batch": {"size": "big"}}
+        self.assert_invalid(spec, "stages[3].batch.size", "big")
+
+    def test_missing_source(self):
+        spec = self.spec()
+        del spec["source"]
+        self.assert_invalid(spec, "source", "missing")
+
+    def test_negative_size(self):
+        spec = self.spec()
+        spec["stages"][2] = {"resize": {"size": -4}}
+        self.assert_invalid(spec, "stages[2].resize", "-4")
+        spec = self.spec()
+        spec["stages"][3] = {"batch": {"size": -4}}
+        self.assert_invalid(spec, "stages[3].batch.size", "-4")
+
+    def test_unknown_key_and_bad_overrides(self):
+        spec = self.spec()
+        spec["stages"][1] = {"decode_jpeg": {"fastdct": True}}
+        self.assert_invalid(spec, "stages[1].decode_jpeg", "fastdct")
+        self.assert_invalid(self.spec(), "threads", threads=0)
+        self.assert_invalid(self.spec(), "memory_budget", memory_budget="lots")
+
+    def test_missing_files(self):
+        with self.assertRaises(FileNotFoundError) as caught:
+            sluice.Pipeline("/nonexistent-sluice-spec.json")
+        self.assertIsInstance(caught.exception, sluice.NotFoundError)
+        self.assertIn("nonexistent-sluice-spec.json", str(caught.exception))
+        with self.assertRaises(FileNotFoundError) as caught:
+            sluice.Pipeline(self.spec())  # a valid spec whose data folder is missing: build() says so
+        self.assertIn("nonexistent-sluice-data", str(caught.exception))
+
+    def test_spec_of_the_wrong_kind(self):
+        with self.assertRaises(TypeError):
+            sluice.Pipeline(42)
+        with self.assertRaises(ValueError) as caught:
+            sluice.Pipeline.from_json("{not json")
+        self.assertIsInstance(caught.exception, sluice.Error)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
