@@ -1,0 +1,53 @@
+// Context: the device, its backend, the CPU worker count and the grow-only workspace.
+#include "sluice/train/context.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "sluice/core/error.hpp"
+#include "sluice/train/allocator.hpp"
+#include "sluice/train/ops.hpp"
+#include "train/backend.hpp"
+
+namespace sluice::train {
+
+Context::Context(Allocator& allocator, ContextOptions options)
+    : allocator_(&allocator), device_(allocator.device()) {
+  if (options.threads < 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "Context: threads must be >= 0 (0: the hardware's count), got " + std::to_string(options.threads));
+  }
+  threads_ = options.threads > 0 ? options.threads
+                                 : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  backend_ = device_.is_cuda() ? make_cuda_backend(device_.index) : make_cpu_backend(threads_);
+}
+
+Context::~Context() = default;
+
+Tensor Context::empty(const Shape& shape, DType dtype, TensorCategory category) const {
+  return Tensor(*allocator_, shape, dtype, category);
+}
+
+Tensor Context::zeros(const Shape& shape, DType dtype, TensorCategory category) {
+  Tensor t = empty(shape, dtype, category);
+  ops::fill(*this, t, 0.0f);
+  return t;
+}
+
+void* Context::workspace(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (!workspace_.defined() || workspace_.bytes() < bytes) reserve_workspace(bytes);
+  return workspace_.data();
+}
+
+void Context::reserve_workspace(std::size_t bytes) {
+  if (workspace_.defined() && workspace_.bytes() >= bytes) return;
+  // Free first: the old block's memory can then be part of the new one.
+  workspace_.reset();
+  workspace_ = Tensor(*allocator_, {static_cast<std::int64_t>(bytes)}, DType::kU8,
+                      TensorCategory::kWorkspace);
+}
+
+void Context::synchronize() { backend_->synchronize(); }
+
+}  // namespace sluice::train

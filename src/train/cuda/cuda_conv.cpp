@@ -1,0 +1,347 @@
+// CudaBackend's convolutions and Dense: Conv2D as im2col + cuBLAS GEMMs in chunks of images,
+// DepthwiseConv2D as direct kernels, SeparableConv2D as a depthwise kernel into workspace + the
+// pointwise GEMM per chunk (the depthwise result is recomputed in backward, never stored), Dense
+// as GEMMs. Row-major tensors are column-major transposes to cuBLAS, so each call says its
+// products in row-major terms.
+//
+// Workspace comes from Context::workspace, once per op, carved here. Chunks of images are sized
+// so their im2col columns stay near kChunkBytes; weight gradients are per-image partials from one
+// batched GEMM, folded in order into an f32 sum across chunks and rounded once into dw
+// (overwritten or, with kAccumulate, added to).
+#include <algorithm>
+#include <cstddef>
+
+#include "device/cuda_backend.hpp"
+#include "train/cuda/cuda_backend.hpp"
+#include "train/cuda/cuda_kernels.hpp"
+
+namespace sluice::train::cuda_detail {
+namespace {
+
+namespace k = ::sluice::train::cuda_detail;
+
+// A chunk's im2col columns (and their f32 gradient) aim at this size: large enough that the
+// batched GEMMs fill an H200, small enough that the workspace stays a minor line in the plan.
+constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
+// Weight gradients are summed over images as per-image partials from one strided batched GEMM,
+// then folded in order (deterministic, two launches rather than one GEMM an image); this bounds
+// the partials of one such group.
+constexpr std::size_t kPartialBytes = std::size_t{16} << 20;
+
+// Images per weight-gradient group: as many (R x K) f32 partials as fit kPartialBytes.
+std::int64_t group_for(std::int64_t rows, std::int64_t cols, std::int64_t chunk) {
+  const auto per_image = static_cast<std::size_t>(rows * cols) * sizeof(float);
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(kPartialBytes / std::max<std::size_t>(per_image, 1)), 1,
+                                  chunk);
+}
+
+// Carves one workspace block into 256-byte aligned pieces; with a null base it only counts.
+class Carver {
+ public:
+  explicit Carver(void* base = nullptr) : base_(static_cast<std::byte*>(base)) {}
+  template <class T = std::byte>
+  T* take(std::size_t bytes) {
+    std::byte* p = base_ == nullptr || bytes == 0 ? nullptr : base_ + used_;
+    used_ += align256(bytes);
+    return reinterpret_cast<T*>(p);
+  }
+  std::size_t bytes() const { return used_; }
+
+ private:
+  std::byte* base_;
+  std::size_t used_ = 0;
+};
+
+const std::byte* bytes_of(const Tensor& t) { return static_cast<const std::byte*>(t.data()); }
+std::byte* bytes_of(Tensor& t) { return static_cast<std::byte*>(t.data()); }
+const void* data_or_null(const Tensor* t) { return t != nullptr ? t->data() : nullptr; }
+
+// A convolution lowered to GEMMs (row-major): y_i (K, P) = W (K, R) col_i (R, P), R = C kh kw.
+struct ConvPlan {
+  std::int64_t rows;   // R
+  std::int64_t plane;  // P = OH * OW
+  bool direct;         // 1x1, stride 1, no padding: col_i is x_i itself
+  std::int64_t chunk;  // images per chunk
+  std::int64_t group;  // images per weight-gradient GEMM
+  std::size_t elem;    // bytes of an activation
+};
+
+ConvPlan plan_conv(const Conv2dShape& s, DType t) {
+  ConvPlan p{};
+  const Window2d& w = s.window;
+  p.rows = std::int64_t{s.in_channels} * w.kernel_h * w.kernel_w;
+  p.plane = s.out_plane();
+  p.direct = w.kernel_h == 1 && w.kernel_w == 1 && w.stride_h == 1 && w.stride_w == 1 && w.pad_h == 0 && w.pad_w == 0;
+  p.elem = size_of(t);
+  const auto per_image = static_cast<std::size_t>(p.rows * p.plane) * (p.elem + sizeof(float));
+  p.chunk = std::clamp<std::int64_t>(static_cast<std::int64_t>(kChunkBytes / std::max<std::size_t>(per_image, 1)), 1,
+                                     std::max<std::int64_t>(s.batch, 1));
+  p.group = group_for(p.rows, s.out_channels, p.chunk);
+  return p;
+}
+
+// The conv workspace: columns (t) and their gradient (f32) for a chunk, dw in f32 and the
+// per-image dw partials of one group.
+struct ConvScratch {
+  void* col = nullptr;
+  float* col_grad = nullptr;
+  float* dw = nullptr;
+  float* partials = nullptr;
+};
+
+ConvScratch carve_conv(Carver& c, const Conv2dShape& s, const ConvPlan& p, DType t) {
+  ConvScratch out;
+  const auto chunk_elems = static_cast<std::size_t>(p.chunk * p.rows * p.plane);
+  out.col = c.take(p.direct ? 0 : chunk_elems * p.elem);
+  out.col_grad = c.take<float>(p.direct && t == DType::kF32 ? 0 : chunk_elems * sizeof(float));
+  out.dw = c.take<float>(static_cast<std::size_t>(std::int64_t{s.out_channels} * p.rows) * sizeof(float));
+  out.partials = c.take<float>(static_cast<std::size_t>(p.group * s.out_channels * p.rows) * sizeof(float));
+  return out;
+}
+
+// SeparableConv2D: mid_i (C, P) = depthwise(x_i), y_i (K, P) = Wp (K, C) mid_i (C, P).
+struct SeparablePlan {
+  std::int64_t channels;  // C
+  std::int64_t plane;     // P
+  std::int64_t chunk;
+  std::int64_t group;  // images per pointwise weight-gradient GEMM
+  std::size_t elem;
+};
+
+SeparablePlan plan_separable(const SeparableShape& s, DType t) {
+  SeparablePlan p{};
+  p.channels = s.depthwise.in_channels;
+  p.plane = s.depthwise.out_plane();
+  p.elem = size_of(t);
+  const auto per_image = static_cast<std::size_t>(p.channels * p.plane) * (p.elem + sizeof(float));
+  p.chunk = std::clamp<std::int64_t>(static_cast<std::int64_t>(kChunkBytes / std::max<std::size_t>(per_image, 1)), 1,
+                                     std::max<std::int64_t>(s.depthwise.batch, 1));
+  p.group = group_for(p.channels, s.out_channels, p.chunk);
+  return p;
+}
+
+struct SeparableScratch {
+  void* mid = nullptr;        // (chunk, C, P) of t
+  float* mid_grad = nullptr;  // (chunk, C, P)
+  float* dwp = nullptr;       // (K, C)
+  float* dwd = nullptr;       // (C, kh, kw)
+  float* partials = nullptr;  // (group, K, C)
+};
+
+SeparableScratch carve_separable(Carver& c, const SeparableShape& s, const SeparablePlan& p) {
+  SeparableScratch out;
+  const auto chunk_elems = static_cast<std::size_t>(p.chunk * p.channels * p.plane);
+  out.mid = c.take(chunk_elems * p.elem);
+  out.mid_grad = c.take<float>(chunk_elems * sizeof(float));
+  out.dwp = c.take<float>(static_cast<std::size_t>(s.out_channels * p.channels) * sizeof(float));
+  out.dwd = c.take<float>(
+      static_cast<std::size_t>(p.channels * s.depthwise.window.kernel_h * s.depthwise.window.kernel_w) * sizeof(float));
+  out.partials = c.take<float>(static_cast<std::size_t>(p.group * s.out_channels * p.channels) * sizeof(float));
+  return out;
+}
+
+}  // namespace
+
+std::size_t CudaBackend::conv2d_workspace(const Conv2dShape& s, DType dtype) const {
+  Carver c;
+  carve_conv(c, s, plan_conv(s, dtype), dtype);
+  return c.bytes();
+}
+
+void CudaBackend::conv2d_forward(Context& ctx, const Conv2dShape& s, const Tensor& x, const Tensor& w,
+                                 const Tensor* bias, Tensor& y) {
+  device_detail::ScopedDevice guard(index_);
+  const DType t = x.dtype();
+  const ConvPlan p = plan_conv(s, t);
+  const std::size_t col_bytes = p.direct ? 0 : align256(static_cast<std::size_t>(p.chunk * p.rows * p.plane) * p.elem);
+  void* col = col_bytes > 0 ? ctx.workspace(col_bytes) : nullptr;
+  const std::int64_t x_image = std::int64_t{s.in_channels} * s.in_plane();
+  const std::int64_t y_image = std::int64_t{s.out_channels} * p.plane;
+  for (std::int64_t n0 = 0; n0 < s.batch; n0 += p.chunk) {
+    const std::int64_t nb = std::min(p.chunk, s.batch - n0);
+    const std::byte* xs = bytes_of(x) + n0 * x_image * p.elem;
+    std::byte* ys = bytes_of(y) + n0 * y_image * p.elem;
+    if (!p.direct) k::im2col(t, xs, nb, s, col, stream_);
+    if (bias != nullptr) k::broadcast_bias(t, bias->data(), nb, s.out_channels, p.plane, ys, stream_);
+    // y_i^T (P, K) = col_i^T (P, R) W^T (R, K)
+    gemm(ctx, false, false, p.plane, s.out_channels, p.rows,
+         {p.direct ? static_cast<const void*>(xs) : col, t, as_int(p.plane), p.rows * p.plane},
+         {w.data(), t, as_int(p.rows), 0}, bias != nullptr ? 1.0f : 0.0f, ys, t, as_int(p.plane), y_image, nb);
+  }
+}
+
+void CudaBackend::conv2d_backward(Context& ctx, const Conv2dShape& s, const Tensor& x, const Tensor& w,
+                                  const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* dbias, GradMode mode) {
+  device_detail::ScopedDevice guard(index_);
+  const DType t = x.dtype();
+  const bool accumulate = mode == GradMode::kAccumulate;
+  const ConvPlan p = plan_conv(s, t);
+  Carver plan;
+  carve_conv(plan, s, p, t);
+  Carver carver(ctx.workspace(plan.bytes()));
+  const ConvScratch ws = carve_conv(carver, s, p, t);
+  const std::int64_t x_image = std::int64_t{s.in_channels} * s.in_plane();
+  const std::int64_t y_image = std::int64_t{s.out_channels} * p.plane;
+  const std::int64_t col_image = p.rows * p.plane;
+  for (std::int64_t n0 = 0; n0 < s.batch; n0 += p.chunk) {
+    const std::int64_t nb = std::min(p.chunk, s.batch - n0);
+    const std::byte* xs = bytes_of(x) + n0 * x_image * p.elem;
+    const std::byte* dys = bytes_of(dy) + n0 * y_image * p.elem;
+    const void* col = xs;
+    if (!p.direct) {
+      k::im2col(t, xs, nb, s, ws.col, stream_);
+      col = ws.col;
+    }
+    // dW^T (R, K) += col_i (R, P) dy_i^T (P, K): a group of images' partials, then their sum, in f32.
+    const std::int64_t dw_count = std::int64_t{s.out_channels} * p.rows;
+    for (std::int64_t g0 = 0; g0 < nb; g0 += p.group) {
+      const std::int64_t gb = std::min(p.group, nb - g0);
+      gemm(ctx, true, false, p.rows, s.out_channels, p.plane,
+           {static_cast<const std::byte*>(col) + g0 * col_image * p.elem, t, as_int(p.plane), col_image},
+           {dys + g0 * y_image * p.elem, t, as_int(p.plane), y_image}, 0.0f, ws.partials, DType::kF32, as_int(p.rows),
+           dw_count, gb);
+      k::sum_partials(ws.partials, gb, dw_count, ws.dw, n0 + g0 == 0, stream_);
+    }
+    if (dx != nullptr) {
+      std::byte* dxs = bytes_of(*dx) + n0 * x_image * p.elem;
+      const bool straight = ws.col_grad == nullptr;  // direct f32: the column gradient is dx
+      // col_grad_i^T (P, R) = dy_i^T (P, K) W (K, R)
+      gemm(ctx, false, true, p.plane, p.rows, s.out_channels, {dys, t, as_int(p.plane), y_image},
+           {w.data(), t, as_int(p.rows), 0}, 0.0f, straight ? static_cast<void*>(dxs) : ws.col_grad,
+           straight ? t : DType::kF32, as_int(p.plane), col_image, nb);
+      if (!straight) k::col2im(ws.col_grad, nb, s, t, dxs, stream_);
+    }
+  }
+  k::finish_gradient(ws.dw, std::int64_t{s.out_channels} * p.rows, t, dw.data(), accumulate, stream_);
+  if (dbias != nullptr)
+    k::channel_sum(t, dy.data(), s.batch, s.out_channels, p.plane, dbias->data(), accumulate, stream_);
+}
+
+std::size_t CudaBackend::depthwise_conv2d_workspace(const Conv2dShape& s, DType) const {
+  return align256(static_cast<std::size_t>(std::int64_t{s.in_channels} * s.window.kernel_h * s.window.kernel_w) *
+                  sizeof(float));
+}
+
+void CudaBackend::depthwise_conv2d_forward(Context&, const Conv2dShape& s, const Tensor& x, const Tensor& w,
+                                           const Tensor* bias, Tensor& y) {
+  device_detail::ScopedDevice guard(index_);
+  k::depthwise_forward(x.dtype(), x.data(), w.data(), data_or_null(bias), s.batch, s, y.data(), stream_);
+}
+
+void CudaBackend::depthwise_conv2d_backward(Context& ctx, const Conv2dShape& s, const Tensor& x, const Tensor& w,
+                                            const Tensor& dy, Tensor* dx, Tensor& dw, Tensor* dbias, GradMode mode) {
+  device_detail::ScopedDevice guard(index_);
+  const DType t = x.dtype();
+  const bool accumulate = mode == GradMode::kAccumulate;
+  const std::int64_t taps = std::int64_t{s.in_channels} * s.window.kernel_h * s.window.kernel_w;
+  auto* acc = static_cast<float*>(ctx.workspace(depthwise_conv2d_workspace(s, t)));
+  check(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(taps) * sizeof(float), stream_), "cudaMemsetAsync");
+  k::depthwise_backward_weight(t, x.data(), dy.data(), false, s.batch, s, acc, stream_);
+  k::finish_gradient(acc, taps, t, dw.data(), accumulate, stream_);
+  if (dx != nullptr) k::depthwise_backward_input(t, dy.data(), false, w.data(), s.batch, s, dx->data(), stream_);
+  if (dbias != nullptr) {
+    k::channel_sum(t, dy.data(), s.batch, s.in_channels, s.out_plane(), dbias->data(), accumulate, stream_);
+  }
+}
+
+std::size_t CudaBackend::separable_conv2d_workspace(const SeparableShape& s, DType dtype) const {
+  Carver c;
+  carve_separable(c, s, plan_separable(s, dtype));
+  return c.bytes();
+}
+
+void CudaBackend::separable_conv2d_forward(Context& ctx, const SeparableShape& s, const Tensor& x, const Tensor& wd,
+                                           const Tensor& wp, const Tensor* bias, Tensor& y) {
+  device_detail::ScopedDevice guard(index_);
+  const DType t = x.dtype();
+  const SeparablePlan p = plan_separable(s, t);
+  const Conv2dShape& d = s.depthwise;
+  void* mid = ctx.workspace(align256(static_cast<std::size_t>(p.chunk * p.channels * p.plane) * p.elem));
+  const std::int64_t x_image = p.channels * d.in_plane();
+  const std::int64_t y_image = std::int64_t{s.out_channels} * p.plane;
+  for (std::int64_t n0 = 0; n0 < d.batch; n0 += p.chunk) {
+    const std::int64_t nb = std::min(p.chunk, d.batch - n0);
+    std::byte* ys = bytes_of(y) + n0 * y_image * p.elem;
+    k::depthwise_forward(t, bytes_of(x) + n0 * x_image * p.elem, wd.data(), nullptr, nb, d, mid, stream_);
+    if (bias != nullptr) k::broadcast_bias(t, bias->data(), nb, s.out_channels, p.plane, ys, stream_);
+    // y_i^T (P, K) = mid_i^T (P, C) Wp^T (C, K)
+    gemm(ctx, false, false, p.plane, s.out_channels, p.channels, {mid, t, as_int(p.plane), p.channels * p.plane},
+         {wp.data(), t, as_int(p.channels), 0}, bias != nullptr ? 1.0f : 0.0f, ys, t, as_int(p.plane), y_image, nb);
+  }
+}
+
+void CudaBackend::separable_conv2d_backward(Context& ctx, const SeparableShape& s, const Tensor& x, const Tensor& wd,
+                                            const Tensor& wp, const Tensor& dy, Tensor* dx, Tensor& dwd, Tensor& dwp,
+                                            Tensor* dbias, GradMode mode) {
+  device_detail::ScopedDevice guard(index_);
+  const DType t = x.dtype();
+  const bool accumulate = mode == GradMode::kAccumulate;
+  const SeparablePlan p = plan_separable(s, t);
+  const Conv2dShape& d = s.depthwise;
+  Carver plan;
+  carve_separable(plan, s, p);
+  Carver carver(ctx.workspace(plan.bytes()));
+  const SeparableScratch ws = carve_separable(carver, s, p);
+  const std::int64_t taps = p.channels * d.window.kernel_h * d.window.kernel_w;
+  check(cudaMemsetAsync(ws.dwd, 0, static_cast<std::size_t>(taps) * sizeof(float), stream_), "cudaMemsetAsync");
+  const std::int64_t x_image = p.channels * d.in_plane();
+  const std::int64_t y_image = std::int64_t{s.out_channels} * p.plane;
+  const std::int64_t mid_image = p.channels * p.plane;
+  for (std::int64_t n0 = 0; n0 < d.batch; n0 += p.chunk) {
+    const std::int64_t nb = std::min(p.chunk, d.batch - n0);
+    const std::byte* xs = bytes_of(x) + n0 * x_image * p.elem;
+    const std::byte* dys = bytes_of(dy) + n0 * y_image * p.elem;
+    k::depthwise_forward(t, xs, wd.data(), nullptr, nb, d, ws.mid, stream_);  // recomputed, never stored
+    // dWp^T (C, K) += mid_i (C, P) dy_i^T (P, K): a group's partials, then their sum, in f32.
+    const std::int64_t dwp_count = std::int64_t{s.out_channels} * p.channels;
+    for (std::int64_t g0 = 0; g0 < nb; g0 += p.group) {
+      const std::int64_t gb = std::min(p.group, nb - g0);
+      gemm(ctx, true, false, p.channels, s.out_channels, p.plane,
+           {static_cast<const std::byte*>(ws.mid) + g0 * mid_image * p.elem, t, as_int(p.plane), mid_image},
+           {dys + g0 * y_image * p.elem, t, as_int(p.plane), y_image}, 0.0f, ws.partials, DType::kF32,
+           as_int(p.channels), dwp_count, gb);
+      k::sum_partials(ws.partials, gb, dwp_count, ws.dwp, n0 + g0 == 0, stream_);
+    }
+    // mid_grad_i^T (P, C) = dy_i^T (P, K) Wp (K, C), in f32.
+    gemm(ctx, false, true, p.plane, p.channels, s.out_channels, {dys, t, as_int(p.plane), y_image},
+         {wp.data(), t, as_int(p.channels), 0}, 0.0f, ws.mid_grad, DType::kF32, as_int(p.plane), mid_image, nb);
+    k::depthwise_backward_weight(t, xs, ws.mid_grad, true, nb, d, ws.dwd, stream_);
+    if (dx != nullptr) {
+      k::depthwise_backward_input(t, ws.mid_grad, true, wd.data(), nb, d, bytes_of(*dx) + n0 * x_image * p.elem,
+                                  stream_);
+    }
+  }
+  k::finish_gradient(ws.dwp, s.out_channels * p.channels, t, dwp.data(), accumulate, stream_);
+  k::finish_gradient(ws.dwd, taps, t, dwd.data(), accumulate, stream_);
+  if (dbias != nullptr)
+    k::channel_sum(t, dy.data(), d.batch, s.out_channels, p.plane, dbias->data(), accumulate, stream_);
+}
+
+void CudaBackend::dense_forward(Context& ctx, const DenseShape& s, const Tensor& x, const Tensor& w, const Tensor* bias,
+                                Tensor& y) {
+  device_detail::ScopedDevice guard(index_);
+  const DType t = x.dtype();
+  if (bias != nullptr) k::broadcast_bias(t, bias->data(), s.batch, s.out_features, 1, y.data(), stream_);
+  // y^T (O, N) = W (O, I) x^T (I, N)
+  gemm(ctx, true, false, s.out_features, s.batch, s.in_features, {w.data(), t, as_int(s.in_features), 0},
+       {x.data(), t, as_int(s.in_features), 0}, bias != nullptr ? 1.0f : 0.0f, y.data(), t, as_int(s.out_features), 0,
+       1);
+}
+
+void CudaBackend::dense_backward(Context& ctx, const DenseShape& s, const Tensor& x, const Tensor& w, const Tensor& dy,
+                                 Tensor* dx, Tensor& dw, Tensor* dbias, GradMode mode) {
+  device_detail::ScopedDevice guard(index_);
+  const DType t = x.dtype();
+  const bool accumulate = mode == GradMode::kAccumulate;
+  if (dx != nullptr) {
+    // dx^T (I, N) = W^T (I, O) dy^T (O, N)
+    gemm(ctx, false, false, s.in_features, s.batch, s.out_features, {w.data(), t, as_int(s.in_features), 0},
+         {dy.data(), t, as_int(s.out_features), 0}, 0.0f, dx->data(), t, as_int(s.in_features), 0, 1);
+  }
+  // dW^T (I, O) = x^T (I, N) dy (N, O)
+  gemm(ctx, false, true, s.in_features, s.out_features, s.batch, {x.data(), t, as_int(s.in_features), 0},
+       {dy.data(), t, as_int(s.out_features), 0}, accumulate ? 1.0f : 0.0f, dw.data(), t, as_int(s.in_features), 0, 1);
+  if (dbias != nullptr) k::channel_sum(t, dy.data(), s.batch, s.out_features, 1, dbias->data(), accumulate, stream_);
+}
+
+}  // namespace sluice::train::cuda_detail
