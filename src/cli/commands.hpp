@@ -29,5 +29,9 @@ void add_bench_command(CLI::App& app);
 // budget a fresh `sluice bench` process (sweep.cpp).
 void add_sweep_command(CLI::App& app);
 
+// `sluice train --dataset fashion-mnist | --data DIR ...`: trains a model of the training core
+// on batches from sluice pipelines; loss, accuracy, images/s and memory by category (train.cpp).
+void add_train_command(CLI::App& app);
+
 }  // namespace sluice::cli
 

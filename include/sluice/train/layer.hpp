@@ -1,0 +1,73 @@
+// Layer: one stage of a Sequential model (sluice/train/sequential.hpp). A layer owns its
+// parameters and their gradients (categories weights and gradients, from the context's
+// allocator), runs forward and backward through the ops (sluice/train/ops.hpp), and keeps between
+// a training forward and its backward only what that backward needs (category activations: a
+// convolution its input, a ReLU its output, a BatchNorm its input and batch statistics). An
+// inference forward keeps nothing, so evaluation holds one activation at a time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sluice/core/shape.hpp"
+#include "sluice/train/context.hpp"
+#include "sluice/train/tensor.hpp"
+
+namespace sluice::train {
+
+// A trainable tensor and its gradient, as optimizers and checkpoints see it.
+struct Parameter {
+  std::string name;         // "3.weight": the layer's index in the model, then the tensor's role
+  Tensor* value = nullptr;  // category weights, f32
+  Tensor* grad = nullptr;   // category gradients, value's shape; written by backward
+  bool decay = true;        // weight decay applies (false for biases and BatchNorm's gamma, beta)
+};
+
+// A tensor that is saved with the weights but not trained (BatchNorm's running statistics).
+struct Buffer {
+  std::string name;
+  Tensor* value = nullptr;
+};
+
+struct ForwardMode {
+  bool training = false;    // batch statistics, dropout on, keep what backward needs
+  std::uint64_t step = 0;   // the training step: keys dropout's mask
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  // "Conv2D 3x3/1 pad 1, 32 -> 64": for summaries.
+  virtual std::string describe() const = 0;
+  // The output shape for an input batch shape (N, ...). Throws sluice::Error(kInvalidArgument)
+  // naming the mismatch when the layer cannot take that input.
+  virtual Shape output_shape(const Shape& input) const = 0;
+
+  // Sets the parameters to their initial values (He normal weights, zero biases, BatchNorm
+  // gamma 1 and beta 0), as a pure function of `key`. Layers without parameters do nothing.
+  virtual void initialize(Context& ctx, std::uint64_t key) { (void)ctx, (void)key; }
+
+  // y = layer(x). A training forward keeps what backward needs until backward runs. x is taken
+  // by value: handed over as the only reference to an activation (std::move, as Sequential
+  // does), a ReLU or Dropout writes y over it; a caller that keeps its copy keeps its values.
+  virtual Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) = 0;
+  // From dy, the gradient of the loss with respect to the last training forward's output: writes
+  // the parameter gradients and returns dx (an undefined tensor when `need_dx` is false: the
+  // model's first layer). Releases what forward kept. dy may be consumed (a ReLU writes dx over
+  // it when no one else holds it). Throws sluice::Error(kInvalidArgument) without a training
+  // forward before it.
+  virtual Tensor backward(Context& ctx, Tensor dy, bool need_dx) = 0;
+
+  // Appends this layer's parameters and buffers, names prefixed with `prefix` ("3.").
+  virtual void parameters(const std::string& prefix, std::vector<Parameter>& out) {
+    (void)prefix, (void)out;
+  }
+  virtual void buffers(const std::string& prefix, std::vector<Buffer>& out) { (void)prefix, (void)out; }
+
+  // Drops what a training forward kept (a step abandoned before its backward).
+  virtual void release_saved() {}
+};
+
+}  // namespace sluice::train

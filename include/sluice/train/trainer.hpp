@@ -1,0 +1,79 @@
+// Trainer: the training loop's step, fed directly by batches from any source as core types (a
+// TensorView (N, C, H, W) f32 and the labels), so a sluice Loader's batches go in without a copy
+// on the host: the loader prepares the next batches on its own threads while a step runs, and
+// the caller only pulls the next one (src/cli/train.cpp). Batches already on the context's device
+// are used in place; host batches for a CUDA context are copied into one reused device buffer.
+//
+// Each step: forward in training mode, softmax cross-entropy, backward, one optimizer update
+// (with the learning rate from the schedule when one is set). evaluate() runs an inference
+// forward and counts correct predictions. Memory comes from the context's allocator, whose
+// statistics (memory()) say per category what the step held at its peak.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "sluice/core/device_id.hpp"
+#include "sluice/core/shape.hpp"
+#include "sluice/train/allocator.hpp"
+#include "sluice/train/context.hpp"
+#include "sluice/train/optimizer.hpp"
+#include "sluice/train/sequential.hpp"
+
+namespace sluice::train {
+
+struct BatchResult {
+  double loss_sum = 0.0;      // the batch's mean loss times its size
+  std::int64_t correct = 0;
+  std::int64_t images = 0;
+
+  BatchResult& operator+=(const BatchResult& o) {
+    loss_sum += o.loss_sum;
+    correct += o.correct;
+    images += o.images;
+    return *this;
+  }
+  double mean_loss() const { return images > 0 ? loss_sum / static_cast<double>(images) : 0.0; }
+  double accuracy() const { return images > 0 ? static_cast<double>(correct) / static_cast<double>(images) : 0.0; }
+};
+
+struct TrainerOptions {
+  std::optional<CosineSchedule> schedule;  // none: the optimizer's learning rate throughout
+};
+
+class Trainer {
+ public:
+  // The model, the optimizer and the context must outlive the trainer.
+  Trainer(Context& ctx, Sequential& model, Optimizer& optimizer, TrainerOptions options = {});
+
+  // One training step on `data` (N, C, H, W) f32 with `labels` (N values in [0, classes)), both in
+  // memory of `where` (host, or the context's device). Throws sluice::Error(kInvalidArgument)
+  // when the batch does not fit the model or sits on another device.
+  BatchResult step(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where = host());
+  // Loss and correct predictions with the running statistics and no dropout; no update.
+  BatchResult evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where = host());
+
+  std::int64_t steps() const { return steps_; }
+  float learning_rate() const { return optimizer_.learning_rate(); }
+  AllocatorStats memory() const { return ctx_.allocator().stats(); }
+
+ private:
+  // The batch as tensors on the context's device: wrapped in place, or copied.
+  struct Input {
+    Tensor x;
+    Tensor labels;
+  };
+  Input input(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where);
+
+  Context& ctx_;
+  Sequential& model_;
+  Optimizer& optimizer_;
+  TrainerOptions options_;
+  std::vector<Parameter> params_;
+  std::int64_t steps_ = 0;
+  Tensor staged_x_, staged_labels_;  // host batches copied to a device context
+};
+
+}  // namespace sluice::train

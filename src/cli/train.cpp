@@ -1,0 +1,359 @@
+// `sluice train`: trains one of the training core's models (sluice/train/models.hpp) on an image
+// folder with train/ and test/ splits, fed by two sluice pipelines. The training loop only pulls
+// the next batch: the loader decodes, augments and batches ahead on its own threads while a step
+// runs, and the time the loop waits for it is reported. Per epoch: loss, test accuracy, training
+// and pipeline images/s, and the training allocator's peak memory by category; --json ends
+// stdout with one object (keys only ever grow).
+#include <CLI/CLI.hpp>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "cli/console.hpp"
+#include "sluice/sluice.hpp"
+#include "sluice/train/allocator.hpp"
+#include "sluice/train/checkpoint.hpp"
+#include "sluice/train/context.hpp"
+#include "sluice/train/models.hpp"
+#include "sluice/train/optimizer.hpp"
+#include "sluice/train/trainer.hpp"
+
+namespace sluice::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Epochs that bring fashion-cnn past 90% test accuracy on 2 cores well inside 10 minutes
+// (docs/training.md has the measurement), and the cifar10-separable schedule.
+constexpr int kFashionEpochs = 3;
+constexpr int kCifarEpochs = 30;
+
+struct TrainOptions {
+  std::string dataset;                 // "fashion-mnist" or empty
+  std::string data_root = "data";      // where `sluice prepare` put it
+  std::string data;                    // a folder with train/ and test/
+  std::string model;                   // default: by dataset
+  int epochs = 0;                      // 0: the model's default
+  std::int64_t steps = 0;              // > 0: stop after this many steps
+  int batch = 128;
+  std::string optimizer = "sgd";
+  float lr = 0.0f;                     // 0: the optimizer's default
+  int threads = 0;                     // training threads; 0: all cores
+  int loader_threads = 1;
+  std::string device = "cpu";
+  std::uint64_t seed = 1;
+  std::string save;
+  std::int64_t warmup_steps = 0;       // first steps left out of train_images_per_sec
+  bool no_eval = false;                // skip the test set (speed measurements)
+  bool json = false;
+};
+
+DeviceId parse_train_device(const std::string& text) {
+  if (text == "cpu" || text == "host") return host();
+  if (text.rfind("cuda:", 0) == 0) {
+    try {
+      std::size_t used = 0;
+      const int index = std::stoi(text.substr(5), &used);
+      if (used == text.size() - 5 && index >= 0) return cuda(index);
+    } catch (const std::exception&) {
+    }
+  }
+  throw Error(ErrorCode::kInvalidArgument, "--device must be cpu or cuda:N, got \"" + text + "\"");
+}
+
+fs::path data_dir(const TrainOptions& o) {
+  if (!o.data.empty()) return o.data;
+  const fs::path dir = fs::path(o.data_root) / o.dataset;
+  if (!fs::is_directory(dir / "train") || !fs::is_directory(dir / "test")) {
+    throw Error(ErrorCode::kNotFound, "no prepared " + o.dataset + " here: run `sluice prepare " + o.dataset +
+                                          " --out " + dir.string() + "` first (or pass --data-root)", dir.string());
+  }
+  return dir;
+}
+
+// The pipelines for a model: greyscale or RGB from its input, the data set's mean and std, and
+// CIFAR's augmentation (random crop with padding 4, horizontal flip) for the RGB model's training.
+Pipeline make_pipeline(const fs::path& dir, const train::ModelInfo& model, bool training, int batch, std::uint64_t seed) {
+  const bool grey = model.channels == 1;
+  Pipeline p = Pipeline::from_folder(dir.string());
+  if (training) p.shuffle_files(seed);
+  p.read().decode_jpeg({.color = grey ? Color::kGrey : Color::kRGB});
+  if (training && !grey) p.random_crop(model.width, model.height, {.padding = 4}).flip_horizontal(0.5);
+  std::vector<float> mean = grey ? std::vector<float>{0.2860f} : std::vector<float>{0.4914f, 0.4822f, 0.4465f};
+  std::vector<float> std = grey ? std::vector<float>{0.3530f} : std::vector<float>{0.2470f, 0.2435f, 0.2616f};
+  p.normalize({.mean = std::move(mean), .std = std::move(std), .layout = Layout::kNCHW, .dtype = DType::kF32});
+  // Training drops the short last batch: BatchNorm's statistics over a handful of images are noise.
+  p.batch(batch, {.drop_last = training});
+  return p;
+}
+
+std::unique_ptr<train::Optimizer> make_optimizer(const TrainOptions& o, float lr) {
+  if (o.optimizer == "adam") return std::make_unique<train::AdamW>(train::AdamWOptions{.learning_rate = lr});
+  return std::make_unique<train::Sgd>(train::SgdOptions{.learning_rate = lr});
+}
+
+// Busy seconds of the loader's stages, summed: what producing the batches so far cost.
+double pipeline_busy_seconds(const Loader& loader) {
+  double s = 0;
+  for (const StageStats& st : loader.stats().stages) s += st.busy_seconds;
+  return s;
+}
+
+// CPU time this process has used (user + system), in seconds: on a shared machine a steadier
+// measure of the work than wall time.
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+json category_json(const AllocatorStats& stats) {
+  json j = json::object();
+  for (std::size_t i = 0; i < kTensorCategoryCount; ++i) {
+    const auto c = static_cast<TensorCategory>(i);
+    j[std::string(to_string(c))] = stats.by_category[i].peak_in_use_bytes;
+  }
+  return j;
+}
+
+std::string category_text(const AllocatorStats& stats) {
+  std::string text;
+  for (std::size_t i = 0; i < kTensorCategoryCount; ++i) {
+    const std::uint64_t peak = stats.by_category[i].peak_in_use_bytes;
+    if (peak == 0) continue;
+    text += (text.empty() ? "" : ", ") + std::string(to_string(static_cast<TensorCategory>(i))) + " " + format_bytes(peak);
+  }
+  return text;
+}
+
+train::BatchResult evaluate(train::Trainer& trainer, Loader& test) {
+  train::BatchResult r;
+  for (Batch& b : test.epoch(0)) r += trainer.evaluate(b.data(), b.labels(), host());
+  return r;
+}
+
+int run_train(TrainOptions o) {
+  const DeviceId device = parse_train_device(o.device);
+  const fs::path dir = data_dir(o);
+  if (o.model.empty()) o.model = o.dataset == "fashion-mnist" ? "fashion-cnn" : "cifar10-separable";
+  const train::ModelInfo& info = train::model_info(o.model);
+  if (o.epochs == 0) o.epochs = info.name == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
+  const float lr = o.lr > 0 ? o.lr : (o.optimizer == "adam" ? 1e-3f : 0.05f);
+
+  std::unique_ptr<Allocator> allocator;
+  std::unique_ptr<train::Context> ctx;
+  try {
+    allocator = std::make_unique<Allocator>(device, AllocatorOptions{.name = "training"});
+    ctx = std::make_unique<train::Context>(*allocator, train::ContextOptions{.threads = o.threads});
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kInvalidArgument, "--device " + o.device + ": " + e.cause());
+  }
+
+  Loader train_loader = make_pipeline(dir / "train", info, true, o.batch, o.seed)
+                            .build({.threads = o.loader_threads, .seed = o.seed});
+  Loader test_loader = make_pipeline(dir / "test", info, false, 256, o.seed).build({.threads = o.loader_threads, .seed = o.seed});
+  const std::int64_t per_epoch = train_loader.batches_per_epoch();
+  if (per_epoch < 1) {
+    throw Error(ErrorCode::kInvalidArgument, "the training split has fewer images than one batch of " +
+                                                 std::to_string(o.batch), (dir / "train").string());
+  }
+  const std::int64_t total_steps = o.steps > 0 ? o.steps : per_epoch * o.epochs;
+  const int epochs = static_cast<int>((total_steps + per_epoch - 1) / per_epoch);
+
+  std::unique_ptr<train::Sequential> model = train::make_model(*ctx, info.name, o.seed);
+  std::unique_ptr<train::Optimizer> optimizer = make_optimizer(o, lr);
+  train::Trainer trainer(*ctx, *model, *optimizer,
+                         {.schedule = train::CosineSchedule{.base = lr, .warmup_steps = std::max<std::int64_t>(1, total_steps / 20),
+                                                            .total_steps = total_steps}});
+
+  std::cout << "sluice train: " << info.name << " (" << model->parameter_count() << " parameters) on "
+            << dir.string() << ", " << to_string(device) << " with " << ctx->threads() << " training thread(s), "
+            << o.loader_threads << " loader thread(s)\n"
+            << "  " << optimizer->describe() << ", cosine schedule with " << total_steps / 20 << " warmup steps; batch "
+            << o.batch << ", " << epochs << " epoch(s) of " << per_epoch << " steps" << (o.steps > 0 ? " (--steps)" : "")
+            << "\n";
+
+  InterruptGuard interrupt;
+  std::atomic<std::uint64_t> done{0};
+  json per_epoch_json = json::array();
+  std::array<std::uint64_t, kTensorCategoryCount> peak_by_category{};
+  std::uint64_t peak_in_use = 0;
+  std::uint64_t peak_reserved = 0;
+  double train_seconds_total = 0, pipeline_busy_total = 0, wall_total = 0;
+  std::int64_t images_total = 0;
+  double timed_seconds = 0;  // step time after the warmup steps
+  std::int64_t timed_images = 0;
+  train::BatchResult last_test;
+  Stopwatch run_clock;
+  {
+    ProgressLine progress("train", static_cast<std::uint64_t>(total_steps * o.batch), done, stderr_is_terminal() && !o.json);
+    for (int e = 0; e < epochs; ++e) {
+      allocator->reset_peak();
+      const double busy_before = pipeline_busy_seconds(train_loader);
+      Stopwatch epoch_clock;
+      double step_seconds = 0, wait_seconds = 0;
+      train::BatchResult seen;
+      Stopwatch wait_clock;
+      auto range = train_loader.epoch(e);
+      for (auto it = range.begin(); it != range.end(); ++it) {
+        wait_seconds += wait_clock.seconds();
+        if (InterruptGuard::interrupted()) throw Error(ErrorCode::kCancelled, "interrupted");
+        Stopwatch step_clock;
+        seen += trainer.step(it->data(), it->labels(), host());
+        const double step_time = step_clock.seconds();
+        step_seconds += step_time;
+        if (trainer.steps() > o.warmup_steps) {
+          timed_seconds += step_time;
+          timed_images += it->size();
+        }
+        done.fetch_add(static_cast<std::uint64_t>(it->size()), std::memory_order_relaxed);
+        if (trainer.steps() == total_steps) break;
+        wait_clock = Stopwatch();
+      }
+      const double epoch_seconds = epoch_clock.seconds();
+      const double busy = pipeline_busy_seconds(train_loader) - busy_before;
+      Stopwatch eval_clock;
+      if (!o.no_eval) last_test = evaluate(trainer, test_loader);
+      const double eval_seconds = eval_clock.seconds();
+
+      const AllocatorStats mem = allocator->stats();
+      for (std::size_t i = 0; i < kTensorCategoryCount; ++i) {
+        peak_by_category[i] = std::max(peak_by_category[i], mem.by_category[i].peak_in_use_bytes);
+      }
+      peak_in_use = std::max(peak_in_use, mem.peak_in_use_bytes);
+      peak_reserved = std::max(peak_reserved, mem.reserved_bytes);
+      train_seconds_total += step_seconds;
+      pipeline_busy_total += busy;
+      wall_total += epoch_seconds;
+      images_total += seen.images;
+      // The loader's capacity: images per second of its workers' busy time, times its workers.
+      const double pipeline_rate = busy > 0 ? static_cast<double>(seen.images) * o.loader_threads / busy : 0.0;
+      const double train_rate = step_seconds > 0 ? static_cast<double>(seen.images) / step_seconds : 0.0;
+      per_epoch_json.push_back({{"epoch", e + 1}, {"steps", trainer.steps()}, {"images", seen.images},
+                                {"loss", seen.mean_loss()}, {"train_accuracy", seen.accuracy()},
+                                {"test_loss", o.no_eval ? json(nullptr) : json(last_test.mean_loss())},
+                                {"test_accuracy", o.no_eval ? json(nullptr) : json(last_test.accuracy())},
+                                {"seconds", epoch_seconds}, {"train_seconds", step_seconds},
+                                {"wait_seconds", wait_seconds}, {"eval_seconds", eval_seconds},
+                                {"train_images_per_sec", train_rate}, {"pipeline_images_per_sec", pipeline_rate},
+                                {"learning_rate", trainer.learning_rate()},
+                                {"peak_device_bytes", mem.peak_in_use_bytes}, {"reserved_bytes", mem.reserved_bytes},
+                                {"peak_by_category", category_json(mem)}});
+      progress.finish();
+      char accuracy[32] = "not measured";
+      if (!o.no_eval) std::snprintf(accuracy, sizeof accuracy, "%.2f%%", 100.0 * last_test.accuracy());
+      char line[320];
+      std::snprintf(line, sizeof line,
+                    "  epoch %d/%d: loss %.4f, test accuracy %s, train %.0f images/s, pipeline %.0f images/s, "
+                    "waited %.2f s for data, %s (+%s eval)\n",
+                    e + 1, epochs, seen.mean_loss(), accuracy, train_rate, pipeline_rate, wait_seconds,
+                    format_seconds(epoch_seconds).c_str(), format_seconds(eval_seconds).c_str());
+      std::cout << line << "    memory: peak in use " << format_bytes(mem.peak_in_use_bytes) << " of "
+                << format_bytes(mem.reserved_bytes) << " reserved (" << category_text(mem) << ")\n"
+                << std::flush;
+      if (trainer.steps() == total_steps) break;
+    }
+  }
+  if (!o.save.empty()) {
+    train::save_weights(*ctx, *model, o.save);
+    std::cout << "  weights saved to " << o.save << "\n";
+  }
+  const double train_rate = timed_seconds > 0 ? static_cast<double>(timed_images) / timed_seconds : 0.0;
+  const double pipeline_rate = pipeline_busy_total > 0 ? static_cast<double>(images_total) * o.loader_threads / pipeline_busy_total : 0.0;
+  json by_category = json::object();
+  for (std::size_t i = 0; i < kTensorCategoryCount; ++i) {
+    by_category[std::string(to_string(static_cast<TensorCategory>(i)))] = peak_by_category[i];
+  }
+  std::cout << "sluice train: test accuracy "
+            << (o.no_eval ? std::string("not measured") : std::to_string(last_test.accuracy() * 100.0) + "%") << " after "
+            << trainer.steps()
+            << " steps in " << format_seconds(run_clock.seconds()) << " (" << format_seconds(cpu_seconds())
+            << " of CPU time); " << static_cast<std::int64_t>(train_rate)
+            << " training images/s; peak " << format_bytes(peak_in_use) << " in use, " << format_bytes(peak_reserved)
+            << " reserved\n";
+  if (o.json) {
+    const json result{
+        {"model", info.name},
+        {"data", dir.string()},
+        {"device", to_string(device)},
+        {"threads", ctx->threads()},
+        {"loader_threads", o.loader_threads},
+        {"batch", o.batch},
+        {"epochs", static_cast<int>(per_epoch_json.size())},
+        {"steps", trainer.steps()},
+        {"optimizer", o.optimizer},
+        {"learning_rate", lr},
+        {"seed", o.seed},
+        {"parameters", model->parameter_count()},
+        {"images", images_total},
+        {"seconds", run_clock.seconds()},
+        {"cpu_seconds", cpu_seconds()},
+        {"train_seconds", train_seconds_total},
+        {"wall_train_seconds", wall_total},
+        {"test_accuracy", o.no_eval ? json(nullptr) : json(last_test.accuracy())},
+        {"test_loss", o.no_eval ? json(nullptr) : json(last_test.mean_loss())},
+        {"warmup_steps", o.warmup_steps},
+        {"final_loss", per_epoch_json.empty() ? 0.0 : per_epoch_json.back()["loss"].get<double>()},
+        {"train_images_per_sec", train_rate},
+        {"pipeline_images_per_sec", pipeline_rate},
+        {"peak_device_bytes", peak_in_use},
+        {"reserved_bytes", peak_reserved},
+        {"peak_by_category", by_category},
+        {"per_epoch", per_epoch_json},
+    };
+    std::cout << result.dump() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a model of the training core on an image folder");
+  auto* dataset = cmd->add_option("--dataset", o->dataset, "A prepared data set under --data-root")
+                      ->check(CLI::IsMember({"fashion-mnist"}));
+  auto* data = cmd->add_option("--data", o->data, "A folder with train/ and test/ image folders")->check(CLI::ExistingDirectory);
+  dataset->excludes(data);
+  cmd->add_option("--data-root", o->data_root, "Where `sluice prepare` wrote --dataset")->capture_default_str();
+  cmd->add_option("--model", o->model, "fashion-cnn or cifar10-separable (default: fashion-cnn for fashion-mnist)")
+      ->check(CLI::IsMember({"fashion-cnn", "cifar10-separable"}));
+  auto* epochs = cmd->add_option("--epochs", o->epochs, "Epochs (default: 3 for fashion-cnn, 30 for cifar10-separable)")
+                     ->check(CLI::PositiveNumber);
+  auto* steps = cmd->add_option("--steps", o->steps, "Stop after N training steps instead")->check(CLI::PositiveNumber);
+  epochs->excludes(steps);
+  cmd->add_option("--batch", o->batch, "Training batch size")->check(CLI::Range(2, 65536))->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer, "sgd (Nesterov momentum 0.9) or adam (AdamW)")
+      ->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
+  cmd->add_option("--lr", o->lr, "Peak learning rate (default 0.05 for sgd, 0.001 for adam)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o->threads, "Training threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->add_option("--loader-threads", o->loader_threads, "Pipeline worker threads")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu or cuda:N")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the initialisation, shuffling, augmentation and dropout")->capture_default_str();
+  cmd->add_option("--save", o->save, "Write the trained weights here");
+  cmd->add_option("--warmup-steps", o->warmup_steps, "Leave the first N steps out of train_images_per_sec")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-eval", o->no_eval, "Skip the test set (for speed measurements)");
+  cmd->add_flag("--json", o->json, "End stdout with one JSON object");
+  cmd->callback([o, dataset, data] {
+    if (dataset->count() == 0 && data->count() == 0) throw CLI::RequiredError("--dataset or --data");
+    const int code = run_train(*o);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace sluice::cli

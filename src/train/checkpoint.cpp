@@ -1,0 +1,226 @@
+// Weights files: the writer, and a reader that validates everything (header, size, checksum,
+// the table against the model) before it changes a single weight.
+#include "sluice/train/checkpoint.hpp"
+
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+#include "sluice/train/ops.hpp"
+
+namespace sluice::train {
+namespace {
+
+constexpr std::array<std::uint32_t, 256> make_crc_table() {
+  std::array<std::uint32_t, 256> table{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+constexpr std::array<std::uint32_t, 256> kCrcTable = make_crc_table();
+
+struct Entry {
+  std::string name;
+  Tensor* tensor = nullptr;
+};
+
+std::vector<Entry> entries_of(Sequential& model) {
+  std::vector<Entry> out;
+  for (const Parameter& p : model.parameters()) out.push_back({p.name, p.value});
+  for (const Buffer& b : model.buffers()) out.push_back({b.name, b.value});
+  return out;
+}
+
+template <class T>
+void put(std::vector<std::uint8_t>& out, T v) {
+  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+  out.insert(out.end(), p, p + sizeof v);
+}
+
+// Reads little-endian values from a byte range, failing with the file's name when it runs out.
+class Reader {
+ public:
+  Reader(const std::uint8_t* data, std::size_t size, const std::string& path) : p_(data), end_(data + size), path_(path) {}
+  template <class T>
+  T get() {
+    T v;
+    need(sizeof v);
+    std::memcpy(&v, p_, sizeof v);
+    p_ += sizeof v;
+    return v;
+  }
+  std::string text(std::size_t n) {
+    need(n);
+    std::string s(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    return s;
+  }
+  bool done() const { return p_ == end_; }
+
+ private:
+  void need(std::size_t n) const {
+    if (static_cast<std::size_t>(end_ - p_) < n) throw Error(ErrorCode::kCorruptData, "weights table ends mid-entry", path_);
+  }
+  const std::uint8_t* p_;
+  const std::uint8_t* end_;
+  const std::string& path_;
+};
+
+// Shape grows only through its initializer list.
+Shape shape_of(const std::array<std::int64_t, Shape::kMaxRank>& d, int rank) {
+  switch (rank) {
+    case 0: return {};
+    case 1: return {d[0]};
+    case 2: return {d[0], d[1]};
+    case 3: return {d[0], d[1], d[2]};
+    case 4: return {d[0], d[1], d[2], d[3]};
+    case 5: return {d[0], d[1], d[2], d[3], d[4]};
+    default: return {d[0], d[1], d[2], d[3], d[4], d[5]};
+  }
+}
+
+constexpr std::uint64_t align256(std::uint64_t v) { return (v + 255) & ~std::uint64_t{255}; }
+
+}  // namespace
+
+std::uint32_t crc32(const void* bytes, std::size_t size, std::uint32_t crc) {
+  const auto* p = static_cast<const std::uint8_t*>(bytes);
+  crc = ~crc;
+  for (std::size_t i = 0; i < size; ++i) crc = kCrcTable[(crc ^ p[i]) & 0xffu] ^ (crc >> 8);
+  return ~crc;
+}
+
+void save_weights(Context& ctx, Sequential& model, const std::string& path) {
+  const std::vector<Entry> entries = entries_of(model);
+  std::vector<std::uint8_t> table;
+  std::uint64_t blob_bytes = 0;
+  for (const Entry& e : entries) {
+    const Tensor& t = *e.tensor;
+    put<std::uint16_t>(table, static_cast<std::uint16_t>(e.name.size()));
+    table.insert(table.end(), e.name.begin(), e.name.end());
+    put<std::uint8_t>(table, static_cast<std::uint8_t>(t.dtype()));
+    put<std::uint8_t>(table, static_cast<std::uint8_t>(t.rank()));
+    for (std::int64_t d : t.shape()) put<std::int64_t>(table, d);
+    blob_bytes = align256(blob_bytes);
+    put<std::uint64_t>(table, blob_bytes);
+    put<std::uint64_t>(table, t.bytes());
+    blob_bytes += t.bytes();
+  }
+  std::vector<std::uint8_t> blob(blob_bytes, 0);
+  std::uint64_t offset = 0;
+  for (const Entry& e : entries) {
+    offset = align256(offset);
+    ops::copy_to_host(ctx, *e.tensor, blob.data() + offset);
+    offset += e.tensor->bytes();
+  }
+  ctx.synchronize();
+  const std::uint32_t crc = crc32(blob.data(), blob.size(), crc32(table.data(), table.size()));
+
+  std::vector<std::uint8_t> header;
+  header.insert(header.end(), std::begin(kWeightsMagic), std::end(kWeightsMagic));
+  put<std::uint32_t>(header, kWeightsVersion);
+  put<std::uint32_t>(header, static_cast<std::uint32_t>(entries.size()));
+  put<std::uint64_t>(header, table.size());
+  put<std::uint64_t>(header, blob.size());
+  put<std::uint32_t>(header, crc);
+  put<std::uint32_t>(header, 0);
+
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size()));
+    out.write(reinterpret_cast<const char*>(table.data()), static_cast<std::streamsize>(table.size()));
+    out.write(reinterpret_cast<const char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw Error(ErrorCode::kIo, "cannot write the weights file", path);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error(ErrorCode::kIo, "cannot rename " + tmp + " into place: " + ec.message(), path);
+}
+
+void load_weights(Context& ctx, Sequential& model, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::kNotFound, "cannot open the weights file", path);
+  const std::vector<std::uint8_t> file{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (file.size() < kWeightsHeaderBytes) {
+    throw Error(ErrorCode::kCorruptData, "truncated weights file: " + std::to_string(file.size()) +
+                                             " bytes, shorter than the " + std::to_string(kWeightsHeaderBytes) +
+                                             "-byte header", path);
+  }
+  if (std::memcmp(file.data(), kWeightsMagic, sizeof kWeightsMagic) != 0) {
+    throw Error(ErrorCode::kUnsupportedFormat, "not a sluice weights file (bad magic)", path);
+  }
+  Reader header(file.data() + 8, kWeightsHeaderBytes - 8, path);
+  const auto version = header.get<std::uint32_t>();
+  if (version != kWeightsVersion) {
+    throw Error(ErrorCode::kUnsupportedFormat, "weights file version " + std::to_string(version) +
+                                                   "; this build reads version " + std::to_string(kWeightsVersion), path);
+  }
+  const auto count = header.get<std::uint32_t>();
+  const auto table_bytes = header.get<std::uint64_t>();
+  const auto blob_bytes = header.get<std::uint64_t>();
+  const auto stored_crc = header.get<std::uint32_t>();
+  const std::uint64_t body = file.size() - kWeightsHeaderBytes;
+  if (table_bytes > body || blob_bytes > body - table_bytes) {
+    throw Error(ErrorCode::kCorruptData, "truncated weights file: the header announces " +
+                                             std::to_string(kWeightsHeaderBytes + table_bytes + blob_bytes) +
+                                             " bytes, the file has " + std::to_string(file.size()), path);
+  }
+  if (table_bytes + blob_bytes != body) {
+    throw Error(ErrorCode::kCorruptData, "weights file has " + std::to_string(body - table_bytes - blob_bytes) +
+                                             " bytes after its blob", path);
+  }
+  const std::uint8_t* table = file.data() + kWeightsHeaderBytes;
+  const std::uint8_t* blob = table + table_bytes;
+  const std::uint32_t crc = crc32(blob, blob_bytes, crc32(table, table_bytes));
+  if (crc != stored_crc) {
+    throw Error(ErrorCode::kCorruptData, "weights file checksum mismatch (stored " + std::to_string(stored_crc) +
+                                             ", computed " + std::to_string(crc) + "): the file is corrupt", path);
+  }
+
+  const std::vector<Entry> entries = entries_of(model);
+  if (count != entries.size()) {
+    throw Error(ErrorCode::kInvalidArgument, "weights file holds " + std::to_string(count) + " tensors, the model has " +
+                                                 std::to_string(entries.size()) + ": written for another model", path);
+  }
+  std::vector<std::uint64_t> offsets;
+  Reader r(table, table_bytes, path);
+  for (const Entry& e : entries) {
+    const std::string name = r.text(r.get<std::uint16_t>());
+    const auto dtype = static_cast<DType>(r.get<std::uint8_t>());
+    const int rank = r.get<std::uint8_t>();
+    if (rank > Shape::kMaxRank) throw Error(ErrorCode::kCorruptData, "tensor " + name + " has rank " + std::to_string(rank), path);
+    std::array<std::int64_t, Shape::kMaxRank> dims{};
+    for (int i = 0; i < rank; ++i) dims[static_cast<std::size_t>(i)] = r.get<std::int64_t>();
+    const Shape shape = shape_of(dims, rank);
+    const auto offset = r.get<std::uint64_t>();
+    const auto bytes = r.get<std::uint64_t>();
+    const Tensor& t = *e.tensor;
+    if (name != e.name || shape != t.shape() || dtype != t.dtype()) {
+      throw Error(ErrorCode::kInvalidArgument, "weights file does not match the model: it has " + name + " " +
+                                                   std::string(to_string(dtype)) + " " + shape.to_string() +
+                                                   " where the model has " + e.name + " " + t.describe(), path);
+    }
+    if (bytes != t.bytes() || offset > blob_bytes || bytes > blob_bytes - offset) {
+      throw Error(ErrorCode::kCorruptData, "tensor " + name + " lies outside the blob", path);
+    }
+    offsets.push_back(offset);
+  }
+  if (!r.done()) throw Error(ErrorCode::kCorruptData, "weights table has bytes after its last entry", path);
+  for (std::size_t i = 0; i < entries.size(); ++i) ops::copy_from_host(ctx, blob + offsets[i], *entries[i].tensor);
+  ctx.synchronize();
+}
+
+}  // namespace sluice::train

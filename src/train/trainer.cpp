@@ -1,0 +1,73 @@
+// The training step and evaluation over batches given as core views.
+#include "sluice/train/trainer.hpp"
+
+#include <string>
+
+#include "sluice/core/error.hpp"
+#include "sluice/train/ops.hpp"
+
+namespace sluice::train {
+
+Trainer::Trainer(Context& ctx, Sequential& model, Optimizer& optimizer, TrainerOptions options)
+    : ctx_(ctx), model_(model), optimizer_(optimizer), options_(options), params_(model.parameters()) {}
+
+Trainer::Input Trainer::input(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
+  const Shape& s = data.shape;
+  const Shape& in = model_.input_shape();
+  bool fits = data.dtype == DType::kF32 && s.rank() == in.rank() + 1 && s[0] >= 1;
+  for (int i = 0; fits && i < in.rank(); ++i) fits = s[i + 1] == in[i];
+  if (!fits) {
+    throw Error(ErrorCode::kInvalidArgument, "Trainer: the batch is " + std::string(to_string(data.dtype)) + " " +
+                                                 s.to_string() + "; the model takes f32 (N, " +
+                                                 in.to_string().substr(1));
+  }
+  if (static_cast<std::int64_t>(labels.size()) != s[0]) {
+    throw Error(ErrorCode::kInvalidArgument, "Trainer: " + std::to_string(labels.size()) + " labels for a batch of " +
+                                                 std::to_string(s[0]));
+  }
+  auto* label_data = const_cast<std::int32_t*>(labels.data());  // read only: the ops take labels as const
+  if (where == ctx_.device()) {
+    return {Tensor::wrap(data, where, TensorCategory::kInputHost),
+            Tensor::wrap(label_data, {s[0]}, DType::kI32, where, TensorCategory::kInputHost)};
+  }
+  if (!where.is_host()) {
+    throw Error(ErrorCode::kInvalidArgument, "Trainer: the batch is on " + to_string(where) + ", the model on " +
+                                                 to_string(ctx_.device()));
+  }
+  // A host batch for a device context: one device buffer, reused while the batch size holds.
+  if (!staged_x_.defined() || staged_x_.shape() != s) {
+    staged_x_ = ctx_.empty(s, DType::kF32, TensorCategory::kActivations);
+    staged_labels_ = ctx_.empty({s[0]}, DType::kI32, TensorCategory::kActivations);
+  }
+  ops::copy_from_host(ctx_, data.data, staged_x_);
+  ops::copy_from_host(ctx_, label_data, staged_labels_);
+  return {staged_x_, staged_labels_};
+}
+
+BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
+  Input in = input(data, labels, where);
+  if (options_.schedule) optimizer_.set_learning_rate(options_.schedule->at(steps_));
+  LossResult loss;
+  try {
+    Tensor logits = model_.forward(ctx_, in.x, ForwardMode{.training = true, .step = static_cast<std::uint64_t>(steps_)});
+    Tensor dlogits = ctx_.empty(logits.shape(), logits.dtype(), TensorCategory::kActivations);
+    loss = ops::softmax_cross_entropy(ctx_, logits, in.labels, &dlogits);
+    logits.reset();
+    model_.backward(ctx_, std::move(dlogits));
+  } catch (...) {
+    model_.release_saved();
+    throw;
+  }
+  optimizer_.step(ctx_, params_);
+  ++steps_;
+  return {loss.loss * static_cast<double>(data.shape[0]), loss.correct, data.shape[0]};
+}
+
+BatchResult Trainer::evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
+  Input in = input(data, labels, where);
+  const Tensor logits = model_.forward(ctx_, in.x, ForwardMode{.training = false});
+  const LossResult loss = ops::softmax_cross_entropy(ctx_, logits, in.labels, nullptr);
+  return {loss.loss * static_cast<double>(data.shape[0]), loss.correct, data.shape[0]};
+}
+
+}  // namespace sluice::train

@@ -1,0 +1,117 @@
+// `sluice train`: the JSON contract (accuracy, images/s, peak memory by category) on a tiny
+// generated data set for both models, the prepared-data and device errors, and usage errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_support.hpp"
+#include "test_support.hpp"
+
+namespace sluice::test {
+namespace {
+
+using nlohmann::json;
+
+// DIR/train and DIR/test, 3 classes of generated side x side RGB JPEGs.
+void make_split_folder(const TempDir& dir, int side, int per_class_train, int per_class_test) {
+  make_image_folder(dir / "train", 3, per_class_train, side, side);
+  make_image_folder(dir / "test", 3, per_class_test, side, side);
+}
+
+json train_json(const std::vector<std::string>& args) {
+  std::vector<std::string> all{"train"};
+  all.insert(all.end(), args.begin(), args.end());
+  all.push_back("--json");
+  const CliRun run = run_cli(all);
+  EXPECT_EQ(run.exit_code, 0) << run.err << run.out;
+  return json::parse(run.last_line());
+}
+
+void expect_contract(const json& j, std::int64_t steps) {
+  for (const char* key : {"test_accuracy", "train_images_per_sec", "pipeline_images_per_sec", "peak_device_bytes",
+                          "peak_by_category", "reserved_bytes", "per_epoch", "steps", "parameters"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["steps"], steps);
+  const double accuracy = j["test_accuracy"];
+  EXPECT_GE(accuracy, 0.0);
+  EXPECT_LE(accuracy, 1.0);
+  EXPECT_GT(j["train_images_per_sec"].get<double>(), 0.0);
+  EXPECT_GT(j["pipeline_images_per_sec"].get<double>(), 0.0);
+  const auto peak = j["peak_device_bytes"].get<std::uint64_t>();
+  EXPECT_GT(peak, 0u);
+  EXPECT_GE(j["reserved_bytes"].get<std::uint64_t>(), peak);
+  const json& by = j["peak_by_category"];
+  for (const char* c : {"weights", "gradients", "optimizer state", "activations", "workspace"}) {
+    ASSERT_TRUE(by.contains(c)) << c;
+    EXPECT_GT(by[c].get<std::uint64_t>(), 0u) << c;
+    EXPECT_LE(by[c].get<std::uint64_t>(), peak) << c;
+  }
+  ASSERT_FALSE(j["per_epoch"].empty());
+  EXPECT_TRUE(j["per_epoch"][0].contains("loss"));
+}
+
+TEST(CliTrain, FashionCnnOnATinyGreyFolderReportsTheContract) {
+  TempDir dir;
+  make_split_folder(dir, 28, 8, 4);  // 24 training images: 3 steps of 8
+  const json j = train_json({"--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "4", "--batch", "8",
+                             "--threads", "1", "--seed", "3"});
+  expect_contract(j, 4);
+  EXPECT_EQ(j["model"], "fashion-cnn");
+  EXPECT_EQ(j["parameters"], 421738);
+  EXPECT_EQ(j["epochs"], 2);  // 3 steps an epoch, so the 4th is in epoch 2
+  EXPECT_EQ(j["per_epoch"].size(), 2u);
+}
+
+TEST(CliTrain, Cifar10SeparableWithAdamAndSavedWeights) {
+  TempDir dir;
+  make_split_folder(dir, 32, 6, 2);
+  const std::string weights = (dir / "w.bin").string();
+  const json j = train_json({"--data", dir.path().string(), "--model", "cifar10-separable", "--steps", "2", "--batch",
+                             "6", "--optimizer", "adam", "--threads", "2", "--save", weights});
+  expect_contract(j, 2);
+  EXPECT_EQ(j["optimizer"], "adam");
+  EXPECT_GT(read_bytes(weights).size(), 4u * 200000u);
+}
+
+TEST(CliTrain, SameSeedSameResult) {
+  TempDir dir;
+  make_split_folder(dir, 28, 8, 4);
+  const std::vector<std::string> args{"--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "3",
+                                      "--batch", "8", "--seed", "5"};
+  std::vector<std::string> one = args, two = args;
+  one.insert(one.end(), {"--threads", "1"});
+  two.insert(two.end(), {"--threads", "2"});
+  const json a = train_json(one), b = train_json(two);
+  EXPECT_EQ(a["final_loss"], b["final_loss"]);
+  EXPECT_EQ(a["test_loss"], b["test_loss"]);
+}
+
+TEST(CliTrain, UnpreparedDatasetSaysHowToPrepareIt) {
+  TempDir dir;
+  const CliRun run = run_cli({"train", "--dataset", "fashion-mnist", "--data-root", dir.path().string()});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("sluice prepare fashion-mnist"), std::string::npos) << run.err;
+}
+
+TEST(CliTrain, CudaWithoutABackendIsAClearError) {
+  TempDir dir;
+  make_split_folder(dir, 28, 2, 1);
+  const CliRun run = run_cli({"train", "--data", dir.path().string(), "--model", "fashion-cnn", "--device", "cuda:0",
+                              "--steps", "1", "--batch", "2"});
+  if (run.exit_code == 0) GTEST_SKIP() << "this build and machine train on cuda:0";
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("--device cuda:0"), std::string::npos) << run.err;
+}
+
+TEST(CliTrain, UsageErrors) {
+  EXPECT_EQ(run_cli({"train"}).exit_code, 2);  // neither --dataset nor --data
+  EXPECT_EQ(run_cli({"train", "--dataset", "fashion-mnist", "--model", "resnet"}).exit_code, 2);
+  EXPECT_EQ(run_cli({"train", "--dataset", "fashion-mnist", "--epochs", "2", "--steps", "3"}).exit_code, 2);
+  const CliRun bad_device = run_cli({"train", "--dataset", "fashion-mnist", "--device", "gpu"});
+  EXPECT_EQ(bad_device.exit_code, 1);
+  EXPECT_NE(bad_device.err.find("cpu or cuda:N"), std::string::npos) << bad_device.err;
+}
+
+}  // namespace
+}  // namespace sluice::test
