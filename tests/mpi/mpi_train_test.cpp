@@ -1,0 +1,233 @@
+// Under `mpirun -np 2` (ctest label mpi): data-parallel training with gradients averaged by
+// MPI_Allreduce (examples/mpi_data_parallel.hpp, the code examples/mpi_data_parallel.cpp runs).
+//
+// 1. A CNN of the training core's layers without BatchNorm or dropout (whose per-rank batch
+//    statistics and masks make a data-parallel step differ from a big-batch one by design): the
+//    union batch (13 images per rank plus one, split unevenly) is cut into contiguous per-rank
+//    slices; after one and after two data-parallel SGD steps (momentum, Nesterov, weight decay)
+//    every rank's weights equal bit for bit those of rank 0, and equal within 1e-5 those of a
+//    single-process Trainer::step on the union batch, which every rank computes for itself. As
+//    a control, a step on the rank's own slice alone is more than 1e-4 away from it, so the
+//    tolerance tells an averaged gradient from a local one.
+// 2. fashion-cnn (BatchNorm and dropout), the model the example trains: after two steps the
+//    weights and BatchNorm's running statistics are identical on every rank, and they changed.
+// Exit status 0 only when every check passed on every rank.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mpi_data_parallel.hpp"
+#include "sluice/train/allocator.hpp"
+#include "sluice/train/layers.hpp"
+#include "sluice/train/models.hpp"
+#include "sluice/train/trainer.hpp"
+
+namespace {
+
+namespace st = sluice::train;
+
+int failures = 0;
+int rank = 0;
+int world = 1;
+
+void check(bool ok, const std::string& what) {
+  if (!ok) {
+    ++failures;
+    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
+  }
+}
+
+constexpr int kClasses = 5;
+constexpr std::uint64_t kSeed = 7;
+const st::SgdOptions kSgd{.learning_rate = 0.1f, .momentum = 0.9f, .nesterov = true, .weight_decay = 5e-4f};
+
+// Conv-ReLU-pool twice, then two dense layers, on 1 x 12 x 12 inputs; biases on.
+std::unique_ptr<st::Sequential> plain_cnn(st::Context& ctx) {
+  auto m = std::make_unique<st::Sequential>(sluice::Shape{1, 12, 12});
+  m->add<st::Conv2D>(ctx, st::Conv2DOptions{.in_channels = 1, .out_channels = 4, .bias = true});
+  m->add<st::ReLU>();
+  m->add<st::MaxPool2D>();  // 6 x 6
+  m->add<st::Conv2D>(ctx, st::Conv2DOptions{.in_channels = 4, .out_channels = 8, .bias = true});
+  m->add<st::ReLU>();
+  m->add<st::MaxPool2D>();  // 3 x 3
+  m->add<st::Flatten>();
+  m->add<st::Dense>(ctx, st::DenseOptions{.in_features = 8 * 3 * 3, .out_features = 16});
+  m->add<st::ReLU>();
+  m->add<st::Dense>(ctx, st::DenseOptions{.in_features = 16, .out_features = kClasses});
+  m->initialize(ctx, kSeed);
+  return m;
+}
+
+// Deterministic inputs in [-1, 1) and labels, the same on every rank.
+void make_batch(std::int64_t n, std::int64_t per_sample, std::vector<float>& x, std::vector<std::int32_t>& y) {
+  x.resize(static_cast<std::size_t>(n * per_sample));
+  y.resize(static_cast<std::size_t>(n));
+  std::uint64_t s = 0x9E3779B97F4A7C15ull;
+  for (float& v : x) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<float>(s >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
+  }
+  for (std::int64_t i = 0; i < n; ++i) y[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 3 + 1) % kClasses);
+}
+
+std::vector<float> flat(st::Context& ctx, const std::vector<st::Tensor*>& tensors) {
+  std::vector<float> out;
+  for (const st::Tensor* t : tensors) {
+    const std::size_t at = out.size();
+    out.resize(at + static_cast<std::size_t>(t->elements()));
+    st::ops::copy_to_host(ctx, *t, out.data() + at);
+  }
+  return out;
+}
+
+std::vector<float> weights(st::Context& ctx, st::Sequential& m) {
+  std::vector<st::Tensor*> t;
+  for (const st::Parameter& p : m.parameters()) t.push_back(p.value);
+  return flat(ctx, t);
+}
+
+std::vector<float> buffers(st::Context& ctx, st::Sequential& m) {
+  std::vector<st::Tensor*> t;
+  for (const st::Buffer& b : m.buffers()) t.push_back(b.value);
+  return flat(ctx, t);
+}
+
+double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double d = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return d;
+}
+
+// True when `mine` equals rank 0's, bit for bit.
+bool same_as_rank_zero(std::vector<float> mine) {
+  std::vector<float> root = mine;
+  int count = static_cast<int>(root.size());
+  MPI_Bcast(&count, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  root.resize(static_cast<std::size_t>(count));
+  MPI_Bcast(root.data(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  return root.size() == mine.size() && std::memcmp(root.data(), mine.data(), mine.size() * sizeof(float)) == 0;
+}
+
+sluice::TensorView view(std::vector<float>& x, std::int64_t begin, std::int64_t end, const sluice::Shape& sample) {
+  const std::int64_t per_sample = sample.elements();
+  sluice::TensorView v;
+  v.data = x.data() + begin * per_sample;
+  v.dtype = sluice::DType::kF32;
+  v.shape = sluice::Shape{end - begin, sample[0], sample[1], sample[2]};
+  return v;
+}
+
+void plain_cnn_matches_the_union_step() {
+  sluice::Allocator allocator(sluice::host(), {.name = "mpi_train_test"});
+  st::Context ctx(allocator, {.threads = 1});
+  const sluice::Shape sample{1, 12, 12};
+  const std::int64_t n = 6 * world + 1;  // uneven: rank 0 takes one more
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  make_batch(n, sample.elements(), x, y);
+  const std::int64_t base = n / world, extra = n % world;
+  const std::int64_t begin = rank * base + std::min<std::int64_t>(rank, extra);
+  const std::int64_t end = begin + base + (rank < extra ? 1 : 0);
+
+  auto dp_model = plain_cnn(ctx);
+  st::Sgd dp_sgd(kSgd);
+  sluice_examples::DataParallel dp(ctx, *dp_model, dp_sgd, MPI_COMM_WORLD);
+  const std::vector<float> initial = weights(ctx, *dp_model);
+
+  auto union_model = plain_cnn(ctx);  // the same seed: the same initial weights
+  st::Sgd union_sgd(kSgd);
+  st::Trainer union_trainer(ctx, *union_model, union_sgd);
+  check(weights(ctx, *union_model) == initial, "two models from one seed start apart");
+
+  auto local_model = plain_cnn(ctx);
+  st::Sgd local_sgd(kSgd);
+  st::Trainer local_trainer(ctx, *local_model, local_sgd);
+
+  for (int step = 1; step <= 2; ++step) {
+    const sluice::TensorView mine = view(x, begin, end, sample);
+    const sluice_examples::GlobalStep g =
+        dp.step(st::Tensor::wrap(mine), st::Tensor::wrap(y.data() + begin, sluice::Shape{end - begin}, sluice::DType::kI32));
+    const st::BatchResult u = union_trainer.step(view(x, 0, n, sample), std::span<const std::int32_t>(y.data(), y.size()));
+    local_trainer.step(mine, std::span<const std::int32_t>(y.data() + begin, static_cast<std::size_t>(end - begin)));
+
+    const std::string s = "step " + std::to_string(step) + ": ";
+    const std::vector<float> w = weights(ctx, *dp_model);
+    const std::vector<float> reference = weights(ctx, *union_model);
+    check(g.images == n, s + "the all-reduce counted " + std::to_string(g.images) + " images, expected " + std::to_string(n));
+    check(std::fabs(g.loss - u.mean_loss()) <= 1e-5 * std::max(1.0, std::fabs(u.mean_loss())),
+          s + "data-parallel loss " + std::to_string(g.loss) + ", union batch's " + std::to_string(u.mean_loss()));
+    check(same_as_rank_zero(w), s + "weights differ from rank 0's");
+    const double off = max_difference(w, reference);
+    check(off <= 1e-5, s + "weights are " + std::to_string(off) + " from the single-process union step's (limit 1e-5)");
+    const double moved = max_difference(w, initial);
+    check(moved > 1e-3, s + "the step barely moved the weights (" + std::to_string(moved) + ")");
+    const double local_off = max_difference(weights(ctx, *local_model), reference);
+    check(local_off > 1e-4, s + "a step on this rank's slice alone is only " + std::to_string(local_off) +
+                                " from the union step's: the 1e-5 check could not tell them apart");
+    if (rank == 0) {
+      std::printf("plain CNN step %d: %lld images, loss %.6f, max |dp - union| %.3g, max |local - union| %.3g\n", step,
+                  static_cast<long long>(g.images), g.loss, off, local_off);
+    }
+  }
+}
+
+void fashion_cnn_stays_identical() {
+  sluice::Allocator allocator(sluice::host(), {.name = "mpi_train_test"});
+  st::Context ctx(allocator, {.threads = 1});
+  auto model = st::make_model(ctx, "fashion-cnn", kSeed + static_cast<std::uint64_t>(rank));  // apart on purpose
+  st::Sgd sgd(kSgd);
+  sluice_examples::DataParallel dp(ctx, *model, sgd, MPI_COMM_WORLD);
+  dp.broadcast_weights(0);
+  check(same_as_rank_zero(weights(ctx, *model)), "fashion-cnn: broadcast_weights left the ranks apart");
+  const std::vector<float> initial = weights(ctx, *model);
+  const std::vector<float> initial_buffers = buffers(ctx, *model);
+
+  const sluice::Shape sample{1, 28, 28};
+  const std::int64_t n = 4 * world;
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  make_batch(n, sample.elements(), x, y);
+  const std::int64_t begin = rank * 4, end = begin + 4;
+  for (int step = 0; step < 2; ++step) {
+    dp.step(st::Tensor::wrap(view(x, begin, end, sample)),
+            st::Tensor::wrap(y.data() + begin, sluice::Shape{4}, sluice::DType::kI32));
+  }
+  const std::vector<float> w = weights(ctx, *model);
+  const std::vector<float> b = buffers(ctx, *model);
+  check(same_as_rank_zero(w), "fashion-cnn: weights differ from rank 0's after two steps");
+  check(same_as_rank_zero(b), "fashion-cnn: BatchNorm running statistics differ from rank 0's after two steps");
+  check(!b.empty(), "fashion-cnn has no BatchNorm buffers");
+  check(max_difference(w, initial) > 1e-4, "fashion-cnn: the steps did not move the weights");
+  check(max_difference(b, initial_buffers) > 1e-4, "fashion-cnn: the running statistics did not move");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  try {
+    check(world >= 2, "run under mpirun -np 2 (or more); world size is " + std::to_string(world));
+    plain_cnn_matches_the_union_step();
+    fashion_cnn_stays_identical();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: exception: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);  // the other rank may be waiting in a collective
+  }
+  int total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) std::printf("mpi_train_test: %d ranks, %d failed checks\n", world, total);
+  MPI_Finalize();
+  return total == 0 ? 0 : 1;
+}
