@@ -18,18 +18,15 @@
 #include "sluice/sluice.hpp"
 #include "test_support.hpp"
 
+#include "counting_new.hpp"
+
 namespace {
-std::atomic<long> g_new_calls{0};
 std::atomic<long> g_malloc_calls{0};
 }  // namespace
 
 // Sanitizers replace malloc and operator new themselves; counting would fight them, so under a
-// sanitizer this file compiles to one skipped test.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SLUICE_COUNTING 0
-#else
-#define SLUICE_COUNTING 1
-#endif
+// sanitizer this file compiles to one skipped test (counting_new.hpp defines nothing there).
+#define SLUICE_COUNTING SLUICE_COUNTING_NEW
 
 #if SLUICE_COUNTING
 extern "C" void* __libc_malloc(std::size_t);
@@ -38,29 +35,6 @@ extern "C" void* malloc(std::size_t n) {
   return __libc_malloc(n);
 }
 
-void* operator new(std::size_t n) {
-  g_new_calls.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void* operator new(std::size_t n, std::align_val_t a) {
-  g_new_calls.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::aligned_alloc(static_cast<std::size_t>(a), (n + static_cast<std::size_t>(a) - 1) & ~(static_cast<std::size_t>(a) - 1))) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  g_new_calls.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(n ? n : 1);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 #endif
 
 namespace sluice {
@@ -76,10 +50,10 @@ struct Counts {
 
 template <class F>
 Counts count(F&& f) {
-  const long n0 = g_new_calls.load();
+  const long n0 = ::sluice::test::new_calls();
   const long m0 = g_malloc_calls.load();
   f();
-  return {g_new_calls.load() - n0, g_malloc_calls.load() - m0};
+  return {::sluice::test::new_calls() - n0, g_malloc_calls.load() - m0};
 }
 
 std::vector<Item> sample_items(const std::filesystem::path& dir, int n) {

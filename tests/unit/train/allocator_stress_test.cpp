@@ -26,28 +26,7 @@
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/out_of_memory.hpp"
 
-// Sanitizers replace operator new themselves; counting would fight them.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SLUICE_COUNTING_NEW 0
-#else
-#define SLUICE_COUNTING_NEW 1
-// GCC sees the replacement operator delete's free() inlined where containers of this file free
-// what operator new returned, and takes the pair for a mismatch; the replacements below are a
-// matching malloc/free pair, so the warning is a false positive here.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-namespace {
-std::atomic<long> g_new_calls{0};
-}  // namespace
-void* operator new(std::size_t n) {
-  g_new_calls.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#endif
+#include "counting_new.hpp"
 
 namespace sluice {
 namespace {
@@ -247,9 +226,9 @@ TEST(AllocatorSteadyState, ARepeatedStepCallsNoOperatorNew) {
     }
   };
   step();
-  const long before = g_new_calls.load();
+  const long before = ::sluice::test::new_calls();
   for (int i = 0; i < 5; ++i) step();
-  EXPECT_EQ(g_new_calls.load() - before, 0) << "operator new in a steady state";
+  EXPECT_EQ(::sluice::test::new_calls() - before, 0) << "operator new in a steady state";
   for (void* p : window) a.deallocate(p);
   a.check_invariants();
 #endif

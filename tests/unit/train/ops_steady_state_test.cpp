@@ -10,26 +10,7 @@
 
 #include "ops_test_support.hpp"
 
-// Sanitizers replace operator new themselves; counting would fight them.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SLUICE_COUNTING_NEW 0
-#else
-#define SLUICE_COUNTING_NEW 1
-// See allocator_stress_test.cpp: GCC takes this malloc/free pair for a mismatch.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-namespace {
-std::atomic<long> g_new_calls{0};
-}  // namespace
-void* operator new(std::size_t n) {
-  g_new_calls.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#endif
+#include "counting_new.hpp"
 
 namespace sluice::train {
 namespace {
@@ -93,13 +74,13 @@ TEST(OpsSteadyState, ARepeatedTrainingStepCallsNoOperatorNew) {
     };
     step();  // the workspace grows to its size here
     // The counter counts: a tensor's shared storage record is an operator new.
-    const long probe_before = g_new_calls.load();
+    const long probe_before = ::sluice::test::new_calls();
     Tensor probe = ctx.empty({1}, DType::kF32, TensorCategory::kWorkspace);
-    ASSERT_GT(g_new_calls.load(), probe_before);
-    const long before = g_new_calls.load();
+    ASSERT_GT(::sluice::test::new_calls(), probe_before);
+    const long before = ::sluice::test::new_calls();
     step();
     step();
-    EXPECT_EQ(g_new_calls.load() - before, 0) << to_string(dt);
+    EXPECT_EQ(::sluice::test::new_calls() - before, 0) << to_string(dt);
   }
 #endif
 }
