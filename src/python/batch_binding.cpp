@@ -13,6 +13,7 @@
 #include <dlpack/dlpack.h>
 #include <pybind11/stl.h>
 
+#include "c/c_api_internal.hpp"  // dl_dtype, dl_device
 #include "device/cuda_backend.hpp"  // stream_wait_event for __dlpack__(stream) on a foreign stream
 #include "python_module.hpp"
 #include "sluice/core/error.hpp"
@@ -61,20 +62,10 @@ TensorDesc describe(const TensorRef& tensor) {
 
 namespace {
 
-DLDataType dl_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::kU8: return DLDataType{kDLUInt, 8, 1};
-    case DType::kI32: return DLDataType{kDLInt, 32, 1};
-    case DType::kF16: return DLDataType{kDLFloat, 16, 1};
-    case DType::kBF16: return DLDataType{kDLBfloat, 16, 1};
-    case DType::kF32: return DLDataType{kDLFloat, 32, 1};
-  }
-  return DLDataType{kDLOpaqueHandle, 0, 0};
-}
-
-DLDevice dl_device(DeviceId device) {
-  return device.is_cuda() ? DLDevice{kDLCUDA, device.index} : DLDevice{kDLCPU, 0};
-}
+// DLPack's names for sluice's dtypes and devices: the C API's (src/c), so both bindings hand
+// consumers the same descriptions.
+using c_api::dl_device;
+using c_api::dl_dtype;
 
 // One DLManagedTensor, the arrays its DLTensor points to and its hold on the batch.
 struct ManagedTensor {
