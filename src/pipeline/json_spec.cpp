@@ -3,6 +3,7 @@
 // shapes, types and obvious ranges are checked here; whether the stages make a runnable pipeline
 // stays build()'s question, so the two never disagree.
 #include "sluice/pipeline/json_spec.hpp"
+#include "sluice/pipeline/launcher.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -444,7 +445,15 @@ PipelineDocument parse_pipeline_json(std::string_view text, const std::string& b
   PipelineDocument doc;
   doc.spec.source = read_source(top.find("source"), base_dir);
   doc.build = read_build(top.find("build"));
-  if (const json* shard = top.find("shard")) {
+  if (const json* shard = top.find("shard"); shard != nullptr && shard->is_string()) {
+    // "launcher": the rank and world mpirun or srun gave this process (launcher.hpp), read now.
+    if (shard->get<std::string>() != "launcher") {
+      expected("shard", "{\"rank\": R, \"world\": W} or \"launcher\"", *shard);
+    }
+    const LauncherRank launched = launcher_rank();
+    doc.spec.shard_rank = launched.rank;
+    doc.spec.shard_world = launched.world;
+  } else if (shard != nullptr) {
     const Object o(*shard, "shard", {"rank", "world"});
     doc.spec.shard_world = o.positive("world", 1);
     doc.spec.shard_rank = o.get("rank", 0, [&](const json& x, const std::string& xp) {

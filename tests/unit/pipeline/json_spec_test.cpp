@@ -5,6 +5,10 @@
 #include "sluice/pipeline/json_spec.hpp"
 
 #include <gtest/gtest.h>
+#include <vector>
+#include <utility>
+#include <optional>
+#include <cstdlib>
 
 #include <algorithm>
 #include <fstream>
@@ -181,6 +185,39 @@ std::string error_of(const std::string& text) {
 // A spec with a valid source and `stages`, for error cases about one stage.
 std::string with_stages(const std::string& stages, const std::string& build = "{}") {
   return R"({"source": {"folder": "d"}, "stages": )" + stages + R"(, "build": )" + build + "}";
+}
+
+TEST(JsonSpec, ShardFromTheLauncher) {
+  // The launcher's variables for this test only (the suite itself may run under mpirun or srun).
+  const char* const names[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                               "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "SLURM_PROCID",
+                               "SLURM_STEP_NUM_TASKS"};
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  for (const char* name : names) {
+    const char* value = std::getenv(name);
+    saved.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
+    unsetenv(name);
+  }
+  const std::string text = R"({"source": {"folder": "d"}, "shard": "launcher", "stages": ["read", "decode_jpeg", {"batch": {"size": 2}}]})";
+  const PipelineDocument alone = parse_pipeline_json(text);  // no launcher: rank 0 of 1
+  EXPECT_EQ(alone.spec.shard_rank, 0);
+  EXPECT_EQ(alone.spec.shard_world, 1);
+  setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+  const PipelineDocument launched = parse_pipeline_json(text);
+  EXPECT_EQ(launched.spec.shard_rank, 2);
+  EXPECT_EQ(launched.spec.shard_world, 3);
+  // Written back as the numbers it resolved to.
+  EXPECT_NE(to_json(launched, -1).find(R"("shard":{"rank":2,"world":3})"), std::string::npos) << to_json(launched, -1);
+  EXPECT_EQ(error_of(R"({"source": {"folder": "d"}, "shard": "mpi", "stages": []})"),
+            "shard: expected {\"rank\": R, \"world\": W} or \"launcher\", got \"mpi\"");
+  for (const auto& [name, value] : saved) {
+    if (value) {
+      setenv(name.c_str(), value->c_str(), 1);
+    } else {
+      unsetenv(name.c_str());
+    }
+  }
 }
 
 TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
