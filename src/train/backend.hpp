@@ -24,6 +24,8 @@ class Backend {
   // "cpu (2 threads, OpenBLAS)", "cuda:0 (cuBLAS)".
   virtual std::string describe() const = 0;
   virtual void synchronize() = 0;
+  // The device stream every op is queued on (cudaStream_t); nullptr where ops run synchronously.
+  virtual void* native_stream() { return nullptr; }
 
   virtual std::size_t conv2d_workspace(const Conv2dShape& s, DType dtype) const = 0;
   virtual void conv2d_forward(Context& ctx, const Conv2dShape& s, const Tensor& x, const Tensor& w,

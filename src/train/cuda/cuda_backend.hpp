@@ -46,6 +46,7 @@ class CudaBackend final : public Backend {
 
   std::string describe() const override { return description_; }
   void synchronize() override;
+  void* native_stream() override { return stream_; }
 
   // ---- Conv2D ----------------------------------------------------------------------------------
   std::size_t conv2d_workspace(const Conv2dShape& s, DType dtype) const override;
