@@ -157,11 +157,13 @@ int run_train(TrainOptions o) {
   const float lr = o.lr > 0 ? o.lr : (o.optimizer == "adam" ? 1e-3f : 0.05f);
   // Checked before anything loads: a bad value fails at once, not after the first epoch's data.
   if (o.accumulate < 1) {
-    throw Error(ErrorCode::kInvalidArgument, "--accumulate must be >= 1 micro-batches, got " + std::to_string(o.accumulate));
+    throw Error(ErrorCode::kInvalidArgument,
+                "--accumulate must be >= 1 micro-batches, got " + std::to_string(o.accumulate));
   }
   if (o.batch % o.accumulate != 0) {
-    throw Error(ErrorCode::kInvalidArgument, "--accumulate " + std::to_string(o.accumulate) + " does not divide --batch " +
-                                                 std::to_string(o.batch) + " into equal micro-batches");
+    throw Error(ErrorCode::kInvalidArgument, "--accumulate " + std::to_string(o.accumulate) +
+                                                 " does not divide --batch " + std::to_string(o.batch) +
+                                                 " into equal micro-batches");
   }
   train::CheckpointPolicy checkpoint;
   try {
@@ -204,9 +206,9 @@ int run_train(TrainOptions o) {
             << "  " << optimizer->describe() << ", cosine schedule with " << total_steps / 20 << " warmup steps; batch "
             << o.batch << ", " << epochs << " epoch(s) of " << per_epoch << " steps" << (o.steps > 0 ? " (--steps)" : "")
             << "\n";
-  std::cout << "  accumulation: " << (o.accumulate == 1 ? std::string("none") : std::to_string(o.accumulate) +
-                                                                                     " micro-batches of " +
-                                                                                     std::to_string(o.batch / o.accumulate))
+  const std::string micro_batches =
+      std::to_string(o.accumulate) + " micro-batches of " + std::to_string(o.batch / o.accumulate);
+  std::cout << "  accumulation: " << (o.accumulate == 1 ? std::string("none") : micro_batches)
             << "; gradient checkpointing: " << checkpoint.to_string();
   if (checkpoint.enabled()) {
     std::cout << " (segments of " << std::min(checkpoint.segment_length(model->size()), model->size()) << " of "
@@ -371,7 +373,8 @@ void add_train_command(CLI::App& app) {
                   "Gradient accumulation: K micro-batches of batch/K per optimizer step (K must divide --batch)")
       ->capture_default_str();
   cmd->add_option("--checkpoint", o->checkpoint,
-                  "Gradient checkpointing: none, sqrt (segments of ceil(sqrt(layers))) or every:K (segments of K layers)")
+                  "Gradient checkpointing: none, sqrt (segments of ceil(sqrt(layers))) or every:K "
+                  "(segments of K layers)")
       ->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "sgd (Nesterov momentum 0.9) or adam (AdamW)")
       ->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();

@@ -32,7 +32,8 @@ class CliTrainMemoryFlags : public ::testing::Test {
 TEST_F(CliTrainMemoryFlags, SettingsAreReported) {
   const CliRun run = train(dir_, {"--accumulate", "4", "--checkpoint", "every:3", "--json"});
   ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
-  EXPECT_NE(run.out.find("accumulation: 4 micro-batches of 2; gradient checkpointing: every:3 (segments of 3 of 13 layers)"),
+  EXPECT_NE(run.out.find("accumulation: 4 micro-batches of 2; gradient checkpointing: every:3 "
+                         "(segments of 3 of 13 layers)"),
             std::string::npos)
       << run.out;
   const json j = json::parse(run.last_line());

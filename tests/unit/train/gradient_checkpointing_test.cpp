@@ -116,7 +116,8 @@ Snapshot train(Model which, CheckpointPolicy policy, int steps, int accumulate =
   Snapshot s;
   for (int i = 0; i < steps; ++i) {
     TensorView view{set.images.data() + i * batch * image, DType::kF32, {batch, in[0], in[1], in[2]}};
-    s.losses.push_back(trainer.step(view, std::span<const std::int32_t>(set.labels.data() + i * batch, batch)).loss_sum);
+    const std::span<const std::int32_t> labels(set.labels.data() + i * batch, batch);
+    s.losses.push_back(trainer.step(view, labels).loss_sum);
   }
   for (const Parameter& p : model->parameters()) {
     s.grads.push_back(values_of(rig.ctx, *p.grad));
