@@ -25,6 +25,7 @@
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/checkpoint.hpp"
 #include "sluice/train/context.hpp"
+#include "sluice/train/gradient_checkpointing.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/optimizer.hpp"
 #include "sluice/train/trainer.hpp"
@@ -48,6 +49,8 @@ struct TrainOptions {
   int epochs = 0;                      // 0: the model's default
   std::int64_t steps = 0;              // > 0: stop after this many steps
   int batch = 128;
+  int accumulate = 1;                  // micro-batches of batch / accumulate per optimizer step
+  std::string checkpoint = "none";     // gradient checkpointing: none, sqrt, every:K
   std::string optimizer = "sgd";
   float lr = 0.0f;                     // 0: the optimizer's default
   int threads = 0;                     // training threads; 0: all cores
@@ -152,6 +155,22 @@ int run_train(TrainOptions o) {
   const train::ModelInfo& info = train::model_info(o.model);
   if (o.epochs == 0) o.epochs = info.name == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
   const float lr = o.lr > 0 ? o.lr : (o.optimizer == "adam" ? 1e-3f : 0.05f);
+  // Checked before anything loads: a bad value fails at once, not after the first epoch's data.
+  if (o.accumulate < 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--accumulate must be >= 1 micro-batches, got " + std::to_string(o.accumulate));
+  }
+  if (o.batch % o.accumulate != 0) {
+    throw Error(ErrorCode::kInvalidArgument, "--accumulate " + std::to_string(o.accumulate) +
+                                                 " does not divide --batch " + std::to_string(o.batch) +
+                                                 " into equal micro-batches");
+  }
+  train::CheckpointPolicy checkpoint;
+  try {
+    checkpoint = train::CheckpointPolicy::parse(o.checkpoint);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kInvalidArgument, "--checkpoint: " + e.cause());
+  }
 
   std::unique_ptr<Allocator> allocator;
   std::unique_ptr<train::Context> ctx;
@@ -174,10 +193,12 @@ int run_train(TrainOptions o) {
   const int epochs = static_cast<int>((total_steps + per_epoch - 1) / per_epoch);
 
   std::unique_ptr<train::Sequential> model = train::make_model(*ctx, info.name, o.seed);
+  model->set_checkpointing(checkpoint);
   std::unique_ptr<train::Optimizer> optimizer = make_optimizer(o, lr);
   train::Trainer trainer(*ctx, *model, *optimizer,
                          {.schedule = train::CosineSchedule{.base = lr, .warmup_steps = std::max<std::int64_t>(1, total_steps / 20),
-                                                            .total_steps = total_steps}});
+                                                            .total_steps = total_steps},
+                          .accumulate = o.accumulate});
 
   std::cout << "sluice train: " << info.name << " (" << model->parameter_count() << " parameters) on "
             << dir.string() << ", " << to_string(device) << " with " << ctx->threads() << " training thread(s), "
@@ -185,6 +206,15 @@ int run_train(TrainOptions o) {
             << "  " << optimizer->describe() << ", cosine schedule with " << total_steps / 20 << " warmup steps; batch "
             << o.batch << ", " << epochs << " epoch(s) of " << per_epoch << " steps" << (o.steps > 0 ? " (--steps)" : "")
             << "\n";
+  const std::string micro_batches =
+      std::to_string(o.accumulate) + " micro-batches of " + std::to_string(o.batch / o.accumulate);
+  std::cout << "  accumulation: " << (o.accumulate == 1 ? std::string("none") : micro_batches)
+            << "; gradient checkpointing: " << checkpoint.to_string();
+  if (checkpoint.enabled()) {
+    std::cout << " (segments of " << std::min(checkpoint.segment_length(model->size()), model->size()) << " of "
+              << model->size() << " layers)";
+  }
+  std::cout << "\n";
 
   InterruptGuard interrupt;
   std::atomic<std::uint64_t> done{0};
@@ -292,6 +322,9 @@ int run_train(TrainOptions o) {
         {"threads", ctx->threads()},
         {"loader_threads", o.loader_threads},
         {"batch", o.batch},
+        {"accumulate", o.accumulate},
+        {"micro_batch", o.batch / o.accumulate},
+        {"checkpoint", checkpoint.to_string()},
         {"epochs", static_cast<int>(per_epoch_json.size())},
         {"steps", trainer.steps()},
         {"optimizer", o.optimizer},
@@ -336,6 +369,13 @@ void add_train_command(CLI::App& app) {
   auto* steps = cmd->add_option("--steps", o->steps, "Stop after N training steps instead")->check(CLI::PositiveNumber);
   epochs->excludes(steps);
   cmd->add_option("--batch", o->batch, "Training batch size")->check(CLI::Range(2, 65536))->capture_default_str();
+  cmd->add_option("--accumulate", o->accumulate,
+                  "Gradient accumulation: K micro-batches of batch/K per optimizer step (K must divide --batch)")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint", o->checkpoint,
+                  "Gradient checkpointing: none, sqrt (segments of ceil(sqrt(layers))) or every:K "
+                  "(segments of K layers)")
+      ->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "sgd (Nesterov momentum 0.9) or adam (AdamW)")
       ->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
   cmd->add_option("--lr", o->lr, "Peak learning rate (default 0.05 for sgd, 0.001 for adam)")->check(CLI::PositiveNumber);

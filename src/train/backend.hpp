@@ -82,6 +82,7 @@ class Backend {
 
   virtual void dropout_forward(Context& ctx, const DropoutMask& m, const Tensor& x, Tensor& y) = 0;
   virtual void dropout_backward(Context& ctx, const DropoutMask& m, const Tensor& dy, Tensor& dx) = 0;
+  virtual void scale(Context& ctx, Tensor& t, float alpha) = 0;
 
   // Labels are validated by the backend (they may live on the device).
   virtual LossResult softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels,

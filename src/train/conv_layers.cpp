@@ -65,7 +65,7 @@ Tensor Conv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
   const Conv2dShape s = Conv2dShape::make(x_.shape(), options_.out_channels, options_.window);
   Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
   ops::conv2d_backward(ctx, s, x_, weight_, dy, need_dx ? &dx : nullptr, weight_grad_,
-                       bias_.defined() ? &bias_grad_ : nullptr);
+                       bias_.defined() ? &bias_grad_ : nullptr, grad_mode());
   x_.reset();
   return dx;
 }
@@ -112,7 +112,7 @@ Tensor DepthwiseConv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
   const Conv2dShape s = Conv2dShape::make_depthwise(x_.shape(), options_.window);
   Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
   ops::depthwise_conv2d_backward(ctx, s, x_, weight_, dy, need_dx ? &dx : nullptr, weight_grad_,
-                                 bias_.defined() ? &bias_grad_ : nullptr);
+                                 bias_.defined() ? &bias_grad_ : nullptr, grad_mode());
   x_.reset();
   return dx;
 }
@@ -164,7 +164,7 @@ Tensor SeparableConv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
   const SeparableShape s = SeparableShape::make(x_.shape(), options_.out_channels, options_.window);
   Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
   ops::separable_conv2d_backward(ctx, s, x_, depthwise_, pointwise_, dy, need_dx ? &dx : nullptr, depthwise_grad_,
-                                 pointwise_grad_, bias_.defined() ? &bias_grad_ : nullptr);
+                                 pointwise_grad_, bias_.defined() ? &bias_grad_ : nullptr, grad_mode());
   x_.reset();
   return dx;
 }

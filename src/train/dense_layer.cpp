@@ -45,7 +45,7 @@ Tensor Dense::backward(Context& ctx, Tensor dy, bool need_dx) {
   const DenseShape s = DenseShape::make(x_.shape(), options_.out_features);
   Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
   ops::dense_backward(ctx, s, x_, weight_, dy, need_dx ? &dx : nullptr, weight_grad_,
-                      bias_.defined() ? &bias_grad_ : nullptr);
+                      bias_.defined() ? &bias_grad_ : nullptr, grad_mode());
   x_.reset();
   return dx;
 }

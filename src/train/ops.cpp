@@ -439,6 +439,13 @@ void dropout_backward(Context& ctx, const DropoutMask& m, const Tensor& dy, Tens
   ctx.backend().dropout_backward(ctx, m, dy, dx);
 }
 
+void scale(Context& ctx, Tensor& t, float alpha) {
+  const char* op = "scale";
+  const DType dt = activation_dtype(op, t);
+  check(ctx, op, "t", t, t.shape(), dt);
+  ctx.backend().scale(ctx, t, alpha);
+}
+
 LossResult softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor* dlogits) {
   const char* op = "softmax_cross_entropy";
   const DType t = activation_dtype(op, logits);

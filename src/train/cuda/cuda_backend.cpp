@@ -185,6 +185,11 @@ void CudaBackend::dropout_backward(Context&, const DropoutMask& m, const Tensor&
   k::dropout_apply(dy.dtype(), m, dy.data(), dx.data(), dy.elements(), stream_);
 }
 
+void CudaBackend::scale(Context&, Tensor& t, float alpha) {
+  device_detail::ScopedDevice guard(index_);
+  k::scale(t.dtype(), t.data(), alpha, t.elements(), stream_);
+}
+
 LossResult CudaBackend::softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels,
                                               Tensor* dlogits) {
   device_detail::ScopedDevice guard(index_);

@@ -99,6 +99,7 @@ class CudaBackend final : public Backend {
   // ---- dropout ---------------------------------------------------------------------------------
   void dropout_forward(Context&, const DropoutMask& m, const Tensor& x, Tensor& y) override;
   void dropout_backward(Context&, const DropoutMask& m, const Tensor& dy, Tensor& dx) override;
+  void scale(Context&, Tensor& t, float alpha) override;
 
   // ---- loss ------------------------------------------------------------------------------------
   LossResult softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor* dlogits) override;
