@@ -65,6 +65,7 @@ struct TrainOptions {
   std::int64_t prune_end = -1;         // -1: about 75% of the steps (see prune_schedule)
   std::int64_t prune_frequency = 0;    // 0: 100, or a tenth of the pruning span when shorter
   std::string save_pruned;             // write the weights compressed (bitmap + nonzeros) here
+  std::string offload = "none";        // "optimizer": the optimizer's state in host memory
 };
 
 DeviceId parse_train_device(const std::string& text) {
@@ -107,8 +108,9 @@ Pipeline make_pipeline(const fs::path& dir, const train::ModelInfo& model, bool 
 }
 
 std::unique_ptr<train::Optimizer> make_optimizer(const TrainOptions& o, float lr) {
-  if (o.optimizer == "adam") return std::make_unique<train::AdamW>(train::AdamWOptions{.learning_rate = lr});
-  return std::make_unique<train::Sgd>(train::SgdOptions{.learning_rate = lr});
+  const bool offload = o.offload == "optimizer";
+  if (o.optimizer == "adam") return std::make_unique<train::AdamW>(train::AdamWOptions{.learning_rate = lr, .offload = offload});
+  return std::make_unique<train::Sgd>(train::SgdOptions{.learning_rate = lr, .offload = offload});
 }
 
 // The pruning schedule for --prune: TF's PolynomialDecay from 0 to the final sparsity, from
@@ -312,6 +314,11 @@ int run_train(TrainOptions o) {
     train::save_weights(*ctx, *model, o.save);
     std::cout << "  weights saved to " << o.save << "\n";
   }
+  if (const Allocator* h = optimizer->host_state_allocator()) {
+    std::cout << "  offload: optimizer state " << format_bytes(h->stats().in_use_bytes) << " in "
+              << (device.is_cuda() ? "pinned" : "pageable") << " host memory; on the device only its staging ("
+              << format_bytes(peak_by_category[index_of(TensorCategory::kOptimizerState)]) << ")\n";
+  }
   json pruning = nullptr;
   if (pruner || !o.save_pruned.empty()) {
     const train::CompressedWeights packed = train::CompressedWeights::from_model(*ctx, *model);
@@ -383,6 +390,11 @@ int run_train(TrainOptions o) {
         {"per_epoch", per_epoch_json},
     };
     if (!pruning.is_null()) result["pruning"] = pruning;
+    if (const Allocator* h = optimizer->host_state_allocator()) {
+      result["offload"] = {{"what", o.offload}, {"host_state_bytes", h->stats().in_use_bytes},
+                           {"host_reserved_bytes", h->stats().reserved_bytes},
+                           {"host_memory", device.is_cuda() ? "pinned" : "pageable"}};
+    }
     std::cout << result.dump() << "\n";
   }
   return 0;
@@ -426,6 +438,10 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)->needs(prune);
   cmd->add_option("--prune-frequency", o->prune_frequency, "Recompute the masks every N steps (default 100)")
       ->check(CLI::PositiveNumber)->needs(prune);
+  cmd->add_option("--offload", o->offload,
+                  "optimizer: keep the optimizer's state (AdamW moments, SGD momentum) in host memory, pinned "
+                  "for a CUDA device, streamed through a device staging buffer each step")
+      ->check(CLI::IsMember({"none", "optimizer"}))->capture_default_str();
   cmd->add_option("--save-pruned", o->save_pruned, "Write the weights compressed (bitmap + nonzero values) here");
   cmd->callback([o, dataset, data] {
     if (dataset->count() == 0 && data->count() == 0) throw CLI::RequiredError("--dataset or --data");
