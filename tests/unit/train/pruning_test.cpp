@@ -176,7 +176,7 @@ TEST(MagnitudePruner, PrunedWeightsStayZeroWhileTrainingGoesOn) {
   for (const bool adam : {false, true}) {
     HostRig rig;
     auto model = small_cnn(rig.ctx, 3);
-    // Masks recomputed at steps 0, 4, 8 (the last at 0.8), then kept for 12 more steps.
+    // Masks recomputed at steps 0, 4, 8 (the last at 0.8), then kept for the 11 steps after.
     const PolynomialDecay schedule{.final_sparsity = 0.8, .begin_step = 0, .end_step = 8, .frequency = 4};
     const PrunedRun r = train_pruned(rig.ctx, *model, schedule, 20, adam);
     const std::vector<Parameter> params = model->parameters();
