@@ -61,8 +61,11 @@ void Optimizer::update_parameter(Context& ctx, const Parameter& p, std::size_t i
     return;
   }
   const std::int64_t n = p.value->elements();
+  // Elements [begin, begin + count) of t, in its own dtype (the state is f32; a parameter or
+  // gradient of another dtype is for the update op to accept or refuse).
   auto range = [](const Tensor& t, std::int64_t begin, std::int64_t count, DeviceId device) {
-    return Tensor::wrap(t.data_as<float>() + begin, {count}, DType::kF32, device, t.category());
+    return Tensor::wrap(static_cast<std::uint8_t*>(t.data()) + static_cast<std::size_t>(begin) * size_of(t.dtype()),
+                        {count}, t.dtype(), device, t.category());
   };
   std::vector<Tensor> staged(state_[i].size());
   for (std::int64_t begin = 0; begin < n; begin += kOffloadChunkElements) {
