@@ -105,6 +105,12 @@ CompressedTensor compress(Context& ctx, const std::string& name, const Tensor& t
       ++nonzero;
     }
   }
+  if (c.bitmap.size() * sizeof(std::uint64_t) + nonzero * 4 >= dense.size()) {  // too dense to gain: keep it dense
+    c.sparse = false;
+    c.bitmap.clear();
+    c.values = std::move(dense);
+    return c;
+  }
   c.values.resize(nonzero * 4);
   std::size_t k = 0;
   for (std::int64_t i = 0; i < n; ++i) {

@@ -1,8 +1,9 @@
 // CompressedWeights: a model's weights with the pruned ones left out, resident in memory and as a
 // file. Each prunable tensor (sluice/train/pruning.hpp: rank >= 2) is a bitmap with one bit an
 // element (set: the element is not zero) and its nonzero elements packed in order; every other
-// tensor (biases, BatchNorm's parameters and running statistics) is kept dense. At sparsity s a
-// pruned f32 tensor of n elements takes n / 8 + 4 n (1 - s) bytes instead of 4 n: at 80 %, 23 %.
+// tensor (biases, BatchNorm's parameters and running statistics), and a prunable one that the
+// bitmap would not make smaller (under about 3 % zeros), is kept dense. At sparsity s a pruned
+// f32 tensor of n elements takes n / 8 + 4 n (1 - s) bytes instead of 4 n: at 80 %, 23 %.
 // An element counts as zero when all its bits are (so -0.0 is kept): decompression restores
 // every tensor bit for bit.
 //
@@ -54,7 +55,7 @@ struct CompressedTensor {
 class CompressedWeights {
  public:
   // The model's parameters and buffers (in checkpoint order): prunable f32 parameters as
-  // bitmaps, the others dense.
+  // bitmaps when that is smaller, the others dense.
   static CompressedWeights from_model(Context& ctx, Sequential& model);
   // Reads and validates a file (see above).
   static CompressedWeights load(const std::string& path);

@@ -293,6 +293,16 @@ TEST_F(CompressedFile, SmallerThanDenseInMemoryAndOnDisk) {
   }
 }
 
+TEST_F(CompressedFile, AnUnprunedModelStaysDenseAndNoLarger) {
+  auto dense = small_cnn(rig_.ctx, 4);
+  const CompressedWeights c = CompressedWeights::from_model(rig_.ctx, *dense);
+  EXPECT_EQ(c.resident_bytes(), c.dense_bytes());
+  for (const CompressedTensor& t : c.tensors()) EXPECT_FALSE(t.sparse) << t.name;
+  auto other = small_cnn(rig_.ctx, 5);
+  c.restore(rig_.ctx, *other);
+  EXPECT_EQ(all_values(*other), all_values(*dense));
+}
+
 TEST_F(CompressedFile, Truncated) {
   const auto b = bytes();
   write({b.begin(), b.begin() + 20});
