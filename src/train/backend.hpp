@@ -97,6 +97,11 @@ class Backend {
   virtual void cast(Context& ctx, const Tensor& src, Tensor& dst) = 0;
   virtual void copy_to_host(Context& ctx, const Tensor& src, void* dst) = 0;
   virtual void copy_from_host(Context& ctx, const void* src, Tensor& dst) = 0;
+  // Queued copies that may return before they complete (the CUDA backend, from pinned memory);
+  // the host memory must stay untouched until Context::synchronize(). By default the
+  // synchronous copies.
+  virtual void copy_to_host_async(Context& ctx, const Tensor& src, void* dst) { copy_to_host(ctx, src, dst); }
+  virtual void copy_from_host_async(Context& ctx, const void* src, Tensor& dst) { copy_from_host(ctx, src, dst); }
 };
 
 // The CPU reference backend with `threads` workers (src/train/cpu/cpu_backend.cpp).

@@ -509,5 +509,17 @@ void copy_from_host(Context& ctx, const void* src, Tensor& dst) {
   ctx.backend().copy_from_host(ctx, src, dst);
 }
 
+void copy_to_host_async(Context& ctx, const Tensor& src, void* dst) {
+  check(ctx, "copy_to_host_async", "src", src, src.shape(), src.dtype());
+  if (dst == nullptr && src.bytes() > 0) fail("copy_to_host_async: null destination");
+  ctx.backend().copy_to_host_async(ctx, src, dst);
+}
+
+void copy_from_host_async(Context& ctx, const void* src, Tensor& dst) {
+  check(ctx, "copy_from_host_async", "dst", dst, dst.shape(), dst.dtype());
+  if (src == nullptr && dst.bytes() > 0) fail("copy_from_host_async: null source");
+  ctx.backend().copy_from_host_async(ctx, src, dst);
+}
+
 }  // namespace ops
 }  // namespace sluice::train

@@ -273,6 +273,11 @@ void cast(Context& ctx, const Tensor& src, Tensor& dst);
 // Between this device and host memory of t.bytes() bytes.
 void copy_to_host(Context& ctx, const Tensor& src, void* dst);
 void copy_from_host(Context& ctx, const void* src, Tensor& dst);
+// The same, queued on the device's stream without waiting (asynchronous for pinned host memory
+// on CUDA; a plain copy on the CPU). The host memory must neither be read (copy_to_host_async)
+// nor changed or freed (both) before ctx.synchronize(); ops queued after them see their result.
+void copy_to_host_async(Context& ctx, const Tensor& src, void* dst);
+void copy_from_host_async(Context& ctx, const void* src, Tensor& dst);
 
 }  // namespace ops
 }  // namespace sluice::train

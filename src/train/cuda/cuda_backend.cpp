@@ -287,6 +287,19 @@ void CudaBackend::copy_from_host(Context&, const void* src, Tensor& dst) {
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 
+// Queued only: with pinned host memory the DMA engine runs them while the host goes on.
+void CudaBackend::copy_to_host_async(Context&, const Tensor& src, void* dst) {
+  device_detail::ScopedDevice guard(index_);
+  if (src.bytes() == 0) return;
+  check(cudaMemcpyAsync(dst, src.data(), src.bytes(), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
+}
+
+void CudaBackend::copy_from_host_async(Context&, const void* src, Tensor& dst) {
+  device_detail::ScopedDevice guard(index_);
+  if (dst.bytes() == 0) return;
+  check(cudaMemcpyAsync(dst.data(), src, dst.bytes(), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+}
+
 void CudaBackend::gemm(Context& ctx, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t kk,
                        const Operand& a, const Operand& b, float beta, void* c, DType c_type, int ldc,
                        long long stride_c, std::int64_t batch) {

@@ -113,6 +113,8 @@ class CudaBackend final : public Backend {
   void cast(Context&, const Tensor& src, Tensor& dst) override;
   void copy_to_host(Context&, const Tensor& src, void* dst) override;
   void copy_from_host(Context&, const void* src, Tensor& dst) override;
+  void copy_to_host_async(Context&, const Tensor& src, void* dst) override;
+  void copy_from_host_async(Context&, const void* src, Tensor& dst) override;
 
  private:
   // C (m, n) = op(A) op(B) [+ C], column-major, f32 accumulation; `batch` > 1 strides each
