@@ -238,6 +238,9 @@ void Allocator::use_chunk(Handle h, std::uint64_t requested, std::uint64_t round
   cat.in_use_bytes += c.size;
   cat.peak_in_use_bytes = std::max(cat.peak_in_use_bytes, cat.in_use_bytes);
   ++cat.live_allocations;
+  if (observer_ != nullptr) {
+    observer_->on_allocator_event({AllocatorEvent::kAllocate, c.size, category, in_use_, cat.in_use_bytes, reserved_});
+  }
 }
 
 void Allocator::deallocate(void* ptr) {
@@ -262,6 +265,9 @@ void Allocator::deallocate(void* ptr) {
   --cat.live_allocations;
   c.in_use = false;
   c.requested = 0;
+  if (observer_ != nullptr) {
+    observer_->on_allocator_event({AllocatorEvent::kDeallocate, c.size, c.category, in_use_, cat.in_use_bytes, reserved_});
+  }
 
   if (c.next != kNone && !chunks_[c.next].in_use) {  // merge the right neighbour into this one
     const Handle n = c.next;
@@ -320,6 +326,13 @@ std::uint64_t Allocator::release_free_regions() {
   return released;
 }
 
+bool Allocator::reset_growth() {
+  std::lock_guard lock(mutex_);
+  if (!regions_.empty()) return false;
+  next_region_bytes_ = std::max(rounded_size(options_.initial_region_bytes), kGranule);
+  return true;
+}
+
 std::uint64_t Allocator::allocated_size(const void* ptr) const {
   std::lock_guard lock(mutex_);
   const auto it = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
@@ -359,6 +372,11 @@ void Allocator::reset_peak() {
   std::lock_guard lock(mutex_);
   peak_ = in_use_;
   for (CategoryStats& c : by_category_) c.peak_in_use_bytes = c.in_use_bytes;
+}
+
+void Allocator::set_observer(AllocatorObserver* observer) {
+  std::lock_guard lock(mutex_);
+  observer_ = observer;
 }
 
 std::vector<AllocatorRegion> Allocator::regions() const {

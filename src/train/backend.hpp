@@ -109,5 +109,8 @@ std::unique_ptr<Backend> make_cpu_backend(int threads);
 // The CUDA backend for device `index` (src/train/cuda/); in a build without CUDA it throws
 // sluice::Error(kInvalidArgument) saying so (src/train/cuda/cuda_backend_stub.cpp).
 std::unique_ptr<Backend> make_cuda_backend(int index);
+// The planner's backend: ops only request the workspace `target` would, the loss is 0
+// (src/train/meta_backend.cpp; ContextOptions::meta).
+std::unique_ptr<Backend> make_meta_backend(std::unique_ptr<Backend> target);
 
 }  // namespace sluice::train

@@ -20,6 +20,7 @@ Context::Context(Allocator& allocator, ContextOptions options)
   threads_ = options.threads > 0 ? options.threads
                                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   backend_ = device_.is_cuda() ? make_cuda_backend(device_.index) : make_cpu_backend(threads_);
+  if (options.meta) backend_ = make_meta_backend(std::move(backend_));
 }
 
 Context::~Context() = default;

@@ -5,8 +5,28 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/train/ops.hpp"
+#include "sluice/train/profiler.hpp"
 
 namespace sluice::train {
+namespace {
+
+// A profiler slice over a scope; nothing without a profiler.
+class Phase {
+ public:
+  Phase(Profiler* p, const char* name) : p_(p) {
+    if (p_ != nullptr) p_->begin(name);
+  }
+  ~Phase() {
+    if (p_ != nullptr) p_->end();
+  }
+  Phase(const Phase&) = delete;
+  Phase& operator=(const Phase&) = delete;
+
+ private:
+  Profiler* p_;
+};
+
+}  // namespace
 
 Trainer::Trainer(Context& ctx, Sequential& model, Optimizer& optimizer, TrainerOptions options)
     : ctx_(ctx), model_(model), optimizer_(optimizer), options_(options), params_(model.parameters()) {
@@ -64,22 +84,34 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
     for (std::int64_t j = 0; j < k; ++j) {
       const Tensor x = k == 1 ? in.x : in.x.slice(j * micro, (j + 1) * micro);
       const Tensor y = k == 1 ? in.labels : in.labels.slice(j * micro, (j + 1) * micro);
-      Tensor logits = model_.forward(ctx_, x, ForwardMode{.training = true, .step = static_cast<std::uint64_t>(steps_),
-                                                          .sample_offset = static_cast<std::uint64_t>(j * micro)});
-      Tensor dlogits = ctx_.empty(logits.shape(), logits.dtype(), TensorCategory::kActivations);
-      const LossResult loss = ops::softmax_cross_entropy(ctx_, logits, y, &dlogits);
-      logits.reset();
+      Tensor logits;
+      Tensor dlogits;
+      LossResult loss;
+      {
+        const Phase phase(options_.profiler, "forward");
+        logits = model_.forward(ctx_, x, ForwardMode{.training = true, .step = static_cast<std::uint64_t>(steps_),
+                                                     .sample_offset = static_cast<std::uint64_t>(j * micro)});
+        dlogits = ctx_.empty(logits.shape(), logits.dtype(), TensorCategory::kActivations);
+        loss = ops::softmax_cross_entropy(ctx_, logits, y, &dlogits);
+        logits.reset();
+      }
       // The micro-batch's mean gradient over N / K images, times 1 / K: the K of them add up to
       // the full batch's mean (bit for bit the full batch's dlogits when K is a power of two).
       if (k > 1) ops::scale(ctx_, dlogits, 1.0f / static_cast<float>(k));
-      model_.backward(ctx_, std::move(dlogits), j == 0 ? GradMode::kOverwrite : GradMode::kAccumulate);
+      {
+        const Phase phase(options_.profiler, "backward");
+        model_.backward(ctx_, std::move(dlogits), j == 0 ? GradMode::kOverwrite : GradMode::kAccumulate);
+      }
       result += BatchResult{loss.loss * static_cast<double>(micro), loss.correct, micro};
     }
   } catch (...) {
     model_.release_saved();
     throw;
   }
-  optimizer_.step(ctx_, params_);
+  {
+    const Phase phase(options_.profiler, "optimizer");
+    optimizer_.step(ctx_, params_);
+  }
   ++steps_;
   return result;
 }

@@ -89,6 +89,25 @@ struct AllocatorStats {
   const CategoryStats& category(TensorCategory c) const { return by_category[index_of(c)]; }
 };
 
+// One allocation or deallocation as an AllocatorObserver sees it, with the totals after it.
+enum class AllocatorEvent : std::uint8_t { kAllocate, kDeallocate };
+struct AllocatorEventInfo {
+  AllocatorEvent event = AllocatorEvent::kAllocate;
+  std::uint64_t bytes = 0;                  // the block's size (the request rounded up)
+  TensorCategory category = TensorCategory::kWorkspace;
+  std::uint64_t in_use_bytes = 0;           // all categories, after the event
+  std::uint64_t category_in_use_bytes = 0;  // this category, after the event
+  std::uint64_t reserved_bytes = 0;         // the regions, after the event
+};
+
+// Told of every allocation and deallocation (the profiler, sluice/train/profiler.hpp). Called
+// under the allocator's lock, in order: it must be quick and must not call the allocator.
+class AllocatorObserver {
+ public:
+  virtual ~AllocatorObserver() = default;
+  virtual void on_allocator_event(const AllocatorEventInfo& info) noexcept = 0;
+};
+
 struct AllocatorRegion {
   const void* base = nullptr;
   std::uint64_t bytes = 0;
@@ -133,6 +152,11 @@ class Allocator {
   // Returns regions that are entirely free to the backing (grow mode; a preallocated region is
   // kept). Returns the bytes released. Later growth continues the doubling where it was.
   std::uint64_t release_free_regions();
+  // When no region is held (after release_free_regions() in grow mode): the next region is
+  // initial_region_bytes again, as in a new allocator. The batch-size search starts each trial
+  // so, which makes trials, the planner's dry runs and a new run alike. False when regions are
+  // held (nothing changes).
+  bool reset_growth();
 
   // The stats, the per-bin table and the occupancy map: the OOM report without a request. At
   // most 60 lines.
@@ -143,6 +167,9 @@ class Allocator {
   void check_invariants() const;
 
   std::vector<AllocatorRegion> regions() const;
+  // Every later allocate() and deallocate() reports to `observer` (nullptr: none, the default;
+  // an unset observer costs one pointer test). The observer must outlive its registration.
+  void set_observer(AllocatorObserver* observer);
   DeviceId device() const { return backing_->device(); }
   const AllocatorOptions& options() const { return options_; }
 
@@ -218,6 +245,7 @@ class Allocator {
   std::uint64_t peak_ = 0;
   std::uint64_t total_allocations_ = 0;
   std::array<CategoryStats, kTensorCategoryCount> by_category_{};
+  AllocatorObserver* observer_ = nullptr;
 };
 
 }  // namespace sluice

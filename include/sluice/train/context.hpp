@@ -28,6 +28,10 @@ struct ContextOptions {
   // CPU backend: threads an op may use, the caller's included (0: the hardware's count). The
   // CUDA backend ignores it.
   int threads = 0;
+  // Planning (sluice/train/planner.hpp): ops compute nothing and only request the workspace the
+  // device's real backend would, so a step allocates exactly what a real one does. Pair it with
+  // an allocator over make_address_space_backing().
+  bool meta = false;
 };
 
 class Context {

@@ -52,9 +52,13 @@ struct BatchResult {
   double accuracy() const { return images > 0 ? static_cast<double>(correct) / static_cast<double>(images) : 0.0; }
 };
 
+class Profiler;
+
 struct TrainerOptions {
   std::optional<CosineSchedule> schedule;  // none: the optimizer's learning rate throughout
   int accumulate = 1;  // micro-batches per optimizer step (>= 1; must divide every batch)
+  // Marks "forward", "backward" and "optimizer" slices of each step in the trace (none: no cost).
+  Profiler* profiler = nullptr;
 };
 
 class Trainer {

@@ -1,0 +1,66 @@
+// Batch-size search: the largest batch whose training steps fit the allocator's limit. The
+// planner (sluice/train/planner.hpp) gives the first guess, a dry run under the same allocator
+// options; real trials then confirm it: one trial builds the model and optimizer of the
+// configuration on the context's allocator and runs real training steps on a batch of zeros,
+// moving up from a fit (increments doubling: +1, +2, +4... steps of `granularity`) or down from a
+// failure the same way, then bisecting between the last fit and the first failure. A trial that
+// runs out (sluice::OutOfMemory) is caught; the model, optimizer, saved activations and
+// workspace are dropped and the allocator's free regions returned (and its growth restarted, so
+// each trial sees the regions a new allocator would, as the planner does), and the trial checks that the
+// allocator's in-use bytes are back where they were before it (throwing kInternal if not), so a
+// search leaves no memory behind.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "sluice/train/context.hpp"
+#include "sluice/train/planner.hpp"
+#include "sluice/train/setup.hpp"
+
+namespace sluice::train {
+
+struct BatchSearchOptions {
+  std::int64_t min_batch = 2;
+  std::int64_t max_batch = 65536;
+  std::int64_t granularity = 1;  // candidates are multiples of it: "one step"
+  int max_trials = 12;           // real trials at most
+  bool use_planner = true;       // false: start at min_batch and double
+  int steps = 2;                 // real steps a trial (the second has the optimizer state)
+};
+
+struct BatchTrial {
+  std::int64_t batch = 0;
+  bool fits = false;
+  std::uint64_t peak_in_use_bytes = 0;  // of the trial (up to the failure when it ran out)
+  std::uint64_t reserved_bytes = 0;
+  double seconds = 0;
+};
+
+struct BatchSearchResult {
+  std::int64_t batch = 0;          // the largest that fitted; 0: not even min_batch
+  std::int64_t planner_guess = 0;  // 0 without the planner
+  int plans = 0;                   // dry runs the guess took
+  std::vector<BatchTrial> trials;  // in order
+};
+
+// The search over any trial: `fits(batch)` says whether `batch` fits; `guess` (0: none) is
+// where it starts. Exposed for tests; find_max_batch runs it with real training steps.
+BatchSearchResult search_max_batch(const std::function<BatchTrial(std::int64_t)>& trial, std::int64_t guess,
+                                   const BatchSearchOptions& options);
+
+// One real trial of `config` at `batch` on ctx (see the top of this file). Throws
+// sluice::Error(kInternal) when the allocator's in-use bytes are not back afterwards.
+BatchTrial try_batch(Context& ctx, const TrainConfig& config, std::int64_t batch, int steps = 2);
+
+// The planner's guess: the largest multiple of granularity in [min_batch, max_batch] whose dry
+// run under `base` (its allocator options, threads, steps; its batch ignored) fits; 0 when none
+// does. `plans` counts the dry runs (doubling, then bisection: about 2 log2(max) at most).
+std::int64_t planned_max_batch(const PlanConfig& base, const BatchSearchOptions& options, int* plans = nullptr);
+
+// The largest batch of `config` (its batch field ignored) whose steps fit ctx's allocator.
+// Throws sluice::Error(kInvalidArgument) when the allocator has no limit: everything fits.
+BatchSearchResult find_max_batch(Context& ctx, const TrainConfig& config, const BatchSearchOptions& options = {});
+
+}  // namespace sluice::train

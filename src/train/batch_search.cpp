@@ -1,0 +1,158 @@
+// The batch-size search: planner guess, real trials, out-of-memory caught and memory returned.
+#include "sluice/train/batch_search.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+#include "sluice/train/allocator.hpp"
+#include "sluice/train/models.hpp"
+#include "sluice/train/out_of_memory.hpp"
+#include "sluice/train/trainer.hpp"
+
+namespace sluice::train {
+namespace {
+
+std::int64_t round_down(std::int64_t b, std::int64_t g) { return b / g * g; }
+
+}  // namespace
+
+BatchSearchResult search_max_batch(const std::function<BatchTrial(std::int64_t)>& trial, std::int64_t guess,
+                                   const BatchSearchOptions& o) {
+  const std::int64_t g = std::max<std::int64_t>(1, o.granularity);
+  const std::int64_t lo_bound = std::max<std::int64_t>(g, (o.min_batch + g - 1) / g * g);
+  const std::int64_t hi_bound = round_down(o.max_batch, g);
+  if (lo_bound > hi_bound) throw Error(ErrorCode::kInvalidArgument, "batch search: no multiple of the granularity in [min, max]");
+  BatchSearchResult r;
+  r.planner_guess = guess;
+  std::int64_t lo = 0;   // the largest known to fit (0: none yet)
+  std::int64_t hi = 0;   // the smallest known to fail (0: none yet)
+  auto run = [&](std::int64_t b) {
+    BatchTrial t = trial(b);
+    t.batch = b;
+    r.trials.push_back(t);
+    if (t.fits) lo = std::max(lo, b);
+    else hi = hi == 0 ? b : std::min(hi, b);
+    return t.fits;
+  };
+  auto budget = [&] { return static_cast<int>(r.trials.size()) < o.max_trials; };
+
+  std::int64_t start = guess > 0 ? std::clamp(round_down(guess, g), lo_bound, hi_bound) : lo_bound;
+  if (run(start)) {
+    // Up: from a guess by increments doubling from one step; without one, the batch doubling.
+    std::int64_t step = g;
+    while (budget() && lo < hi_bound && hi == 0) {
+      const std::int64_t next = guess > 0 ? lo + step : lo * 2;
+      run(std::min(round_down(next, g), hi_bound));
+      step *= 2;
+    }
+  } else {
+    std::int64_t step = g;
+    while (budget() && lo == 0 && hi > lo_bound) {
+      run(std::max(lo_bound, hi - step));
+      step *= 2;
+    }
+  }
+  // Bisect between the last fit and the first failure.
+  while (budget() && lo > 0 && hi > 0 && hi - lo > g) {
+    run(lo + round_down((hi - lo) / 2, g));
+  }
+  r.batch = lo;
+  return r;
+}
+
+BatchTrial try_batch(Context& ctx, const TrainConfig& config, std::int64_t batch, int steps) {
+  Allocator& allocator = ctx.allocator();
+  ctx.release_workspace();
+  allocator.release_free_regions();
+  allocator.reset_growth();  // grow mode: regions as a new allocator's, as the planner assumes
+  const std::uint64_t before = allocator.stats().in_use_bytes;
+  allocator.reset_peak();
+  BatchTrial t;
+  t.batch = batch;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    TrainConfig c = config;
+    c.batch = batch;
+    const ModelInfo& info = model_info(c.model);
+    const std::size_t elements = static_cast<std::size_t>(batch) * static_cast<std::size_t>(info.channels) *
+                                 static_cast<std::size_t>(info.height) * static_cast<std::size_t>(info.width);
+    std::vector<float> data(elements, 0.0f);
+    std::vector<std::int32_t> labels(static_cast<std::size_t>(batch), 0);
+    const TensorView view{data.data(), DType::kF32, Shape{batch, info.channels, info.height, info.width}};
+    try {
+      TrainSetup s = make_training(ctx, c);
+      Trainer trainer(ctx, *s.model, *s.optimizer, s.trainer);
+      for (int i = 0; i < steps; ++i) trainer.step(view, labels, host());
+      t.fits = true;
+    } catch (const OutOfMemory&) {
+      t.fits = false;  // the step released what its forward kept; the rest goes with the scope
+    }
+  }
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const AllocatorStats st = allocator.stats();
+  t.peak_in_use_bytes = st.peak_in_use_bytes;
+  t.reserved_bytes = st.reserved_bytes;
+  ctx.release_workspace();
+  allocator.release_free_regions();
+  allocator.reset_growth();
+  const std::uint64_t after = allocator.stats().in_use_bytes;
+  if (after != before) {
+    throw Error(ErrorCode::kInternal, "batch search: the trial at batch " + std::to_string(batch) + " left " +
+                                          std::to_string(after - before) + " bytes in use");
+  }
+  return t;
+}
+
+std::int64_t planned_max_batch(const PlanConfig& base, const BatchSearchOptions& o, int* plans) {
+  const std::int64_t g = std::max<std::int64_t>(1, o.granularity);
+  PlanConfig pc = base;
+  int count = 0;
+  auto fits = [&](std::int64_t b) {
+    ++count;
+    pc.train.batch = b;
+    return plan_peak(pc).fits;
+  };
+  std::int64_t lo = std::max<std::int64_t>(g, (o.min_batch + g - 1) / g * g);
+  std::int64_t hi = round_down(o.max_batch, g);
+  std::int64_t best = 0;
+  if (fits(lo)) {
+    best = lo;
+    // Doubling to bracket, then bisection: O(log) dry runs of a few milliseconds each.
+    std::int64_t fail = 0;
+    while (fail == 0 && best < hi) {
+      const std::int64_t c = std::min(hi, round_down(best * 2, g));
+      if (fits(c)) best = c;
+      else fail = c;
+    }
+    while (fail != 0 && fail - best > g) {
+      const std::int64_t mid = best + round_down((fail - best) / 2, g);
+      if (fits(mid)) best = mid;
+      else fail = mid;
+    }
+  }
+  if (plans != nullptr) *plans = count;
+  return best;
+}
+
+BatchSearchResult find_max_batch(Context& ctx, const TrainConfig& config, const BatchSearchOptions& options) {
+  if (ctx.allocator().options().limit == 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "the batch-size search needs a memory limit (grow:LIMIT or prealloc:SIZE): without one every batch fits");
+  }
+  int plans = 0;
+  PlanConfig pc;
+  pc.train = config;
+  pc.threads = ctx.threads();
+  pc.allocator = ctx.allocator().options();
+  pc.steps = options.steps;
+  pc.eval_batch = 0;  // the trials run training steps only
+  const std::int64_t guess = options.use_planner ? planned_max_batch(pc, options, &plans) : 0;
+  BatchSearchResult r = search_max_batch(
+      [&](std::int64_t b) { return try_batch(ctx, config, b, options.steps); }, guess, options);
+  r.plans = plans;
+  return r;
+}
+
+}  // namespace sluice::train
