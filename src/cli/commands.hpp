@@ -33,5 +33,9 @@ void add_sweep_command(CLI::App& app);
 // on batches from sluice pipelines; loss, accuracy, images/s and memory by category (train.cpp).
 void add_train_command(CLI::App& app);
 
+// `sluice plan --model M --batch B ...`: the training allocator's peak in use that `sluice train`
+// with the same flags would reach, predicted by a dry run (plan.cpp).
+void add_plan_command(CLI::App& app);
+
 }  // namespace sluice::cli
 

@@ -25,6 +25,7 @@ int run(int argc, char** argv) {
   sluice::cli::add_bench_command(app);
   sluice::cli::add_sweep_command(app);
   sluice::cli::add_train_command(app);
+  sluice::cli::add_plan_command(app);
 
   try {
     app.parse(argc, argv);  // runs the chosen subcommand's callback

@@ -21,14 +21,20 @@
 
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
+#include "cli/train_options.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/train/allocator.hpp"
+#include "sluice/train/batch_search.hpp"
 #include "sluice/train/checkpoint.hpp"
 #include "sluice/train/compressed_weights.hpp"
 #include "sluice/train/context.hpp"
 #include "sluice/train/gradient_checkpointing.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/optimizer.hpp"
+#include "sluice/train/out_of_memory.hpp"
+#include "sluice/train/planner.hpp"
+#include "sluice/train/profiler.hpp"
+#include "sluice/train/setup.hpp"
 #include "sluice/train/pruning.hpp"
 #include "sluice/train/trainer.hpp"
 
@@ -42,34 +48,6 @@ using nlohmann::json;
 // (docs/training.md has the measurement), and the cifar10-separable schedule.
 constexpr int kFashionEpochs = 3;
 constexpr int kCifarEpochs = 30;
-
-struct TrainOptions {
-  std::string dataset;                 // "fashion-mnist" or empty
-  std::string data_root = "data";      // where `sluice prepare` put it
-  std::string data;                    // a folder with train/ and test/
-  std::string model;                   // default: by dataset
-  int epochs = 0;                      // 0: the model's default
-  std::int64_t steps = 0;              // > 0: stop after this many steps
-  int batch = 128;
-  int accumulate = 1;                  // micro-batches of batch / accumulate per optimizer step
-  std::string checkpoint = "none";     // gradient checkpointing: none, sqrt, every:K
-  std::string optimizer = "sgd";
-  float lr = 0.0f;                     // 0: the optimizer's default
-  int threads = 0;                     // training threads; 0: all cores
-  int loader_threads = 1;
-  std::string device = "cpu";
-  std::uint64_t seed = 1;
-  std::string save;
-  std::int64_t warmup_steps = 0;       // first steps left out of train_images_per_sec
-  bool no_eval = false;                // skip the test set (speed measurements)
-  bool json = false;
-  double prune = 0.0;                  // > 0: magnitude pruning to this final sparsity
-  std::int64_t prune_begin = -1;       // -1: step 0
-  std::int64_t prune_end = -1;         // -1: about 75% of the steps (see prune_schedule)
-  std::int64_t prune_frequency = 0;    // 0: 100, or a tenth of the pruning span when shorter
-  std::string save_pruned;             // write the weights compressed (bitmap + nonzeros) here
-  std::string offload = "none";        // "optimizer": the optimizer's state in host memory
-};
 
 DeviceId parse_train_device(const std::string& text) {
   if (text == "cpu" || text == "host") return host();
@@ -108,12 +86,6 @@ Pipeline make_pipeline(const fs::path& dir, const train::ModelInfo& model, bool 
   // Training drops the short last batch: BatchNorm's statistics over a handful of images are noise.
   p.batch(batch, {.drop_last = training});
   return p;
-}
-
-std::unique_ptr<train::Optimizer> make_optimizer(const TrainOptions& o, float lr) {
-  const bool offload = o.offload == "optimizer";
-  if (o.optimizer == "adam") return std::make_unique<train::AdamW>(train::AdamWOptions{.learning_rate = lr, .offload = offload});
-  return std::make_unique<train::Sgd>(train::SgdOptions{.learning_rate = lr, .offload = offload});
 }
 
 // The pruning schedule for --prune: TF's PolynomialDecay from 0 to the final sparsity, from
@@ -156,6 +128,17 @@ json category_json(const AllocatorStats& stats) {
   return j;
 }
 
+// The input pipeline's accounted bytes now: pageable host memory (everything but the pinned
+// slots) and page-locked memory, as the profiler's input categories.
+std::pair<std::uint64_t, std::uint64_t> pipeline_bytes(const Loader& loader) {
+  const Stats st = loader.stats();
+  std::uint64_t pinned = 0;
+  for (const MemoryStats& m : st.memory) {
+    if (m.use == "pinned") pinned += m.used;
+  }
+  return {st.memory_used - std::min(st.memory_used, pinned), pinned};
+}
+
 std::string category_text(const AllocatorStats& stats) {
   std::string text;
   for (std::size_t i = 0; i < kTensorCategoryCount; ++i) {
@@ -178,13 +161,14 @@ int run_train(TrainOptions o) {
   if (o.model.empty()) o.model = o.dataset == "fashion-mnist" ? "fashion-cnn" : "cifar10-separable";
   const train::ModelInfo& info = train::model_info(o.model);
   if (o.epochs == 0) o.epochs = info.name == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
-  const float lr = o.lr > 0 ? o.lr : (o.optimizer == "adam" ? 1e-3f : 0.05f);
+  const AllocatorOptions memory = parse_memory(o.memory);
+  o.batch = parse_batch(o.batch_text);
   // Checked before anything loads: a bad value fails at once, not after the first epoch's data.
   if (o.accumulate < 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--accumulate must be >= 1 micro-batches, got " + std::to_string(o.accumulate));
   }
-  if (o.batch % o.accumulate != 0) {
+  if (o.batch != 0 && o.batch % o.accumulate != 0) {
     throw Error(ErrorCode::kInvalidArgument, "--accumulate " + std::to_string(o.accumulate) +
                                                  " does not divide --batch " + std::to_string(o.batch) +
                                                  " into equal micro-batches");
@@ -199,11 +183,47 @@ int run_train(TrainOptions o) {
   std::unique_ptr<Allocator> allocator;
   std::unique_ptr<train::Context> ctx;
   try {
-    allocator = std::make_unique<Allocator>(device, AllocatorOptions{.name = "training"});
+    allocator = std::make_unique<Allocator>(device, memory);
     ctx = std::make_unique<train::Context>(*allocator, train::ContextOptions{.threads = o.threads});
+  } catch (const OutOfMemory& e) {
+    throw Error(ErrorCode::kInvalidArgument, "--memory " + o.memory + ": " + e.cause().substr(0, e.cause().find('\n')));
   } catch (const Error& e) {
     throw Error(ErrorCode::kInvalidArgument, "--device " + o.device + ": " + e.cause());
   }
+  json batch_search_json = nullptr;
+  if (o.batch == 0) {  // --batch auto
+    if (memory.limit == 0) {
+      throw Error(ErrorCode::kInvalidArgument, "--batch auto needs a memory limit to fit: --memory grow:LIMIT or prealloc:SIZE");
+    }
+    const train::BatchSearchResult found = train::find_max_batch(*ctx, train_config(o, 2, 0), {.min_batch = 2, .max_batch = 65536});
+    if (found.batch == 0) {
+      throw Error(ErrorCode::kInvalidArgument, "--batch auto: not even a batch of 2 fits --memory " + o.memory);
+    }
+    o.batch = static_cast<int>(found.batch);
+    std::string tried;
+    json trials = json::array();
+    for (const train::BatchTrial& t : found.trials) {
+      tried += (tried.empty() ? "" : ", ") + std::to_string(t.batch) + (t.fits ? " fits" : " runs out");
+      trials.push_back({{"batch", t.batch}, {"fits", t.fits}, {"peak_in_use_bytes", t.peak_in_use_bytes},
+                        {"reserved_bytes", t.reserved_bytes}, {"seconds", t.seconds}});
+    }
+    std::cout << "sluice train: --batch auto: " << found.batch << " under " << describe_memory(memory) << " (planner's guess "
+              << found.planner_guess << " from " << found.plans << " dry runs; " << found.trials.size()
+              << " real trials: " << tried << ")\n";
+    batch_search_json = {{"batch", found.batch}, {"planner_guess", found.planner_guess}, {"plans", found.plans},
+                         {"trials", trials}};
+    if (!o.no_eval) {  // the search covers the steps; the evaluation (batch 256) must fit too
+      train::PlanConfig with_eval{.train = train_config(o, o.batch, 0), .threads = ctx->threads(), .allocator = memory,
+                                  .eval_batch = kEvalBatch, .epochs = 2};
+      const train::MemoryPlan p = train::plan_peak(with_eval);
+      if (!p.fits) {
+        std::cout << "  warning: the evaluation (batch " << kEvalBatch << ") would not fit --memory " << o.memory
+                  << " (planner: " << p.failure << "); pass --no-eval or a larger limit\n";
+      }
+    }
+  }
+  std::optional<train::Profiler> profiler;
+  if (!o.profile.empty()) profiler.emplace(*allocator);
 
   Loader train_loader = make_pipeline(dir / "train", info, true, o.batch, o.seed)
                             .build({.threads = o.loader_threads, .seed = o.seed});
@@ -216,21 +236,23 @@ int run_train(TrainOptions o) {
   const std::int64_t total_steps = o.steps > 0 ? o.steps : per_epoch * o.epochs;
   const int epochs = static_cast<int>((total_steps + per_epoch - 1) / per_epoch);
 
-  std::unique_ptr<train::Sequential> model = train::make_model(*ctx, info.name, o.seed);
-  model->set_checkpointing(checkpoint);
-  std::unique_ptr<train::Optimizer> optimizer = make_optimizer(o, lr);
+  o.model = info.name;
+  train::TrainSetup setup = train::make_training(*ctx, train_config(o, o.batch, total_steps));
+  if (profiler) setup.trainer.profiler = &*profiler;
+  const float lr = setup.learning_rate;
+  std::unique_ptr<train::Sequential>& model = setup.model;
+  std::unique_ptr<train::Optimizer>& optimizer = setup.optimizer;
   std::unique_ptr<train::MagnitudePruner> pruner;
   if (o.prune > 0) pruner = std::make_unique<train::MagnitudePruner>(model->parameters(), prune_schedule(o, total_steps));
-  train::Trainer trainer(*ctx, *model, *optimizer,
-                         {.schedule = train::CosineSchedule{.base = lr, .warmup_steps = std::max<std::int64_t>(1, total_steps / 20),
-                                                            .total_steps = total_steps},
-                          .accumulate = o.accumulate});
+  train::Trainer trainer(*ctx, *model, *optimizer, setup.trainer);
 
   std::cout << "sluice train: " << info.name << " (" << model->parameter_count() << " parameters) on "
             << dir.string() << ", " << to_string(device) << " with " << ctx->threads() << " training thread(s), "
             << o.loader_threads << " loader thread(s)\n"
             << "  " << optimizer->describe() << ", cosine schedule with " << total_steps / 20 << " warmup steps; batch "
             << o.batch << ", " << epochs << " epoch(s) of " << per_epoch << " steps" << (o.steps > 0 ? " (--steps)" : "")
+            << "\n"
+            << "  memory: " << describe_memory(memory) << " (--memory)" << (profiler ? ", profiling to " + o.profile : "")
             << "\n";
   const std::string micro_batches =
       std::to_string(o.accumulate) + " micro-batches of " + std::to_string(o.batch / o.accumulate);
@@ -274,8 +296,15 @@ int run_train(TrainOptions o) {
         wait_seconds += wait_clock.seconds();
         if (InterruptGuard::interrupted()) throw Error(ErrorCode::kCancelled, "interrupted");
         Stopwatch step_clock;
+        if (profiler) profiler->begin_step(trainer.steps() + 1);
         seen += trainer.step(it->data(), it->labels(), host());
         if (pruner) pruner->after_step(*ctx, trainer.steps() - 1);
+        if (profiler) {
+          profiler->end_step();
+          const auto [input_host, input_pinned] = pipeline_bytes(train_loader);
+          profiler->sample(TensorCategory::kInputHost, input_host);
+          profiler->sample(TensorCategory::kInputPinned, input_pinned);
+        }
         const double step_time = step_clock.seconds();
         step_seconds += step_time;
         if (trainer.steps() > o.warmup_steps) {
@@ -289,7 +318,9 @@ int run_train(TrainOptions o) {
       const double epoch_seconds = epoch_clock.seconds();
       const double busy = pipeline_busy_seconds(train_loader) - busy_before;
       Stopwatch eval_clock;
+      if (profiler && !o.no_eval) profiler->begin("evaluate");
       if (!o.no_eval) last_test = evaluate(trainer, test_loader);
+      if (profiler && !o.no_eval) profiler->end();
       const double eval_seconds = eval_clock.seconds();
 
       const AllocatorStats mem = allocator->stats();
@@ -315,6 +346,7 @@ int run_train(TrainOptions o) {
                                 {"train_images_per_sec", train_rate}, {"pipeline_images_per_sec", pipeline_rate},
                                 {"learning_rate", trainer.learning_rate()},
                                 {"peak_device_bytes", mem.peak_in_use_bytes}, {"reserved_bytes", mem.reserved_bytes},
+                                {"peak_in_use_bytes", mem.peak_in_use_bytes}, {"peak_reserved_bytes", mem.reserved_bytes},
                                 {"peak_by_category", category_json(mem)}});
       if (pruner) {
         per_epoch_json.back()["sparsity"] = sparsity;
@@ -329,8 +361,9 @@ int run_train(TrainOptions o) {
                     "waited %.2f s for data, %s (+%s eval)\n",
                     e + 1, epochs, seen.mean_loss(), accuracy, train_rate, pipeline_rate, wait_seconds,
                     format_seconds(epoch_seconds).c_str(), format_seconds(eval_seconds).c_str());
-      std::cout << line << "    memory: peak in use " << format_bytes(mem.peak_in_use_bytes) << " of "
-                << format_bytes(mem.reserved_bytes) << " reserved (" << category_text(mem) << ")\n"
+      std::cout << line << "    memory: in use at peak " << format_bytes(mem.peak_in_use_bytes) << " (live tensors: "
+                << category_text(mem) << "); reserved " << format_bytes(mem.reserved_bytes)
+                << " (regions the allocator holds, in use or free)\n"
                 << std::flush;
       if (pruner) {
         std::snprintf(line, sizeof line, "    pruning: sparsity %.2f%% of the prunable weights (target %.2f%%)\n",
@@ -387,8 +420,16 @@ int run_train(TrainOptions o) {
             << trainer.steps()
             << " steps in " << format_seconds(run_clock.seconds()) << " (" << format_seconds(cpu_seconds())
             << " of CPU time); " << static_cast<std::int64_t>(train_rate)
-            << " training images/s; peak " << format_bytes(peak_in_use) << " in use, " << format_bytes(peak_reserved)
-            << " reserved\n";
+            << " training images/s; memory: peak in use " << format_bytes(peak_in_use) << ", reserved "
+            << format_bytes(peak_reserved) << " (" << describe_memory(memory) << ")\n";
+  if (profiler) {
+    const auto [input_host, input_pinned] = pipeline_bytes(train_loader);
+    profiler->sample(TensorCategory::kInputHost, input_host);
+    profiler->sample(TensorCategory::kInputPinned, input_pinned);
+    profiler->write_trace(o.profile);
+    std::cout << profiler->summary_table([](std::uint64_t b) { return format_bytes(b); }) << "  trace written to "
+              << o.profile << " (open in ui.perfetto.dev or chrome://tracing; scripts/render-trace draws it)\n";
+  }
   if (o.json) {
     json result{
         {"model", info.name},
@@ -419,6 +460,12 @@ int run_train(TrainOptions o) {
         {"pipeline_images_per_sec", pipeline_rate},
         {"peak_device_bytes", peak_in_use},
         {"reserved_bytes", peak_reserved},
+        {"peak_in_use_bytes", peak_in_use},
+        {"peak_reserved_bytes", peak_reserved},
+        {"memory", {{"mode", memory.mode == AllocatorMode::kPreallocate ? "prealloc" : "grow"},
+                    {"limit_bytes", memory.limit}, {"text", o.memory}}},
+        {"batch_search", batch_search_json},
+        {"profile", o.profile.empty() ? json(nullptr) : json(o.profile)},
         {"peak_by_category", by_category},
         {"per_epoch", per_epoch_json},
     };
@@ -443,32 +490,17 @@ void add_train_command(CLI::App& app) {
   auto* data = cmd->add_option("--data", o->data, "A folder with train/ and test/ image folders")->check(CLI::ExistingDirectory);
   dataset->excludes(data);
   cmd->add_option("--data-root", o->data_root, "Where `sluice prepare` wrote --dataset")->capture_default_str();
-  cmd->add_option("--model", o->model, "fashion-cnn or cifar10-separable (default: fashion-cnn for fashion-mnist)")
-      ->check(CLI::IsMember({"fashion-cnn", "cifar10-separable"}));
+  add_model_options(cmd, *o);
   auto* epochs = cmd->add_option("--epochs", o->epochs, "Epochs (default: 3 for fashion-cnn, 30 for cifar10-separable)")
                      ->check(CLI::PositiveNumber);
   auto* steps = cmd->add_option("--steps", o->steps, "Stop after N training steps instead")->check(CLI::PositiveNumber);
   epochs->excludes(steps);
-  cmd->add_option("--batch", o->batch, "Training batch size")->check(CLI::Range(2, 65536))->capture_default_str();
-  cmd->add_option("--accumulate", o->accumulate,
-                  "Gradient accumulation: K micro-batches of batch/K per optimizer step (K must divide --batch)")
-      ->capture_default_str();
-  cmd->add_option("--checkpoint", o->checkpoint,
-                  "Gradient checkpointing: none, sqrt (segments of ceil(sqrt(layers))) or every:K "
-                  "(segments of K layers)")
-      ->capture_default_str();
-  cmd->add_option("--optimizer", o->optimizer, "sgd (Nesterov momentum 0.9) or adam (AdamW)")
-      ->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
-  cmd->add_option("--lr", o->lr, "Peak learning rate (default 0.05 for sgd, 0.001 for adam)")->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", o->threads, "Training threads (default: all cores)")->check(CLI::PositiveNumber);
   cmd->add_option("--loader-threads", o->loader_threads, "Pipeline worker threads")->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu or cuda:N")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the initialisation, shuffling, augmentation and dropout")->capture_default_str();
   cmd->add_option("--save", o->save, "Write the trained weights here");
   cmd->add_option("--warmup-steps", o->warmup_steps, "Leave the first N steps out of train_images_per_sec")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--no-eval", o->no_eval, "Skip the test set (for speed measurements)");
+  cmd->add_option("--profile", o->profile, "Write a Chrome trace of the training memory (per category, over time) here");
   cmd->add_flag("--json", o->json, "End stdout with one JSON object");
   auto* prune = cmd->add_option("--prune", o->prune, "Magnitude pruning to this final sparsity (0 < S < 1)")
                     ->check(CLI::Range(0.0, 0.999));
@@ -478,10 +510,6 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)->needs(prune);
   cmd->add_option("--prune-frequency", o->prune_frequency, "Recompute the masks every N steps (default 100)")
       ->check(CLI::PositiveNumber)->needs(prune);
-  cmd->add_option("--offload", o->offload,
-                  "optimizer: keep the optimizer's state (AdamW moments, SGD momentum) in host memory, pinned "
-                  "for a CUDA device, streamed through a device staging buffer each step")
-      ->check(CLI::IsMember({"none", "optimizer"}))->capture_default_str();
   cmd->add_option("--save-pruned", o->save_pruned, "Write the weights compressed (bitmap + nonzero values) here");
   cmd->callback([o, dataset, data] {
     if (dataset->count() == 0 && data->count() == 0) throw CLI::RequiredError("--dataset or --data");

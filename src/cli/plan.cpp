@@ -1,0 +1,125 @@
+// `sluice plan`: the training allocator's peak in use for `sluice train`'s flags, predicted by a
+// dry run of the real training step (sluice/train/planner.hpp) in milliseconds, without data,
+// computation or the memory itself. --batch auto: the largest batch whose dry run fits --memory's
+// limit. --json ends stdout with one object.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "cli/console.hpp"
+#include "cli/train_options.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/units.hpp"
+#include "sluice/train/batch_search.hpp"
+#include "sluice/train/models.hpp"
+#include "sluice/train/planner.hpp"
+
+namespace sluice::cli {
+namespace {
+
+using nlohmann::json;
+
+int run_plan(TrainOptions o) {
+  if (o.device != "cpu" && o.device != "host") {
+    throw Error(ErrorCode::kInvalidArgument, "sluice plan: only --device cpu is planned for now (the CUDA backend's "
+                                             "workspaces are not modelled yet), got " + o.device);
+  }
+  if (o.model.empty()) o.model = "fashion-cnn";
+  const train::ModelInfo& info = train::model_info(o.model);
+  const AllocatorOptions memory = parse_memory(o.memory);
+  int batch = parse_batch(o.batch_text);
+  const int epochs = o.epochs > 0 ? o.epochs : (info.name == "fashion-cnn" ? 3 : 30);
+  const int threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+
+  Stopwatch clock;
+  train::PlanConfig pc;
+  pc.train = train_config(o, batch == 0 ? 2 : batch, 0);
+  pc.threads = threads;
+  pc.allocator = memory;
+  pc.eval_batch = o.no_eval ? 0 : kEvalBatch;
+  pc.epochs = epochs;
+  int plans = 0;
+  if (batch == 0) {
+    if (memory.limit == 0) {
+      throw Error(ErrorCode::kInvalidArgument, "--batch auto needs a memory limit to fit: --memory grow:LIMIT or prealloc:SIZE");
+    }
+    batch = static_cast<int>(train::planned_max_batch(pc, {.min_batch = 2, .max_batch = 65536}, &plans));
+    if (batch == 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "--batch auto: not even a batch of 2 fits --memory " + o.memory +
+                      (o.no_eval ? std::string() : " with the evaluation (batch " + std::to_string(kEvalBatch) +
+                                                       "); --no-eval plans the training steps alone"));
+    }
+    pc.train.batch = batch;
+  }
+  const train::MemoryPlan plan = train::plan_peak(pc);
+  ++plans;
+  const double seconds = clock.seconds();
+
+  json by_category = json::object();
+  std::string text;
+  for (std::size_t i = 0; i < kTensorCategoryCount; ++i) {
+    const std::string name(to_string(static_cast<TensorCategory>(i)));
+    by_category[name] = plan.peak_by_category[i];
+    if (plan.peak_by_category[i] > 0) text += "\n    " + name + ": " + format_bytes(plan.peak_by_category[i]);
+  }
+  std::cout << "sluice plan: " << info.name << " (" << plan.parameters << " parameters), batch " << batch
+            << (o.batch_text == "auto" ? " (--batch auto)" : "") << ", " << o.optimizer << ", " << threads
+            << " thread(s), memory " << describe_memory(memory) << "\n"
+            << "  predicted peak in use: " << format_bytes(plan.peak_in_use_bytes) << " (" << plan.peak_in_use_bytes
+            << " B; `sluice train` reports it as peak_device_bytes)\n"
+            << "  training steps alone: " << format_bytes(plan.step_peak_in_use_bytes)
+            << (o.no_eval ? std::string(" (--no-eval)") : "; with the evaluation (batch " + std::to_string(kEvalBatch) + ")")
+            << "\n  peak per category (each at its own highest):" << text << "\n"
+            << "  reserved by the allocator: " << format_bytes(plan.reserved_bytes) << "\n";
+  if (!plan.fits) std::cout << "  DOES NOT FIT: " << plan.failure << "\n";
+  std::cout << "  (" << plans << " dry run(s) in " << format_seconds(seconds) << ")\n";
+  if (o.json) {
+    const json result{
+        {"model", info.name},
+        {"batch", batch},
+        {"batch_auto", o.batch_text == "auto"},
+        {"optimizer", o.optimizer},
+        {"threads", threads},
+        {"epochs_simulated", std::min(epochs, 2)},
+        {"eval_batch", pc.eval_batch},
+        {"memory", {{"mode", memory.mode == AllocatorMode::kPreallocate ? "prealloc" : "grow"},
+                    {"limit_bytes", memory.limit}, {"text", o.memory}}},
+        {"parameters", plan.parameters},
+        {"predicted_peak_bytes", plan.peak_in_use_bytes},
+        {"predicted_step_peak_bytes", plan.step_peak_in_use_bytes},
+        {"predicted_reserved_bytes", plan.reserved_bytes},
+        {"by_category", by_category},
+        {"fits", plan.fits},
+        {"failure", plan.fits ? json(nullptr) : json(plan.failure)},
+        {"dry_runs", plans},
+        {"seconds", seconds},
+    };
+    std::cout << result.dump() << "\n";
+  }
+  return plan.fits ? 0 : kExitFailure;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Predict the training allocator's peak in use for `sluice train`'s flags, without running it");
+  add_model_options(cmd, *o);
+  cmd->add_option("--epochs", o->epochs,
+                  "Epochs of the run (default: the model's, as train); from 2 on the evaluation's workspace carries over")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", o->json, "End stdout with one JSON object");
+  cmd->callback([o] {
+    const int code = run_plan(*o);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace sluice::cli

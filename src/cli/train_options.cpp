@@ -1,0 +1,93 @@
+// The options train and plan share, and their translation to the training core's configuration.
+#include "cli/train_options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "sluice/core/error.hpp"
+#include "sluice/core/units.hpp"
+
+namespace sluice::cli {
+
+void add_model_options(CLI::App* cmd, TrainOptions& o) {
+  cmd->add_option("--model", o.model, "fashion-cnn or cifar10-separable (default: fashion-cnn for fashion-mnist)")
+      ->check(CLI::IsMember({"fashion-cnn", "cifar10-separable"}));
+  cmd->add_option("--batch", o.batch_text,
+                  "Training batch size (2..65536), or auto: the largest that fits --memory's limit")
+      ->capture_default_str();
+  cmd->add_option("--accumulate", o.accumulate,
+                  "Gradient accumulation: K micro-batches of batch/K per optimizer step (K must divide --batch)")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint", o.checkpoint,
+                  "Gradient checkpointing: none, sqrt (segments of ceil(sqrt(layers))) or every:K "
+                  "(segments of K layers)")
+      ->capture_default_str();
+  cmd->add_option("--optimizer", o.optimizer, "sgd (Nesterov momentum 0.9) or adam (AdamW)")
+      ->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
+  cmd->add_option("--offload", o.offload,
+                  "optimizer: keep the optimizer's state (AdamW moments, SGD momentum) in host memory, pinned "
+                  "for a CUDA device, streamed through a device staging buffer each step")
+      ->check(CLI::IsMember({"none", "optimizer"}))->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Peak learning rate (default 0.05 for sgd, 0.001 for adam)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o.threads, "Training threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->add_option("--device", o.device, "cpu or cuda:N")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the initialisation, shuffling, augmentation and dropout")->capture_default_str();
+  cmd->add_option("--memory", o.memory,
+                  "The training allocator: grow (regions as needed), grow:LIMIT (as needed, up to LIMIT) or "
+                  "prealloc:SIZE (one region of SIZE at start, never more); sizes like 512MiB, 2GiB")
+      ->capture_default_str();
+  cmd->add_flag("--no-eval", o.no_eval, "Skip the test set (for speed measurements)");
+}
+
+AllocatorOptions parse_memory(const std::string& text) {
+  AllocatorOptions a{.name = "training"};
+  const std::size_t colon = text.find(':');
+  const std::string mode = text.substr(0, colon);
+  auto size = [&](const char* what) {
+    const std::string arg = colon == std::string::npos ? std::string() : text.substr(colon + 1);
+    const auto bytes = parse_size(arg);
+    if (!bytes || *bytes < Allocator::kGranularity) {
+      throw Error(ErrorCode::kInvalidArgument, "--memory " + text + ": cannot read \"" + arg + "\" as the " + what +
+                                                   " (a size of at least 256 B, e.g. 512MiB or 2GiB)");
+    }
+    return *bytes;
+  };
+  if (mode == "grow") {
+    a.mode = AllocatorMode::kGrow;
+    if (colon != std::string::npos) a.limit = size("limit");
+    return a;
+  }
+  if (mode == "prealloc") {
+    if (colon == std::string::npos) {
+      throw Error(ErrorCode::kInvalidArgument, "--memory prealloc needs a size: prealloc:SIZE, e.g. prealloc:2GiB");
+    }
+    a.mode = AllocatorMode::kPreallocate;
+    a.limit = size("size");
+    return a;
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              "--memory must be grow, grow:LIMIT or prealloc:SIZE (e.g. grow:1GiB, prealloc:2GiB), got \"" + text + "\"");
+}
+
+std::string describe_memory(const AllocatorOptions& a) {
+  if (a.mode == AllocatorMode::kPreallocate) return "preallocated " + format_bytes(a.limit);
+  return a.limit == 0 ? std::string("grow (no limit)") : "grow up to " + format_bytes(a.limit);
+}
+
+int parse_batch(const std::string& text) {
+  if (text == "auto") return 0;
+  try {
+    std::size_t used = 0;
+    const long v = std::stol(text, &used);
+    if (used == text.size() && v >= 2 && v <= 65536) return static_cast<int>(v);
+  } catch (const std::exception&) {
+  }
+  throw Error(ErrorCode::kInvalidArgument, "--batch must be a number in [2, 65536] or auto, got \"" + text + "\"");
+}
+
+train::TrainConfig train_config(const TrainOptions& o, std::int64_t batch, std::int64_t total_steps) {
+  return train::TrainConfig{.model = o.model, .batch = batch, .optimizer = o.optimizer, .lr = o.lr, .seed = o.seed,
+                            .total_steps = total_steps, .accumulate = o.accumulate, .checkpoint = o.checkpoint,
+                            .offload = o.offload == "optimizer"};
+}
+
+}  // namespace sluice::cli
