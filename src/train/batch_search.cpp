@@ -155,4 +155,55 @@ BatchSearchResult find_max_batch(Context& ctx, const TrainConfig& config, const 
   return r;
 }
 
+AccumulationSearchResult find_accumulation(Context& ctx, const TrainConfig& config, int steps) {
+  if (ctx.allocator().options().limit == 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "the accumulation search needs a memory limit (grow:LIMIT or prealloc:SIZE): without one every step fits");
+  }
+  AccumulationSearchResult r;
+  r.batch = config.batch;
+  std::vector<int> divisors;
+  for (std::int64_t k = 1; k <= config.batch; ++k) {
+    if (config.batch % k == 0) divisors.push_back(static_cast<int>(k));
+  }
+  PlanConfig pc;
+  pc.train = config;
+  pc.threads = ctx.threads();
+  pc.allocator = ctx.allocator().options();
+  pc.steps = steps;
+  pc.eval_batch = 0;
+  std::size_t guess = divisors.size();
+  for (std::size_t i = 0; i < divisors.size(); ++i) {
+    pc.train.accumulate = divisors[i];
+    ++r.plans;
+    if (plan_peak(pc).fits) {
+      guess = i;
+      break;
+    }
+  }
+  r.planner_guess = guess < divisors.size() ? divisors[guess] : 0;
+  auto trial = [&](std::size_t i) {
+    TrainConfig c = config;
+    c.accumulate = divisors[i];
+    BatchTrial t = try_batch(ctx, c, config.batch, steps);
+    t.batch = config.batch / divisors[i];
+    r.trials.push_back(t);
+    return t.fits;
+  };
+  std::size_t i = guess < divisors.size() ? guess : 0;
+  if (trial(i)) {
+    // Confirm the divisor below does not fit (else walk down while it does).
+    while (i > 0 && trial(i - 1)) --i;
+    r.accumulate = divisors[i];
+  } else {
+    while (++i < divisors.size()) {
+      if (trial(i)) {
+        r.accumulate = divisors[i];
+        break;
+      }
+    }
+  }
+  return r;
+}
+
 }  // namespace sluice::train

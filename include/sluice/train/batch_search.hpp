@@ -59,6 +59,19 @@ BatchTrial try_batch(Context& ctx, const TrainConfig& config, std::int64_t batch
 // does. `plans` counts the dry runs (doubling, then bisection: about 2 log2(max) at most).
 std::int64_t planned_max_batch(const PlanConfig& base, const BatchSearchOptions& options, int* plans = nullptr);
 
+// Keeping the effective batch instead: the smallest accumulation K (a divisor of config.batch,
+// micro-batches of batch / K) whose steps fit ctx's allocator. The planner picks the first K
+// whose dry run fits; real trials confirm it (and that the divisor below it does not fit), moving
+// to larger K while a trial runs out. accumulate is 0 when not even micro-batches of 1 fit.
+struct AccumulationSearchResult {
+  std::int64_t batch = 0;  // config.batch: the effective batch, kept
+  int accumulate = 0;
+  int planner_guess = 0;
+  int plans = 0;
+  std::vector<BatchTrial> trials;  // BatchTrial::batch is the micro-batch
+};
+AccumulationSearchResult find_accumulation(Context& ctx, const TrainConfig& config, int steps = 2);
+
 // The largest batch of `config` (its batch field ignored) whose steps fit ctx's allocator.
 // Throws sluice::Error(kInvalidArgument) when the allocator has no limit: everything fits.
 BatchSearchResult find_max_batch(Context& ctx, const TrainConfig& config, const BatchSearchOptions& options = {});

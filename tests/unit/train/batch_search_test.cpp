@@ -81,6 +81,27 @@ TEST(BatchSearch, FindsTheTrueLargestInAPreallocatedRegion) {
   expect_found_true_largest(AllocatorOptions{.mode = AllocatorMode::kPreallocate, .limit = std::uint64_t{20} << 20});
 }
 
+TEST(BatchSearch, KeepsTheEffectiveBatchByRaisingAccumulation) {
+  Allocator allocator(host(), AllocatorOptions{.mode = AllocatorMode::kGrow, .limit = std::uint64_t{24} << 20});
+  Context ctx(allocator, ContextOptions{.threads = 2});
+  const TrainConfig config{.model = "fashion-cnn", .batch = 128, .optimizer = "sgd"};
+  const AccumulationSearchResult r = find_accumulation(ctx, config);
+  std::printf("  batch 128 under grow:24MiB: accumulate %d (micro-batches of %lld), planner guess %d from %d dry "
+              "runs, %zu real trials\n",
+              r.accumulate, static_cast<long long>(128 / std::max(1, r.accumulate)), r.planner_guess, r.plans,
+              r.trials.size());
+  ASSERT_GT(r.accumulate, 1);
+  EXPECT_EQ(128 % r.accumulate, 0);
+  EXPECT_LE(r.trials.size(), 6u);
+  EXPECT_EQ(allocator.stats().in_use_bytes, 0u);
+  // The true smallest: it fits, the divisor below does not (real steps).
+  TrainConfig c = config;
+  c.accumulate = r.accumulate;
+  EXPECT_TRUE(try_batch(ctx, c, 128).fits);
+  c.accumulate = r.accumulate / 2;  // divisors of 128 are powers of two
+  EXPECT_FALSE(try_batch(ctx, c, 128).fits);
+}
+
 TEST(BatchSearch, ATrialThatRunsOutReturnsEverything) {
   Allocator allocator(host(), AllocatorOptions{.mode = AllocatorMode::kPreallocate, .limit = std::uint64_t{8} << 20});
   Context ctx(allocator, ContextOptions{.threads = 2});
