@@ -33,6 +33,10 @@ int run_plan(TrainOptions o) {
   const train::ModelInfo& info = train::model_info(o.model);
   const AllocatorOptions memory = parse_memory(o.memory);
   int batch = parse_batch(o.batch_text);
+  o.accumulate = parse_accumulate(o.accumulate_text);
+  if (o.accumulate == 0) {
+    throw Error(ErrorCode::kInvalidArgument, "sluice plan: --accumulate auto is for train (plan a number)");
+  }
   const int epochs = o.epochs > 0 ? o.epochs : (info.name == "fashion-cnn" ? 3 : 30);
   const int threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 

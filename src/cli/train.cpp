@@ -163,6 +163,13 @@ int run_train(TrainOptions o) {
   if (o.epochs == 0) o.epochs = info.name == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
   const AllocatorOptions memory = parse_memory(o.memory);
   o.batch = parse_batch(o.batch_text);
+  o.accumulate = parse_accumulate(o.accumulate_text);
+  const bool accumulate_auto = o.accumulate == 0;
+  if (accumulate_auto && o.batch == 0) {
+    throw Error(ErrorCode::kInvalidArgument, "--accumulate auto keeps --batch as the effective batch: give a number, "
+                                             "not --batch auto");
+  }
+  if (accumulate_auto) o.accumulate = 1;  // found below, once the allocator exists
   // Checked before anything loads: a bad value fails at once, not after the first epoch's data.
   if (o.accumulate < 1) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -221,6 +228,29 @@ int run_train(TrainOptions o) {
                   << " (planner: " << p.failure << "); pass --no-eval or a larger limit\n";
       }
     }
+  }
+  if (accumulate_auto) {
+    if (memory.limit == 0) {
+      throw Error(ErrorCode::kInvalidArgument, "--accumulate auto needs a memory limit to fit: --memory grow:LIMIT or prealloc:SIZE");
+    }
+    const train::AccumulationSearchResult found = train::find_accumulation(*ctx, train_config(o, o.batch, 0));
+    if (found.accumulate == 0) {
+      throw Error(ErrorCode::kInvalidArgument, "--accumulate auto: not even micro-batches of 1 fit --memory " + o.memory);
+    }
+    o.accumulate = found.accumulate;
+    std::string tried;
+    json trials = json::array();
+    for (const train::BatchTrial& t : found.trials) {
+      tried += (tried.empty() ? "" : ", ") + std::to_string(t.batch) + (t.fits ? " fits" : " runs out");
+      trials.push_back({{"micro_batch", t.batch}, {"fits", t.fits}, {"peak_in_use_bytes", t.peak_in_use_bytes},
+                        {"seconds", t.seconds}});
+    }
+    std::cout << "sluice train: --accumulate auto: " << found.accumulate << " micro-batches of " << o.batch / found.accumulate
+              << " for the batch of " << o.batch << " under " << describe_memory(memory) << " (planner's guess "
+              << found.planner_guess << " from " << found.plans << " dry runs; " << found.trials.size()
+              << " real trials, micro-batches: " << tried << ")\n";
+    batch_search_json = {{"accumulate", found.accumulate}, {"planner_guess", found.planner_guess},
+                         {"plans", found.plans}, {"trials", trials}};
   }
   std::optional<train::Profiler> profiler;
   if (!o.profile.empty()) profiler.emplace(*allocator);

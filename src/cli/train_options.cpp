@@ -14,8 +14,9 @@ void add_model_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--batch", o.batch_text,
                   "Training batch size (2..65536), or auto: the largest that fits --memory's limit")
       ->capture_default_str();
-  cmd->add_option("--accumulate", o.accumulate,
-                  "Gradient accumulation: K micro-batches of batch/K per optimizer step (K must divide --batch)")
+  cmd->add_option("--accumulate", o.accumulate_text,
+                  "Gradient accumulation: K micro-batches of batch/K per optimizer step (K must divide --batch), "
+                  "or auto: the smallest K that fits --memory's limit, keeping --batch as the effective batch")
       ->capture_default_str();
   cmd->add_option("--checkpoint", o.checkpoint,
                   "Gradient checkpointing: none, sqrt (segments of ceil(sqrt(layers))) or every:K "
@@ -82,6 +83,18 @@ int parse_batch(const std::string& text) {
   } catch (const std::exception&) {
   }
   throw Error(ErrorCode::kInvalidArgument, "--batch must be a number in [2, 65536] or auto, got \"" + text + "\"");
+}
+
+int parse_accumulate(const std::string& text) {
+  if (text == "auto") return 0;
+  try {
+    std::size_t used = 0;
+    const long v = std::stol(text, &used);
+    if (used == text.size() && v >= 1 && v <= 65536) return static_cast<int>(v);
+  } catch (const std::exception&) {
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              "--accumulate must be >= 1 micro-batches (or auto: the fewest that fit --memory), got " + text);
 }
 
 train::TrainConfig train_config(const TrainOptions& o, std::int64_t batch, std::int64_t total_steps) {

@@ -26,6 +26,7 @@ struct TrainOptions {
   int batch = 128;
   std::string batch_text = "128";      // --batch: a number or "auto"
   int accumulate = 1;                  // micro-batches of batch / accumulate per optimizer step
+  std::string accumulate_text = "1";   // --accumulate: a number or "auto"
   std::string checkpoint = "none";     // gradient checkpointing: none, sqrt, every:K
   std::string optimizer = "sgd";
   float lr = 0.0f;                     // 0: the optimizer's default
@@ -64,6 +65,9 @@ std::string describe_memory(const AllocatorOptions& options);
 
 // --batch: a number in [2, 65536], or "auto" (returns 0). Throws kInvalidArgument otherwise.
 int parse_batch(const std::string& text);
+// --accumulate: a number >= 1, or "auto" (returns 0): the smallest that fits --memory's limit
+// with --batch kept as the effective batch. Throws kInvalidArgument otherwise.
+int parse_accumulate(const std::string& text);
 
 // The training core's configuration for these options, with the batch and the schedule's length.
 train::TrainConfig train_config(const TrainOptions& o, std::int64_t batch, std::int64_t total_steps);

@@ -106,5 +106,18 @@ TEST(CliTrainMemory, BatchAutoFindsABatchUnderTheLimit) {
   EXPECT_LE(t["peak_device_bytes"].get<std::uint64_t>(), 9u << 20);
 }
 
+TEST(CliTrainMemory, AccumulateAutoKeepsTheBatchAndFitsTheLimit) {
+  TempDir dir;
+  make_split_folder(dir);  // 24 training images: batches of 8
+  const json t = last_json({"train", "--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "1",
+                            "--batch", "8", "--accumulate", "auto", "--memory", "grow:9MiB", "--threads", "1",
+                            "--no-eval", "--json"});
+  EXPECT_EQ(t["batch"], 8);
+  EXPECT_EQ(t["accumulate"], 2);  // micro-batches of 8 run out under 9 MiB, of 4 fit (sluice plan says so too)
+  EXPECT_EQ(t["batch_search"]["accumulate"], 2);
+  EXPECT_LE(t["batch_search"]["trials"].size(), 6u);
+  EXPECT_LE(t["peak_device_bytes"].get<std::uint64_t>(), 9u << 20);
+}
+
 }  // namespace
 }  // namespace sluice::test
