@@ -27,6 +27,7 @@
 #include "sluice/train/context.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/optimizer.hpp"
+#include "sluice/train/precision.hpp"
 #include "sluice/train/trainer.hpp"
 
 namespace sluice::cli {
@@ -49,6 +50,7 @@ struct TrainOptions {
   std::int64_t steps = 0;              // > 0: stop after this many steps
   int batch = 128;
   std::string optimizer = "sgd";
+  std::string precision = "f32";       // f32, mixed_f16 or mixed_bf16
   float lr = 0.0f;                     // 0: the optimizer's default
   int threads = 0;                     // training threads; 0: all cores
   int loader_threads = 1;
@@ -139,6 +141,21 @@ std::string category_text(const AllocatorStats& stats) {
   return text;
 }
 
+// Mixed precision's counters: the loss scale now (1 without scaling), steps skipped for an inf or
+// NaN gradient, and the times the scale grew.
+json precision_json(const train::PrecisionStats& ps) {
+  return {{"loss_scale", ps.loss_scale}, {"skipped_steps", ps.skipped_steps}, {"growth_events", ps.growth_events}};
+}
+
+std::string precision_text(const train::PrecisionStats& ps) {
+  std::string text(train::to_string(ps.precision));
+  if (ps.precision != train::Precision::kMixedF16) return text + " (no loss scaling)";
+  char line[160];
+  std::snprintf(line, sizeof line, ", loss scale %g, %lld skipped step(s), %lld growth event(s)", ps.loss_scale,
+                static_cast<long long>(ps.skipped_steps), static_cast<long long>(ps.growth_events));
+  return text + line;
+}
+
 train::BatchResult evaluate(train::Trainer& trainer, Loader& test) {
   train::BatchResult r;
   for (Batch& b : test.epoch(0)) r += trainer.evaluate(b.data(), b.labels(), host());
@@ -152,6 +169,7 @@ int run_train(TrainOptions o) {
   const train::ModelInfo& info = train::model_info(o.model);
   if (o.epochs == 0) o.epochs = info.name == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
   const float lr = o.lr > 0 ? o.lr : (o.optimizer == "adam" ? 1e-3f : 0.05f);
+  const train::Precision precision = train::parse_precision(o.precision);
 
   std::unique_ptr<Allocator> allocator;
   std::unique_ptr<train::Context> ctx;
@@ -177,14 +195,15 @@ int run_train(TrainOptions o) {
   std::unique_ptr<train::Optimizer> optimizer = make_optimizer(o, lr);
   train::Trainer trainer(*ctx, *model, *optimizer,
                          {.schedule = train::CosineSchedule{.base = lr, .warmup_steps = std::max<std::int64_t>(1, total_steps / 20),
-                                                            .total_steps = total_steps}});
+                                                            .total_steps = total_steps},
+                          .precision = precision});
 
   std::cout << "sluice train: " << info.name << " (" << model->parameter_count() << " parameters) on "
             << dir.string() << ", " << to_string(device) << " with " << ctx->threads() << " training thread(s), "
             << o.loader_threads << " loader thread(s)\n"
             << "  " << optimizer->describe() << ", cosine schedule with " << total_steps / 20 << " warmup steps; batch "
             << o.batch << ", " << epochs << " epoch(s) of " << per_epoch << " steps" << (o.steps > 0 ? " (--steps)" : "")
-            << "\n";
+            << "; precision " << train::to_string(precision) << "\n";
 
   InterruptGuard interrupt;
   std::atomic<std::uint64_t> done{0};
@@ -252,6 +271,8 @@ int run_train(TrainOptions o) {
                                 {"learning_rate", trainer.learning_rate()},
                                 {"peak_device_bytes", mem.peak_in_use_bytes}, {"reserved_bytes", mem.reserved_bytes},
                                 {"peak_by_category", category_json(mem)}});
+      const train::PrecisionStats ps = trainer.precision_stats();
+      per_epoch_json.back().update(precision_json(ps));
       progress.finish();
       char accuracy[32] = "not measured";
       if (!o.no_eval) std::snprintf(accuracy, sizeof accuracy, "%.2f%%", 100.0 * last_test.accuracy());
@@ -262,8 +283,9 @@ int run_train(TrainOptions o) {
                     e + 1, epochs, seen.mean_loss(), accuracy, train_rate, pipeline_rate, wait_seconds,
                     format_seconds(epoch_seconds).c_str(), format_seconds(eval_seconds).c_str());
       std::cout << line << "    memory: peak in use " << format_bytes(mem.peak_in_use_bytes) << " of "
-                << format_bytes(mem.reserved_bytes) << " reserved (" << category_text(mem) << ")\n"
-                << std::flush;
+                << format_bytes(mem.reserved_bytes) << " reserved (" << category_text(mem) << ")\n";
+      if (ps.precision != train::Precision::kF32) std::cout << "    precision: " << precision_text(ps) << "\n";
+      std::cout << std::flush;
       if (trainer.steps() == total_steps) break;
     }
   }
@@ -285,7 +307,7 @@ int run_train(TrainOptions o) {
             << " training images/s; peak " << format_bytes(peak_in_use) << " in use, " << format_bytes(peak_reserved)
             << " reserved\n";
   if (o.json) {
-    const json result{
+    json result{
         {"model", info.name},
         {"data", dir.string()},
         {"device", to_string(device)},
@@ -295,6 +317,7 @@ int run_train(TrainOptions o) {
         {"epochs", static_cast<int>(per_epoch_json.size())},
         {"steps", trainer.steps()},
         {"optimizer", o.optimizer},
+        {"precision", std::string(train::to_string(precision))},
         {"learning_rate", lr},
         {"seed", o.seed},
         {"parameters", model->parameter_count()},
@@ -314,6 +337,7 @@ int run_train(TrainOptions o) {
         {"peak_by_category", by_category},
         {"per_epoch", per_epoch_json},
     };
+    result.update(precision_json(trainer.precision_stats()));
     std::cout << result.dump() << "\n";
   }
   return 0;
@@ -338,6 +362,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--batch", o->batch, "Training batch size")->check(CLI::Range(2, 65536))->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "sgd (Nesterov momentum 0.9) or adam (AdamW)")
       ->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
+  cmd->add_option("--precision", o->precision,
+                  "f32, or mixed_f16 / mixed_bf16: 16-bit forward and backward, f32 master weights (f16 with "
+                  "dynamic loss scaling)")
+      ->check(CLI::IsMember({"f32", "mixed_f16", "mixed_bf16"}))->capture_default_str();
   cmd->add_option("--lr", o->lr, "Peak learning rate (default 0.05 for sgd, 0.001 for adam)")->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o->threads, "Training threads (default: all cores)")->check(CLI::PositiveNumber);
   cmd->add_option("--loader-threads", o->loader_threads, "Pipeline worker threads")->check(CLI::PositiveNumber)

@@ -9,7 +9,8 @@
 namespace sluice::train {
 
 Trainer::Trainer(Context& ctx, Sequential& model, Optimizer& optimizer, TrainerOptions options)
-    : ctx_(ctx), model_(model), optimizer_(optimizer), options_(options), params_(model.parameters()) {}
+    : ctx_(ctx), model_(model), optimizer_(optimizer), options_(options), params_(model.parameters()),
+      mixed_(std::make_unique<MixedPrecision>(ctx, model, options.precision, options.loss_scaling)) {}
 
 Trainer::Input Trainer::input(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
   const Shape& s = data.shape;
@@ -49,23 +50,27 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
   if (options_.schedule) optimizer_.set_learning_rate(options_.schedule->at(steps_));
   LossResult loss;
   try {
-    Tensor logits = model_.forward(ctx_, in.x, ForwardMode{.training = true, .step = static_cast<std::uint64_t>(steps_)});
+    Tensor x = mixed_->begin_forward(in.x, true);
+    Tensor logits = model_.forward(ctx_, x, ForwardMode{.training = true, .step = static_cast<std::uint64_t>(steps_)});
+    x.reset();
+    logits = mixed_->logits_f32(std::move(logits));  // loss and softmax in f32
     Tensor dlogits = ctx_.empty(logits.shape(), logits.dtype(), TensorCategory::kActivations);
     loss = ops::softmax_cross_entropy(ctx_, logits, in.labels, &dlogits);
     logits.reset();
-    model_.backward(ctx_, std::move(dlogits));
+    model_.backward(ctx_, mixed_->scale_loss_gradient(std::move(dlogits)));
   } catch (...) {
     model_.release_saved();
     throw;
   }
-  optimizer_.step(ctx_, params_);
+  if (mixed_->finish_backward()) optimizer_.step(ctx_, params_);  // false: an f16 step skipped
   ++steps_;
   return {loss.loss * static_cast<double>(data.shape[0]), loss.correct, data.shape[0]};
 }
 
 BatchResult Trainer::evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
   Input in = input(data, labels, where);
-  const Tensor logits = model_.forward(ctx_, in.x, ForwardMode{.training = false});
+  const Tensor x = mixed_->begin_forward(in.x, false);
+  const Tensor logits = mixed_->logits_f32(model_.forward(ctx_, x, ForwardMode{.training = false}));
   const LossResult loss = ops::softmax_cross_entropy(ctx_, logits, in.labels, nullptr);
   return {loss.loss * static_cast<double>(data.shape[0]), loss.correct, data.shape[0]};
 }

@@ -6,11 +6,14 @@
 //
 // Each step: forward in training mode, softmax cross-entropy, backward, one optimizer update
 // (with the learning rate from the schedule when one is set). evaluate() runs an inference
-// forward and counts correct predictions. Memory comes from the context's allocator, whose
+// forward and counts correct predictions. With TrainerOptions::precision mixed_f16 or mixed_bf16
+// both run in 16-bit on f32 master weights (sluice/train/precision.hpp), and an f16 step whose
+// gradients overflow is skipped. Memory comes from the context's allocator, whose
 // statistics (memory()) say per category what the step held at its peak.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -20,6 +23,7 @@
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/context.hpp"
 #include "sluice/train/optimizer.hpp"
+#include "sluice/train/precision.hpp"
 #include "sluice/train/sequential.hpp"
 
 namespace sluice::train {
@@ -41,6 +45,10 @@ struct BatchResult {
 
 struct TrainerOptions {
   std::optional<CosineSchedule> schedule;  // none: the optimizer's learning rate throughout
+  // Mixed precision (sluice/train/precision.hpp): 16-bit forward and backward, f32 master weights;
+  // f16 with the dynamic loss scale of `loss_scaling`.
+  Precision precision = Precision::kF32;
+  LossScalerOptions loss_scaling;
 };
 
 class Trainer {
@@ -58,6 +66,8 @@ class Trainer {
   std::int64_t steps() const { return steps_; }
   float learning_rate() const { return optimizer_.learning_rate(); }
   AllocatorStats memory() const { return ctx_.allocator().stats(); }
+  // The loss scale and the steps skipped for an inf or NaN gradient (f16), as of now.
+  PrecisionStats precision_stats() const { return mixed_->stats(); }
 
  private:
   // The batch as tensors on the context's device: wrapped in place, or copied.
@@ -74,6 +84,7 @@ class Trainer {
   std::vector<Parameter> params_;
   std::int64_t steps_ = 0;
   Tensor staged_x_, staged_labels_;  // host batches copied to a device context
+  std::unique_ptr<MixedPrecision> mixed_;  // the identity in f32
 };
 
 }  // namespace sluice::train
