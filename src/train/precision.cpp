@@ -85,14 +85,18 @@ MixedPrecision::~MixedPrecision() {
   }
 }
 
-Tensor MixedPrecision::begin_forward(const Tensor& x, bool training) {
-  if (!enabled()) return x;
+void MixedPrecision::begin_step(bool training) {
+  if (!enabled()) return;
   for (const Parameter& p : params_) {
     if (p.compute != nullptr) ops::cast(ctx_, *p.value, *p.compute);
   }
   if (training && scaling()) {
     for (std::size_t i = 0; i < buffers_.size(); ++i) ops::cast(ctx_, *buffers_[i].value, buffer_copies_[i]);
   }
+}
+
+Tensor MixedPrecision::cast_input(const Tensor& x) {
+  if (!enabled()) return x;
   Tensor x16 = ctx_.empty(x.shape(), dtype_, TensorCategory::kActivations);
   ops::cast(ctx_, x, x16);
   return x16;

@@ -50,7 +50,8 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
   if (options_.schedule) optimizer_.set_learning_rate(options_.schedule->at(steps_));
   LossResult loss;
   try {
-    Tensor x = mixed_->begin_forward(in.x, true);
+    mixed_->begin_step(true);
+    Tensor x = mixed_->cast_input(in.x);
     Tensor logits = model_.forward(ctx_, x, ForwardMode{.training = true, .step = static_cast<std::uint64_t>(steps_)});
     x.reset();
     logits = mixed_->logits_f32(std::move(logits));  // loss and softmax in f32
@@ -69,7 +70,8 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
 
 BatchResult Trainer::evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
   Input in = input(data, labels, where);
-  const Tensor x = mixed_->begin_forward(in.x, false);
+  mixed_->begin_step(false);
+  const Tensor x = mixed_->cast_input(in.x);
   const Tensor logits = mixed_->logits_f32(model_.forward(ctx_, x, ForwardMode{.training = false}));
   const LossResult loss = ops::softmax_cross_entropy(ctx_, logits, in.labels, nullptr);
   return {loss.loss * static_cast<double>(data.shape[0]), loss.correct, data.shape[0]};

@@ -96,10 +96,12 @@ class MixedPrecision {
   bool enabled() const { return precision_ != Precision::kF32; }
   bool scaling() const { return precision_ == Precision::kMixedF16; }
 
-  // Before a forward: casts the master weights into their 16-bit copies and returns x (the f32
-  // batch) cast to the compute dtype, a new activation. With `training`, also copies the model's
-  // buffers (BatchNorm's running statistics) so a skipped step can put them back.
-  Tensor begin_forward(const Tensor& x, bool training);
+  // Before a step's forwards (all its micro-batches) or an evaluation's: casts the master weights
+  // into their 16-bit copies. With `training` (f16), also copies the model's buffers (BatchNorm's
+  // running statistics) so a skipped step can put them back.
+  void begin_step(bool training);
+  // x (an f32 batch) cast to the compute dtype, a new activation; x itself in f32.
+  Tensor cast_input(const Tensor& x);
   // The logits as f32 for the loss (a new activation; the 16-bit one is left to the caller).
   Tensor logits_f32(Tensor logits);
   // dlogits (f32) times the loss scale, in the compute dtype: the gradient backward starts from.
@@ -107,7 +109,8 @@ class MixedPrecision {
   // After backward: every master gradient = its 16-bit gradient / scale (in place for f32
   // gradients such as BatchNorm's), checked for inf and NaN, and the scaler updated. Returns
   // whether the optimizer is to step; false (f16 only) restores the buffers copied by
-  // begin_forward.
+  // begin_step. Once per step: gradients accumulated over micro-batches (in 16-bit) are unscaled
+  // and checked together.
   bool finish_backward();
 
   const LossScaler& scaler() const { return scaler_; }
