@@ -7,7 +7,11 @@
 //   mpirun -np 2 build/examples/example_mpi_data_parallel --data data/fashion-mnist/train
 //   (as root add --allow-run-as-root; with more ranks than cores, --oversubscribe)
 //
-// --batch is per rank: the step's batch is the union, world x batch images. Host (CPU) training.
+// --batch is per rank: the step's batch is the union, world x batch images. --device cpu (the
+// default) trains on the CPU with MPI_Allreduce on the host; --device cuda trains rank r on
+// cuda:<its local rank> (cuda:N: every rank on GPU N) and, when built with NCCL
+// (SLUICE_WITH_NCCL), all-reduces the gradients with NCCL on the device (--all-reduce mpi keeps
+// MPI_Allreduce on host copies).
 #include <mpi.h>
 
 #include <algorithm>
@@ -29,7 +33,11 @@
 #include <sluice/train/models.hpp>
 #include <sluice/train/optimizer.hpp>
 
+#include "local_rank.hpp"
 #include "mpi_data_parallel.hpp"
+#if SLUICE_EXAMPLE_NCCL
+#include "nccl_all_reduce.hpp"
+#endif
 
 namespace {
 
@@ -44,6 +52,8 @@ struct Options {
   int train_threads = 1;    // the training core's threads per rank
   std::uint64_t seed = 1;
   int log_every = 50;
+  std::string device = "cpu";      // cpu, cuda (cuda:<local rank>) or cuda:N
+  std::string all_reduce = "auto";  // auto (NCCL on a CUDA device when built with it), mpi, nccl
 };
 
 [[noreturn]] void usage(const char* argv0, int rank) {
@@ -51,7 +61,7 @@ struct Options {
     std::fprintf(stderr,
                  "usage: mpirun -np N %s [--data DIR] [--model fashion-cnn|cifar10-separable] [--batch PER_RANK]\n"
                  "       [--epochs E] [--steps S] [--lr LR] [--loader-threads T] [--train-threads T] [--seed S]\n"
-                 "       [--log-every K]\n",
+                 "       [--log-every K] [--device cpu|cuda|cuda:N] [--all-reduce auto|mpi|nccl]\n",
                  argv0);
   }
   MPI_Finalize();
@@ -74,10 +84,42 @@ Options parse(int argc, char** argv, int rank) {
     else if (arg == "--train-threads") o.train_threads = std::atoi(value);
     else if (arg == "--seed") o.seed = std::strtoull(value, nullptr, 10);
     else if (arg == "--log-every") o.log_every = std::max(1, std::atoi(value));
+    else if (arg == "--device") o.device = value;
+    else if (arg == "--all-reduce") o.all_reduce = value;
     else usage(argv[0], rank);
   }
   if (o.batch < 1 || o.epochs < 1 || o.loader_threads < 1 || o.train_threads < 1) usage(argv[0], rank);
+  if (o.all_reduce != "auto" && o.all_reduce != "mpi" && o.all_reduce != "nccl") usage(argv[0], rank);
   return o;
+}
+
+// --device: cpu, cuda (this rank's local rank picks the GPU) or cuda:N.
+sluice::DeviceId parse_device(const std::string& text) {
+  if (text == "cpu" || text == "host") return sluice::host();
+  if (text == "cuda") return sluice::cuda(sluice_examples::local_rank(MPI_COMM_WORLD).rank);
+  if (text.rfind("cuda:", 0) == 0 && text.size() > 5) {
+    char* end = nullptr;
+    const long index = std::strtol(text.c_str() + 5, &end, 10);
+    if (*end == '\0' && index >= 0) return sluice::cuda(static_cast<int>(index));
+  }
+  throw sluice::Error(sluice::ErrorCode::kInvalidArgument,
+                      "--device must be cpu, cuda or cuda:N, got \"" + text + "\"");
+}
+
+// The all-reduce for this run; nullptr: DataParallel's default, MPI_Allreduce on host copies.
+std::unique_ptr<sluice_examples::GradientAllReduce> make_all_reduce(const Options& o, sluice::train::Context& ctx) {
+  const bool cuda = ctx.device().is_cuda();
+  if (o.all_reduce == "mpi" || (o.all_reduce == "auto" && !cuda)) return nullptr;
+  if (!cuda) throw sluice::Error(sluice::ErrorCode::kInvalidArgument, "--all-reduce nccl needs --device cuda");
+#if SLUICE_EXAMPLE_NCCL
+  return std::make_unique<sluice_examples::NcclAllReduce>(ctx, MPI_COMM_WORLD);
+#else
+  if (o.all_reduce == "nccl") {
+    throw sluice::Error(sluice::ErrorCode::kInvalidArgument,
+                        "--all-reduce nccl: this example was built without NCCL (SLUICE_WITH_NCCL, docs/distributed.md)");
+  }
+  return nullptr;  // auto on a GPU without NCCL: MPI on host copies
+#endif
 }
 
 // This rank's shard of the data set, with the model's input and CIFAR's augmentation for RGB.
@@ -122,17 +164,23 @@ int run(const Options& o, int rank, int world) {
   const st::ModelInfo& info = st::model_info(o.model);
   sluice::Loader loader = make_loader(o, info);
 
-  sluice::Allocator allocator(sluice::host(), {.name = "training"});
+  const sluice::DeviceId device = parse_device(o.device);
+  sluice::Allocator allocator(device, {.name = "training"});
   st::Context ctx(allocator, {.threads = o.train_threads});
   std::unique_ptr<st::Sequential> model = st::make_model(ctx, o.model, o.seed);
   st::Sgd optimizer({.learning_rate = o.lr});
-  sluice_examples::DataParallel dp(ctx, *model, optimizer, MPI_COMM_WORLD);
+  // Declared after the context and before `dp`: its device buffer returns to the allocator first.
+  const std::unique_ptr<sluice_examples::GradientAllReduce> all_reduce = make_all_reduce(o, ctx);
+  sluice_examples::DataParallel dp(ctx, *model, optimizer, MPI_COMM_WORLD, all_reduce.get());
   dp.broadcast_weights(0);
+  st::Tensor staged_x, staged_labels;  // a CUDA context's copy of each host batch, reused
 
   if (rank == 0) {
     std::printf("%s, %d ranks (%s), %d images per rank and step, %lld samples on rank 0\n", o.model.c_str(), world,
                 launched.source.empty() ? "no launcher variables" : launched.source.c_str(), o.batch,
                 static_cast<long long>(loader.samples_per_epoch()));
+    std::printf("rank 0 trains on %s; gradients: %s\n", sluice::to_string(device).c_str(),
+                dp.all_reduce().describe().c_str());
   }
   const auto start = std::chrono::steady_clock::now();
   std::int64_t images = 0;
@@ -147,9 +195,19 @@ int run(const Options& o, int rank, int world) {
     for (sluice::Batch& batch : loader.epoch(epoch)) {
       if (taken == steps_here) break;
       ++taken;
-      const st::Tensor x = st::Tensor::wrap(batch.data());
-      const st::Tensor labels = st::Tensor::wrap(const_cast<std::int32_t*>(batch.labels().data()),
-                                                 sluice::Shape{batch.size()}, sluice::DType::kI32);
+      st::Tensor x = st::Tensor::wrap(batch.data());
+      st::Tensor labels = st::Tensor::wrap(const_cast<std::int32_t*>(batch.labels().data()),
+                                           sluice::Shape{batch.size()}, sluice::DType::kI32);
+      if (device.is_cuda()) {  // host batches: copied into reused device tensors
+        if (!staged_x.defined() || staged_x.shape() != x.shape()) {
+          staged_x = ctx.empty(x.shape(), sluice::DType::kF32, sluice::TensorCategory::kActivations);
+          staged_labels = ctx.empty(labels.shape(), sluice::DType::kI32, sluice::TensorCategory::kActivations);
+        }
+        st::ops::copy_from_host(ctx, x.data(), staged_x);
+        st::ops::copy_from_host(ctx, labels.data(), staged_labels);
+        x = staged_x;
+        labels = staged_labels;
+      }
       const sluice_examples::GlobalStep g = dp.step(x, labels);
       images += g.images;
       ++step;

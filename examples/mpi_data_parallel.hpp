@@ -1,8 +1,8 @@
 // Data-parallel training over MPI for sluice's training core, as torch's DistributedDataParallel
 // does it: every rank holds the whole model, takes its own slice of the data (sluice's
 // shard_from_launcher()), computes gradients on its local batch, and the ranks sum them with one
-// MPI_Allreduce before each runs the same optimizer step, so the weights stay identical
-// everywhere. Used by examples/mpi_data_parallel.cpp and tests/mpi/mpi_train_test.cpp.
+// all-reduce of a flat buffer of every gradient before each runs the same optimizer step, so the
+// weights stay identical everywhere. Used by examples/mpi_data_parallel.cpp and tests/mpi/.
 //
 // The gradients are averaged weighted by each rank's batch size (a rank's sum of per-sample
 // gradients over the union's sample count), so a step equals one single-process step on the
@@ -12,8 +12,11 @@
 // statistics than one big batch; its running averages are averaged across the ranks after each
 // step so the saved models agree.
 //
-// Host (CPU) contexts only: MPI_Allreduce here works on host copies (ops::copy_to_host), which
-// is correct on a CUDA context too, but NCCL on device memory is what a GPU run wants.
+// The all-reduce is a GradientAllReduce (gradient_all_reduce.hpp): by default MPI_Allreduce on
+// host copies (correct on any context), or NcclAllReduce (nccl_all_reduce.hpp) on a CUDA
+// context, which keeps the gradients on the device and queues the all-reduce on the context's
+// stream between backward and the optimizer step. The loss and the sample counts go through a
+// small MPI_Allreduce on the host first: the gradients' scale needs the union's size.
 #pragma once
 
 #include <mpi.h>
@@ -22,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "gradient_all_reduce.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/train/context.hpp"
 #include "sluice/train/layer.hpp"
@@ -42,9 +46,12 @@ struct GlobalStep {
 
 class DataParallel {
  public:
-  // `model` and `optimizer` must outlive this object; `comm` is the ranks that train together.
-  DataParallel(st::Context& ctx, st::Sequential& model, st::Optimizer& optimizer, MPI_Comm comm)
-      : ctx_(ctx), model_(model), optimizer_(optimizer), comm_(comm), params_(model.parameters()),
+  // `model`, `optimizer` and `reduce` must outlive this object; `comm` is the ranks that train
+  // together. `reduce` nullptr: MPI_Allreduce on host copies (MpiHostAllReduce over `comm`).
+  DataParallel(st::Context& ctx, st::Sequential& model, st::Optimizer& optimizer, MPI_Comm comm,
+               GradientAllReduce* reduce = nullptr)
+      : ctx_(ctx), model_(model), optimizer_(optimizer), comm_(comm), host_reduce_(comm),
+        reduce_(reduce != nullptr ? *reduce : host_reduce_), params_(model.parameters()),
         buffers_(model.buffers()) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &world_);
@@ -56,9 +63,7 @@ class DataParallel {
     std::vector<st::Tensor*> tensors;
     for (const st::Parameter& p : params_) tensors.push_back(p.value);
     for (const st::Buffer& b : buffers_) tensors.push_back(b.value);
-    pack(tensors, 1.0f);
-    MPI_Bcast(flat_.data(), static_cast<int>(flat_.size()), MPI_FLOAT, root, comm_);
-    unpack(tensors, 1.0f);
+    reduce_.broadcast(ctx_, tensors, root);
   }
 
   // One step on this rank's batch: x (n, C, H, W) f32 and labels (n) i32 on the context's
@@ -85,22 +90,20 @@ class DataParallel {
       for (const st::Parameter& p : params_) st::ops::fill(ctx_, *p.grad, 0.0f);
     }
 
-    // One all-reduce: every gradient times the local batch size (the loss is a mean over it),
-    // then the local loss sum, correct count and batch size; the sums divide by the union's size.
+    // The local loss sum, correct count and batch size, summed on the host (the loss is already
+    // there); then every gradient (a mean over the local batch) times n / union size, summed:
+    // the union batch's mean gradient, in one all-reduce of all the gradients.
+    double totals[3] = {local.loss * static_cast<double>(n), static_cast<double>(local.correct),
+                        static_cast<double>(n)};
+    MPI_Allreduce(MPI_IN_PLACE, totals, 3, MPI_DOUBLE, MPI_SUM, comm_);
+    GlobalStep global;
+    global.images = static_cast<std::int64_t>(totals[2]);
+    if (global.images == 0) throw sluice::Error(sluice::ErrorCode::kInvalidArgument, "DataParallel: no rank had a sample");
+    global.loss = totals[0] / static_cast<double>(global.images);
+    global.correct = static_cast<std::int64_t>(totals[1]);
     std::vector<st::Tensor*> grads;
     for (const st::Parameter& p : params_) grads.push_back(p.grad);
-    pack(grads, static_cast<float>(n), 3);
-    const std::size_t tail = flat_.size() - 3;
-    flat_[tail] = static_cast<float>(local.loss * static_cast<double>(n));
-    flat_[tail + 1] = static_cast<float>(local.correct);
-    flat_[tail + 2] = static_cast<float>(n);
-    MPI_Allreduce(MPI_IN_PLACE, flat_.data(), static_cast<int>(flat_.size()), MPI_FLOAT, MPI_SUM, comm_);
-    GlobalStep global;
-    global.images = static_cast<std::int64_t>(flat_[tail + 2]);
-    if (global.images == 0) throw sluice::Error(sluice::ErrorCode::kInvalidArgument, "DataParallel: no rank had a sample");
-    global.loss = flat_[tail] / static_cast<double>(global.images);
-    global.correct = static_cast<std::int64_t>(flat_[tail + 1]);
-    unpack(grads, 1.0f / static_cast<float>(global.images));
+    reduce_.sum_scaled(ctx_, grads, static_cast<float>(static_cast<double>(n) / static_cast<double>(global.images)));
 
     optimizer_.step(ctx_, params_);
     if (!buffers_.empty()) average_buffers();
@@ -112,55 +115,24 @@ class DataParallel {
   void average_buffers() {
     std::vector<st::Tensor*> tensors;
     for (const st::Buffer& b : buffers_) tensors.push_back(b.value);
-    pack(tensors, 1.0f);
-    MPI_Allreduce(MPI_IN_PLACE, flat_.data(), static_cast<int>(flat_.size()), MPI_FLOAT, MPI_SUM, comm_);
-    unpack(tensors, 1.0f / static_cast<float>(world_));
+    reduce_.sum_scaled(ctx_, tensors, 1.0f / static_cast<float>(world_));
   }
 
   const std::vector<st::Parameter>& parameters() const { return params_; }
+  const GradientAllReduce& all_reduce() const { return reduce_; }
   std::uint64_t steps() const { return steps_; }
   int rank() const { return rank_; }
   int world() const { return world_; }
 
  private:
-  // flat_ = the tensors' elements (f32) times `scale`, then `extra` free floats.
-  void pack(const std::vector<st::Tensor*>& tensors, float scale, std::size_t extra = 0) {
-    std::size_t total = extra;
-    for (const st::Tensor* t : tensors) total += static_cast<std::size_t>(t->elements());
-    flat_.resize(total);
-    std::size_t at = 0;
-    for (const st::Tensor* t : tensors) {
-      if (t->dtype() != sluice::DType::kF32) {
-        throw sluice::Error(sluice::ErrorCode::kInvalidArgument, "DataParallel: " + t->describe() + " is not f32");
-      }
-      st::ops::copy_to_host(ctx_, *t, flat_.data() + at);
-      at += static_cast<std::size_t>(t->elements());
-    }
-    if (scale != 1.0f) {
-      for (std::size_t i = 0; i < at; ++i) flat_[i] *= scale;
-    }
-  }
-
-  // The tensors = flat_'s leading elements times `scale`.
-  void unpack(const std::vector<st::Tensor*>& tensors, float scale) {
-    std::size_t at = 0;
-    for (st::Tensor* t : tensors) {
-      const auto count = static_cast<std::size_t>(t->elements());
-      if (scale != 1.0f) {
-        for (std::size_t i = at; i < at + count; ++i) flat_[i] *= scale;
-      }
-      st::ops::copy_from_host(ctx_, flat_.data() + at, *t);
-      at += count;
-    }
-  }
-
   st::Context& ctx_;
   st::Sequential& model_;
   st::Optimizer& optimizer_;
   MPI_Comm comm_;
+  MpiHostAllReduce host_reduce_;  // the default
+  GradientAllReduce& reduce_;
   std::vector<st::Parameter> params_;
   std::vector<st::Buffer> buffers_;
-  std::vector<float> flat_;  // host staging of what is reduced or broadcast
   int rank_ = 0;
   int world_ = 1;
   std::uint64_t steps_ = 0;

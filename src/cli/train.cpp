@@ -24,10 +24,13 @@
 #include "sluice/sluice.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/checkpoint.hpp"
+#include "sluice/train/compressed_weights.hpp"
 #include "sluice/train/context.hpp"
+#include "sluice/train/gradient_checkpointing.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/optimizer.hpp"
 #include "sluice/train/precision.hpp"
+#include "sluice/train/pruning.hpp"
 #include "sluice/train/trainer.hpp"
 
 namespace sluice::cli {
@@ -49,6 +52,8 @@ struct TrainOptions {
   int epochs = 0;                      // 0: the model's default
   std::int64_t steps = 0;              // > 0: stop after this many steps
   int batch = 128;
+  int accumulate = 1;                  // micro-batches of batch / accumulate per optimizer step
+  std::string checkpoint = "none";     // gradient checkpointing: none, sqrt, every:K
   std::string optimizer = "sgd";
   std::string precision = "f32";       // f32, mixed_f16 or mixed_bf16
   float lr = 0.0f;                     // 0: the optimizer's default
@@ -60,6 +65,12 @@ struct TrainOptions {
   std::int64_t warmup_steps = 0;       // first steps left out of train_images_per_sec
   bool no_eval = false;                // skip the test set (speed measurements)
   bool json = false;
+  double prune = 0.0;                  // > 0: magnitude pruning to this final sparsity
+  std::int64_t prune_begin = -1;       // -1: step 0
+  std::int64_t prune_end = -1;         // -1: about 75% of the steps (see prune_schedule)
+  std::int64_t prune_frequency = 0;    // 0: 100, or a tenth of the pruning span when shorter
+  std::string save_pruned;             // write the weights compressed (bitmap + nonzeros) here
+  std::string offload = "none";        // "optimizer": the optimizer's state in host memory
 };
 
 DeviceId parse_train_device(const std::string& text) {
@@ -102,8 +113,24 @@ Pipeline make_pipeline(const fs::path& dir, const train::ModelInfo& model, bool 
 }
 
 std::unique_ptr<train::Optimizer> make_optimizer(const TrainOptions& o, float lr) {
-  if (o.optimizer == "adam") return std::make_unique<train::AdamW>(train::AdamWOptions{.learning_rate = lr});
-  return std::make_unique<train::Sgd>(train::SgdOptions{.learning_rate = lr});
+  const bool offload = o.offload == "optimizer";
+  if (o.optimizer == "adam") return std::make_unique<train::AdamW>(train::AdamWOptions{.learning_rate = lr, .offload = offload});
+  return std::make_unique<train::Sgd>(train::SgdOptions{.learning_rate = lr, .offload = offload});
+}
+
+// The pruning schedule for --prune: TF's PolynomialDecay from 0 to the final sparsity, from
+// --prune-begin (default 0) to --prune-end (default: the multiple of the frequency after begin
+// nearest below 75% of the steps, so the last mask update lands on end_step and reaches the
+// final sparsity exactly), masks updated every --prune-frequency steps.
+train::PolynomialDecay prune_schedule(const TrainOptions& o, std::int64_t total_steps) {
+  train::PolynomialDecay s;
+  s.final_sparsity = o.prune;
+  s.begin_step = o.prune_begin >= 0 ? o.prune_begin : 0;
+  const std::int64_t span = std::max<std::int64_t>(1, total_steps * 3 / 4 - s.begin_step);
+  s.frequency = o.prune_frequency > 0 ? o.prune_frequency : std::clamp<std::int64_t>(span / 10, 1, 100);
+  s.end_step = o.prune_end >= 0 ? o.prune_end : s.begin_step + std::max<std::int64_t>(1, span / s.frequency) * s.frequency;
+  s.validate();
+  return s;
 }
 
 // Busy seconds of the loader's stages, summed: what producing the batches so far cost.
@@ -169,6 +196,22 @@ int run_train(TrainOptions o) {
   const train::ModelInfo& info = train::model_info(o.model);
   if (o.epochs == 0) o.epochs = info.name == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
   const float lr = o.lr > 0 ? o.lr : (o.optimizer == "adam" ? 1e-3f : 0.05f);
+  // Checked before anything loads: a bad value fails at once, not after the first epoch's data.
+  if (o.accumulate < 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--accumulate must be >= 1 micro-batches, got " + std::to_string(o.accumulate));
+  }
+  if (o.batch % o.accumulate != 0) {
+    throw Error(ErrorCode::kInvalidArgument, "--accumulate " + std::to_string(o.accumulate) +
+                                                 " does not divide --batch " + std::to_string(o.batch) +
+                                                 " into equal micro-batches");
+  }
+  train::CheckpointPolicy checkpoint;
+  try {
+    checkpoint = train::CheckpointPolicy::parse(o.checkpoint);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kInvalidArgument, "--checkpoint: " + e.cause());
+  }
   const train::Precision precision = train::parse_precision(o.precision);
 
   std::unique_ptr<Allocator> allocator;
@@ -192,10 +235,14 @@ int run_train(TrainOptions o) {
   const int epochs = static_cast<int>((total_steps + per_epoch - 1) / per_epoch);
 
   std::unique_ptr<train::Sequential> model = train::make_model(*ctx, info.name, o.seed);
+  model->set_checkpointing(checkpoint);
   std::unique_ptr<train::Optimizer> optimizer = make_optimizer(o, lr);
+  std::unique_ptr<train::MagnitudePruner> pruner;
+  if (o.prune > 0) pruner = std::make_unique<train::MagnitudePruner>(model->parameters(), prune_schedule(o, total_steps));
   train::Trainer trainer(*ctx, *model, *optimizer,
                          {.schedule = train::CosineSchedule{.base = lr, .warmup_steps = std::max<std::int64_t>(1, total_steps / 20),
                                                             .total_steps = total_steps},
+                          .accumulate = o.accumulate,
                           .precision = precision});
 
   std::cout << "sluice train: " << info.name << " (" << model->parameter_count() << " parameters) on "
@@ -204,6 +251,21 @@ int run_train(TrainOptions o) {
             << "  " << optimizer->describe() << ", cosine schedule with " << total_steps / 20 << " warmup steps; batch "
             << o.batch << ", " << epochs << " epoch(s) of " << per_epoch << " steps" << (o.steps > 0 ? " (--steps)" : "")
             << "; precision " << train::to_string(precision) << "\n";
+  const std::string micro_batches =
+      std::to_string(o.accumulate) + " micro-batches of " + std::to_string(o.batch / o.accumulate);
+  std::cout << "  accumulation: " << (o.accumulate == 1 ? std::string("none") : micro_batches)
+            << "; gradient checkpointing: " << checkpoint.to_string();
+  if (checkpoint.enabled()) {
+    std::cout << " (segments of " << std::min(checkpoint.segment_length(model->size()), model->size()) << " of "
+              << model->size() << " layers)";
+  }
+  std::cout << "\n";
+  if (pruner) {
+    const train::PolynomialDecay& s = pruner->schedule();
+    std::cout << "  magnitude pruning of " << pruner->masks().size() << " weight tensors to sparsity " << s.final_sparsity
+              << ": polynomial decay (power " << s.power << ") over steps " << s.begin_step << "-" << s.end_step
+              << ", masks updated every " << s.frequency << " steps\n";
+  }
 
   InterruptGuard interrupt;
   std::atomic<std::uint64_t> done{0};
@@ -232,6 +294,7 @@ int run_train(TrainOptions o) {
         if (InterruptGuard::interrupted()) throw Error(ErrorCode::kCancelled, "interrupted");
         Stopwatch step_clock;
         seen += trainer.step(it->data(), it->labels(), host());
+        if (pruner) pruner->after_step(*ctx, trainer.steps() - 1);
         const double step_time = step_clock.seconds();
         step_seconds += step_time;
         if (trainer.steps() > o.warmup_steps) {
@@ -249,6 +312,7 @@ int run_train(TrainOptions o) {
       const double eval_seconds = eval_clock.seconds();
 
       const AllocatorStats mem = allocator->stats();
+      const double sparsity = pruner ? train::measured_sparsity(*ctx, model->parameters()) : 0.0;
       for (std::size_t i = 0; i < kTensorCategoryCount; ++i) {
         peak_by_category[i] = std::max(peak_by_category[i], mem.by_category[i].peak_in_use_bytes);
       }
@@ -273,6 +337,10 @@ int run_train(TrainOptions o) {
                                 {"peak_by_category", category_json(mem)}});
       const train::PrecisionStats ps = trainer.precision_stats();
       per_epoch_json.back().update(precision_json(ps));
+      if (pruner) {
+        per_epoch_json.back()["sparsity"] = sparsity;
+        per_epoch_json.back()["target_sparsity"] = pruner->target();
+      }
       progress.finish();
       char accuracy[32] = "not measured";
       if (!o.no_eval) std::snprintf(accuracy, sizeof accuracy, "%.2f%%", 100.0 * last_test.accuracy());
@@ -286,12 +354,49 @@ int run_train(TrainOptions o) {
                 << format_bytes(mem.reserved_bytes) << " reserved (" << category_text(mem) << ")\n";
       if (ps.precision != train::Precision::kF32) std::cout << "    precision: " << precision_text(ps) << "\n";
       std::cout << std::flush;
+      if (pruner) {
+        std::snprintf(line, sizeof line, "    pruning: sparsity %.2f%% of the prunable weights (target %.2f%%)\n",
+                      100.0 * sparsity, 100.0 * pruner->target());
+        std::cout << line << std::flush;
+      }
       if (trainer.steps() == total_steps) break;
     }
   }
   if (!o.save.empty()) {
     train::save_weights(*ctx, *model, o.save);
     std::cout << "  weights saved to " << o.save << "\n";
+  }
+  if (const Allocator* h = optimizer->host_state_allocator()) {
+    std::cout << "  offload: optimizer state " << format_bytes(h->stats().in_use_bytes) << " in "
+              << (device.is_cuda() ? "pinned" : "pageable") << " host memory; on the device only its staging ("
+              << format_bytes(peak_by_category[index_of(TensorCategory::kOptimizerState)]) << ")\n";
+  }
+  json pruning = nullptr;
+  if (pruner || !o.save_pruned.empty()) {
+    const train::CompressedWeights packed = train::CompressedWeights::from_model(*ctx, *model);
+    const double sparsity = train::measured_sparsity(*ctx, model->parameters());
+    pruning = {{"sparsity", sparsity}, {"resident_bytes", packed.resident_bytes()}, {"dense_bytes", packed.dense_bytes()}};
+    if (pruner) {
+      const train::PolynomialDecay& s = pruner->schedule();
+      pruning["target_sparsity"] = s.final_sparsity;
+      pruning["begin_step"] = s.begin_step;
+      pruning["end_step"] = s.end_step;
+      pruning["frequency"] = s.frequency;
+      json tensors = json::array();
+      for (const train::PruneMask& m : pruner->masks()) {
+        tensors.push_back({{"name", m.name}, {"elements", m.elements}, {"pruned", m.pruned()}});
+      }
+      pruning["tensors"] = tensors;
+    }
+    std::cout << "  pruning: sparsity " << 100.0 * sparsity << "% of the prunable weights; compressed weights "
+              << format_bytes(packed.resident_bytes()) << " resident vs " << format_bytes(packed.dense_bytes()) << " dense\n";
+    if (!o.save_pruned.empty()) {
+      packed.save(o.save_pruned);
+      const auto file_bytes = fs::file_size(o.save_pruned);
+      pruning["file"] = o.save_pruned;
+      pruning["file_bytes"] = file_bytes;
+      std::cout << "  pruned weights saved to " << o.save_pruned << " (" << format_bytes(file_bytes) << ")\n";
+    }
   }
   const double train_rate = timed_seconds > 0 ? static_cast<double>(timed_images) / timed_seconds : 0.0;
   const double pipeline_rate = pipeline_busy_total > 0 ? static_cast<double>(images_total) * o.loader_threads / pipeline_busy_total : 0.0;
@@ -314,6 +419,9 @@ int run_train(TrainOptions o) {
         {"threads", ctx->threads()},
         {"loader_threads", o.loader_threads},
         {"batch", o.batch},
+        {"accumulate", o.accumulate},
+        {"micro_batch", o.batch / o.accumulate},
+        {"checkpoint", checkpoint.to_string()},
         {"epochs", static_cast<int>(per_epoch_json.size())},
         {"steps", trainer.steps()},
         {"optimizer", o.optimizer},
@@ -338,6 +446,12 @@ int run_train(TrainOptions o) {
         {"per_epoch", per_epoch_json},
     };
     result.update(precision_json(trainer.precision_stats()));
+    if (!pruning.is_null()) result["pruning"] = pruning;
+    if (const Allocator* h = optimizer->host_state_allocator()) {
+      result["offload"] = {{"what", o.offload}, {"host_state_bytes", h->stats().in_use_bytes},
+                           {"host_reserved_bytes", h->stats().reserved_bytes},
+                           {"host_memory", device.is_cuda() ? "pinned" : "pageable"}};
+    }
     std::cout << result.dump() << "\n";
   }
   return 0;
@@ -360,6 +474,13 @@ void add_train_command(CLI::App& app) {
   auto* steps = cmd->add_option("--steps", o->steps, "Stop after N training steps instead")->check(CLI::PositiveNumber);
   epochs->excludes(steps);
   cmd->add_option("--batch", o->batch, "Training batch size")->check(CLI::Range(2, 65536))->capture_default_str();
+  cmd->add_option("--accumulate", o->accumulate,
+                  "Gradient accumulation: K micro-batches of batch/K per optimizer step (K must divide --batch)")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint", o->checkpoint,
+                  "Gradient checkpointing: none, sqrt (segments of ceil(sqrt(layers))) or every:K "
+                  "(segments of K layers)")
+      ->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "sgd (Nesterov momentum 0.9) or adam (AdamW)")
       ->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
   cmd->add_option("--precision", o->precision,
@@ -377,6 +498,19 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-eval", o->no_eval, "Skip the test set (for speed measurements)");
   cmd->add_flag("--json", o->json, "End stdout with one JSON object");
+  auto* prune = cmd->add_option("--prune", o->prune, "Magnitude pruning to this final sparsity (0 < S < 1)")
+                    ->check(CLI::Range(0.0, 0.999));
+  cmd->add_option("--prune-begin", o->prune_begin, "First step of the pruning schedule (default 0)")
+      ->check(CLI::NonNegativeNumber)->needs(prune);
+  cmd->add_option("--prune-end", o->prune_end, "Step the final sparsity is reached (default: about 75% of the steps)")
+      ->check(CLI::NonNegativeNumber)->needs(prune);
+  cmd->add_option("--prune-frequency", o->prune_frequency, "Recompute the masks every N steps (default 100)")
+      ->check(CLI::PositiveNumber)->needs(prune);
+  cmd->add_option("--offload", o->offload,
+                  "optimizer: keep the optimizer's state (AdamW moments, SGD momentum) in host memory, pinned "
+                  "for a CUDA device, streamed through a device staging buffer each step")
+      ->check(CLI::IsMember({"none", "optimizer"}))->capture_default_str();
+  cmd->add_option("--save-pruned", o->save_pruned, "Write the weights compressed (bitmap + nonzero values) here");
   cmd->callback([o, dataset, data] {
     if (dataset->count() == 0 && data->count() == 0) throw CLI::RequiredError("--dataset or --data");
     const int code = run_train(*o);

@@ -46,10 +46,21 @@ Pipeline& Pipeline::read(ReadOptions options) {
   return *this;
 }
 
+// GCC 12 and later, at -O3, warn that moving spec::Cache's variant<MemoryCache, DiskCache> may read
+// DiskCache's string uninitialised when the variant holds a MemoryCache: a known false positive of
+// -Wmaybe-uninitialized through std::variant's visitation (boostorg/variant2#55,
+// celeritas-project/celeritas#1891 report the same). The move only ever touches the active member.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 Pipeline& Pipeline::cache(MemoryCache options) {
   spec_.stages.emplace_back(spec::Cache{options});
   return *this;
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 Pipeline& Pipeline::cache(DiskCache options) {
   spec_.stages.emplace_back(spec::Cache{std::move(options)});

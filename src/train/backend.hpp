@@ -24,6 +24,8 @@ class Backend {
   // "cpu (2 threads, OpenBLAS)", "cuda:0 (cuBLAS)".
   virtual std::string describe() const = 0;
   virtual void synchronize() = 0;
+  // The device stream every op is queued on (cudaStream_t); nullptr where ops run synchronously.
+  virtual void* native_stream() { return nullptr; }
 
   virtual std::size_t conv2d_workspace(const Conv2dShape& s, DType dtype) const = 0;
   virtual void conv2d_forward(Context& ctx, const Conv2dShape& s, const Tensor& x, const Tensor& w,
@@ -80,6 +82,7 @@ class Backend {
 
   virtual void dropout_forward(Context& ctx, const DropoutMask& m, const Tensor& x, Tensor& y) = 0;
   virtual void dropout_backward(Context& ctx, const DropoutMask& m, const Tensor& dy, Tensor& dx) = 0;
+  virtual void scale(Context& ctx, Tensor& t, float alpha) = 0;
 
   // Labels are validated by the backend (they may live on the device).
   virtual LossResult softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels,
@@ -97,6 +100,11 @@ class Backend {
   virtual void cast(Context& ctx, const Tensor& src, Tensor& dst) = 0;
   virtual void copy_to_host(Context& ctx, const Tensor& src, void* dst) = 0;
   virtual void copy_from_host(Context& ctx, const void* src, Tensor& dst) = 0;
+  // Queued copies that may return before they complete (the CUDA backend, from pinned memory);
+  // the host memory must stay untouched until Context::synchronize(). By default the
+  // synchronous copies.
+  virtual void copy_to_host_async(Context& ctx, const Tensor& src, void* dst) { copy_to_host(ctx, src, dst); }
+  virtual void copy_from_host_async(Context& ctx, const void* src, Tensor& dst) { copy_from_host(ctx, src, dst); }
 };
 
 // The CPU reference backend with `threads` workers (src/train/cpu/cpu_backend.cpp).

@@ -54,8 +54,10 @@ Tensor BatchNorm::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   }
   saved_mean_ = ctx.empty(s.channel_shape(), DType::kF32, TensorCategory::kActivations);
   saved_invstd_ = ctx.empty(s.channel_shape(), DType::kF32, TensorCategory::kActivations);
-  ops::batchnorm_forward_training(ctx, s, options_.params, x, gamma_, beta_, running_mean_, running_var_, y,
-                                  saved_mean_, saved_invstd_);
+  BatchNormParams params = options_.params;
+  if (mode.recompute) params.update_running_stats = false;  // folded in by the first forward
+  ops::batchnorm_forward_training(ctx, s, params, x, gamma_, beta_, running_mean_, running_var_, y, saved_mean_,
+                                  saved_invstd_);
   x_ = x;
   return y;
 }
@@ -65,7 +67,7 @@ Tensor BatchNorm::backward(Context& ctx, Tensor dy, bool need_dx) {
   const BatchNormShape s = BatchNormShape::make(x_.shape());
   Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
   ops::batchnorm_backward(ctx, s, x_, gamma_, saved_mean_, saved_invstd_, dy, need_dx ? &dx : nullptr, gamma_grad_,
-                          beta_grad_);
+                          beta_grad_, grad_mode());
   release_saved();
   return dx;
 }

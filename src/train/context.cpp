@@ -50,4 +50,6 @@ void Context::reserve_workspace(std::size_t bytes) {
 
 void Context::synchronize() { backend_->synchronize(); }
 
+void* Context::native_stream() { return backend_->native_stream(); }
+
 }  // namespace sluice::train

@@ -69,7 +69,7 @@ Tensor Conv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
   const DType t = x_.dtype();
   ops::conv2d_backward(ctx, s, x_, detail::compute_tensor(weight_, weight16_, t), dy, need_dx ? &dx : nullptr,
                        detail::compute_tensor(weight_grad_, weight16_grad_, t),
-                       bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr);
+                       bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
   x_.reset();
   return dx;
 }
@@ -125,7 +125,7 @@ Tensor DepthwiseConv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
   const DType t = x_.dtype();
   ops::depthwise_conv2d_backward(ctx, s, x_, detail::compute_tensor(weight_, weight16_, t), dy,
                                  need_dx ? &dx : nullptr, detail::compute_tensor(weight_grad_, weight16_grad_, t),
-                                 bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr);
+                                 bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
   x_.reset();
   return dx;
 }
@@ -189,7 +189,7 @@ Tensor SeparableConv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
                                  detail::compute_tensor(pointwise_, pointwise16_, t), dy, need_dx ? &dx : nullptr,
                                  detail::compute_tensor(depthwise_grad_, depthwise16_grad_, t),
                                  detail::compute_tensor(pointwise_grad_, pointwise16_grad_, t),
-                                 bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr);
+                                 bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
   x_.reset();
   return dx;
 }

@@ -49,7 +49,7 @@ Tensor Dense::backward(Context& ctx, Tensor dy, bool need_dx) {
   const DType t = x_.dtype();
   ops::dense_backward(ctx, s, x_, detail::compute_tensor(weight_, weight16_, t), dy, need_dx ? &dx : nullptr,
                       detail::compute_tensor(weight_grad_, weight16_grad_, t),
-                      bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr);
+                      bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
   x_.reset();
   return dx;
 }

@@ -439,6 +439,13 @@ void dropout_backward(Context& ctx, const DropoutMask& m, const Tensor& dy, Tens
   ctx.backend().dropout_backward(ctx, m, dy, dx);
 }
 
+void scale(Context& ctx, Tensor& t, float alpha) {
+  const char* op = "scale";
+  const DType dt = activation_dtype(op, t);
+  check(ctx, op, "t", t, t.shape(), dt);
+  ctx.backend().scale(ctx, t, alpha);
+}
+
 LossResult softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor* dlogits) {
   const char* op = "softmax_cross_entropy";
   const DType t = activation_dtype(op, logits);
@@ -519,6 +526,18 @@ void copy_from_host(Context& ctx, const void* src, Tensor& dst) {
   check(ctx, "copy_from_host", "dst", dst, dst.shape(), dst.dtype());
   if (src == nullptr && dst.bytes() > 0) fail("copy_from_host: null source");
   ctx.backend().copy_from_host(ctx, src, dst);
+}
+
+void copy_to_host_async(Context& ctx, const Tensor& src, void* dst) {
+  check(ctx, "copy_to_host_async", "src", src, src.shape(), src.dtype());
+  if (dst == nullptr && src.bytes() > 0) fail("copy_to_host_async: null destination");
+  ctx.backend().copy_to_host_async(ctx, src, dst);
+}
+
+void copy_from_host_async(Context& ctx, const void* src, Tensor& dst) {
+  check(ctx, "copy_from_host_async", "dst", dst, dst.shape(), dst.dtype());
+  if (src == nullptr && dst.bytes() > 0) fail("copy_from_host_async: null source");
+  ctx.backend().copy_from_host_async(ctx, src, dst);
 }
 
 }  // namespace ops

@@ -46,19 +46,51 @@ void Sequential::initialize(Context& ctx, std::uint64_t seed) {
 
 Tensor Sequential::forward(Context& ctx, const Tensor& x, const ForwardMode& mode) {
   if (layers_.empty()) throw Error(ErrorCode::kInvalidArgument, "Sequential: forward on a model without layers");
+  segment_inputs_.clear();
+  segment_ = 0;
   Tensor h = x;  // the caller's x stays as it was: this copy is not the only reference
-  for (auto& layer : layers_) h = layer->forward(ctx, std::move(h), mode);
+  const std::size_t seg = mode.training ? checkpoint_.segment_length(layers_.size()) : 0;
+  if (seg == 0 || seg >= layers_.size()) {
+    for (auto& layer : layers_) h = layer->forward(ctx, std::move(h), mode);
+    return h;
+  }
+  // Checkpointed: the layers before the last segment drop what they saved as soon as their
+  // forward is done; a segment's input stays (held here, so no layer writes over it in place).
+  segment_ = seg;
+  checkpointed_mode_ = mode;
+  const std::size_t last_start = (layers_.size() - 1) / seg * seg;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (i < last_start && i % seg == 0) segment_inputs_.push_back(h);
+    h = layers_[i]->forward(ctx, std::move(h), mode);
+    if (i < last_start) layers_[i]->release_saved();
+  }
   return h;
 }
 
-void Sequential::backward(Context& ctx, Tensor dlogits) {
+void Sequential::backward(Context& ctx, Tensor dlogits, GradMode mode) {
+  for (auto& layer : layers_) layer->set_grad_mode(mode);
   Tensor g = std::move(dlogits);
-  for (std::size_t i = layers_.size(); i-- > 0;) {
+  const std::size_t first_kept = segment_inputs_.size() * segment_;  // 0 without checkpoints
+  for (std::size_t i = layers_.size(); i-- > first_kept;) {
     g = layers_[i]->backward(ctx, std::move(g), i > 0);
   }
+  // The checkpointed segments, last to first: forward again from the segment's input, then back.
+  ForwardMode again = checkpointed_mode_;
+  again.recompute = true;
+  while (!segment_inputs_.empty()) {
+    const std::size_t begin = (segment_inputs_.size() - 1) * segment_;
+    Tensor h = std::move(segment_inputs_.back());
+    segment_inputs_.pop_back();
+    for (std::size_t i = begin; i < begin + segment_; ++i) h = layers_[i]->forward(ctx, std::move(h), again);
+    h.reset();  // the segment's output: its backward needs only what the layers kept
+    for (std::size_t i = begin + segment_; i-- > begin;) g = layers_[i]->backward(ctx, std::move(g), i > 0);
+  }
+  segment_ = 0;
 }
 
 void Sequential::release_saved() {
+  segment_inputs_.clear();
+  segment_ = 0;
   for (auto& layer : layers_) layer->release_saved();
 }
 

@@ -113,6 +113,7 @@ Tensor Dropout::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
     return x;
   }
   mask_.step = mode.step;
+  mask_.offset = mode.sample_offset * static_cast<std::uint64_t>(x.elements() / std::max<std::int64_t>(x.dim(0), 1));
   Tensor y = writable_in_place(x) ? x : detail::activation(ctx, x.shape(), x.dtype());
   ops::dropout_forward(ctx, mask_, x, y);
   pending_ = true;

@@ -10,7 +10,12 @@ namespace sluice::train {
 
 Trainer::Trainer(Context& ctx, Sequential& model, Optimizer& optimizer, TrainerOptions options)
     : ctx_(ctx), model_(model), optimizer_(optimizer), options_(options), params_(model.parameters()),
-      mixed_(std::make_unique<MixedPrecision>(ctx, model, options.precision, options.loss_scaling)) {}
+      mixed_(std::make_unique<MixedPrecision>(ctx, model, options.precision, options.loss_scaling)) {
+  if (options_.accumulate < 1) {
+    throw Error(ErrorCode::kInvalidArgument, "Trainer: accumulate must be >= 1 micro-batches per step, got " +
+                                                 std::to_string(options_.accumulate));
+  }
+}
 
 Trainer::Input Trainer::input(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
   const Shape& s = data.shape;
@@ -46,26 +51,41 @@ Trainer::Input Trainer::input(const TensorView& data, std::span<const std::int32
 }
 
 BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
+  const std::int64_t k = options_.accumulate;
+  if (data.shape.rank() >= 1 && data.shape[0] % k != 0) {
+    throw Error(ErrorCode::kInvalidArgument, "Trainer: a batch of " + std::to_string(data.shape[0]) +
+                                                 " does not split into " + std::to_string(k) +
+                                                 " equal micro-batches (accumulate must divide the batch size)");
+  }
   Input in = input(data, labels, where);
   if (options_.schedule) optimizer_.set_learning_rate(options_.schedule->at(steps_));
-  LossResult loss;
+  const std::int64_t micro = data.shape[0] / k;
+  BatchResult result;
   try {
-    mixed_->begin_step(true);
-    Tensor x = mixed_->cast_input(in.x);
-    Tensor logits = model_.forward(ctx_, x, ForwardMode{.training = true, .step = static_cast<std::uint64_t>(steps_)});
-    x.reset();
-    logits = mixed_->logits_f32(std::move(logits));  // loss and softmax in f32
-    Tensor dlogits = ctx_.empty(logits.shape(), logits.dtype(), TensorCategory::kActivations);
-    loss = ops::softmax_cross_entropy(ctx_, logits, in.labels, &dlogits);
-    logits.reset();
-    model_.backward(ctx_, mixed_->scale_loss_gradient(std::move(dlogits)));
+    mixed_->begin_step(true);  // 16-bit weight copies (and f16's restore point), once a step
+    for (std::int64_t j = 0; j < k; ++j) {
+      const Tensor x = mixed_->cast_input(k == 1 ? in.x : in.x.slice(j * micro, (j + 1) * micro));
+      const Tensor y = k == 1 ? in.labels : in.labels.slice(j * micro, (j + 1) * micro);
+      Tensor logits = model_.forward(ctx_, x, ForwardMode{.training = true, .step = static_cast<std::uint64_t>(steps_),
+                                                          .sample_offset = static_cast<std::uint64_t>(j * micro)});
+      logits = mixed_->logits_f32(std::move(logits));  // loss and softmax in f32
+      Tensor dlogits = ctx_.empty(logits.shape(), logits.dtype(), TensorCategory::kActivations);
+      const LossResult loss = ops::softmax_cross_entropy(ctx_, logits, y, &dlogits);
+      logits.reset();
+      // The micro-batch's mean gradient over N / K images, times 1 / K: the K of them add up to
+      // the full batch's mean (bit for bit the full batch's dlogits when K is a power of two).
+      if (k > 1) ops::scale(ctx_, dlogits, 1.0f / static_cast<float>(k));
+      model_.backward(ctx_, mixed_->scale_loss_gradient(std::move(dlogits)),
+                      j == 0 ? GradMode::kOverwrite : GradMode::kAccumulate);
+      result += BatchResult{loss.loss * static_cast<double>(micro), loss.correct, micro};
+    }
   } catch (...) {
     model_.release_saved();
     throw;
   }
   if (mixed_->finish_backward()) optimizer_.step(ctx_, params_);  // false: an f16 step skipped
   ++steps_;
-  return {loss.loss * static_cast<double>(data.shape[0]), loss.correct, data.shape[0]};
+  return result;
 }
 
 BatchResult Trainer::evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {

@@ -10,8 +10,8 @@
 // SeparableConv2D's depthwise result, the pointwise GEMM's input, is kept in the activation dtype
 // on the GPU (tensor cores) and in f32 on the CPU: its weight gradient, a sum of N x P products
 // of it, is where 16-bit results differ most (the RMS term covers it).
-// Exact (bit for bit): fill, cast, ReLU, max pooling forward, the dropout mask, the loss's count
-// of correct rows.
+// Exact (bit for bit): fill, cast, ReLU, max pooling forward, the dropout mask (offsets too),
+// scale, the loss's count of correct rows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -449,7 +449,9 @@ TEST_P(TrainOpsGpuTyped, BatchNorm) {
 TEST_P(TrainOpsGpuTyped, DropoutMaskIsTheCpuMask) {
   const DType dt = GetParam();
   const Shape shape{7, 3, 5, 11};  // 1155 elements: not a multiple of 4 (the last Philox block)
-  for (const DropoutMask& m : {DropoutMask{0.5f, 0x1234abcdull, 3}, DropoutMask{0.1f, derive_key(7, 2), 1ull << 40}}) {
+  // The last one starts at element 4099 of its stream (a micro-batch of gradient accumulation).
+  for (const DropoutMask& m : {DropoutMask{0.5f, 0x1234abcdull, 3}, DropoutMask{0.1f, derive_key(7, 2), 1ull << 40},
+                               DropoutMask{0.3f, derive_key(3, 1), 9, 4099}}) {
     Both x = random_tensor(shape, dt, 0.5f, 1.5f), y = output(shape, dt);  // no zeros in x
     for (int side : {kCpu, kGpu}) ops::dropout_forward(ctx(side), m, x[side], y[side]);
     expect_equal_bytes(y, "dropout y (rate " + std::to_string(m.rate) + ")");
@@ -459,6 +461,17 @@ TEST_P(TrainOpsGpuTyped, DropoutMaskIsTheCpuMask) {
     Both dy = random_tensor(shape, dt), dx = output(shape, dt);
     for (int side : {kCpu, kGpu}) ops::dropout_backward(ctx(side), m, dy[side], dx[side]);
     expect_equal_bytes(dx, "dropout dx");
+  }
+}
+
+// The scaled loss gradient of gradient accumulation: t *= alpha, in place, as on the CPU.
+TEST_P(TrainOpsGpuTyped, ScaleIsTheCpuScale) {
+  const DType dt = GetParam();
+  const Shape shape{7, 3, 5, 11};
+  for (const float alpha : {0.25f, 1.0f / 3.0f, -2.0f}) {
+    Both t = random_tensor(shape, dt, -3.0f, 3.0f);
+    for (int side : {kCpu, kGpu}) ops::scale(ctx(side), t[side], alpha);
+    expect_equal_bytes(t, "scale by " + std::to_string(alpha));
   }
 }
 

@@ -43,6 +43,11 @@ std::unique_ptr<Backing> make_host_backing();
 // reason from require_device().
 std::unique_ptr<Backing> make_cuda_backing(int index);
 
+// Host memory for state a `device` context streams in and out (optimizer offload): page-locked
+// (cudaHostAlloc, through sluice::PinnedBuffer) when `device` is a CUDA device, so copies from it
+// are asynchronous; ordinary aligned memory for the host device. Its device() is host().
+std::unique_ptr<Backing> make_pinned_host_backing(DeviceId device);
+
 // The host backing for sluice::host(), the CUDA backing for sluice::cuda(i).
 std::unique_ptr<Backing> make_backing(DeviceId device);
 

@@ -58,6 +58,10 @@ class Context {
 
   // Waits until the device has finished the work queued on it (no-op on the CPU).
   void synchronize();
+  // The stream the ops are queued on, as a cudaStream_t on a CUDA device; nullptr on the CPU.
+  // For work that must run in order with the ops without a host wait (NCCL's all-reduce of the
+  // gradients between backward and the optimizer step, examples/nccl_all_reduce.cpp).
+  void* native_stream();
 
   // The ops' implementation for this device (src/train/backend.hpp). For backends and ops.
   Backend& backend() { return *backend_; }

@@ -12,6 +12,7 @@
 
 #include "sluice/core/shape.hpp"
 #include "sluice/train/context.hpp"
+#include "sluice/train/ops.hpp"
 #include "sluice/train/tensor.hpp"
 
 namespace sluice::train {
@@ -39,6 +40,12 @@ struct Buffer {
 struct ForwardMode {
   bool training = false;    // batch statistics, dropout on, keep what backward needs
   std::uint64_t step = 0;   // the training step: keys dropout's mask
+  // The index of x's first sample in the step's batch: a micro-batch of gradient accumulation
+  // starts after the ones before it, so dropout draws the full batch's mask (DropoutMask::offset).
+  std::uint64_t sample_offset = 0;
+  // A forward run again in backward (gradient checkpointing): BatchNorm does not fold its batch
+  // statistics into the running averages a second time.
+  bool recompute = false;
 };
 
 class Layer {
@@ -81,6 +88,14 @@ class Layer {
   // the copies, and the gradients back, is the caller's (MixedPrecision). Layers without
   // parameters, and BatchNorm (f32 parameters at every activation dtype), have none to keep.
   virtual void set_compute_dtype(Context& ctx, DType dtype) { (void)ctx, (void)dtype; }
+
+  // How backward writes the parameter gradients: overwrite them (the default) or add to them
+  // (gradient accumulation; Sequential::backward sets it on every layer).
+  void set_grad_mode(GradMode mode) { grad_mode_ = mode; }
+  GradMode grad_mode() const { return grad_mode_; }
+
+ private:
+  GradMode grad_mode_ = GradMode::kOverwrite;
 };
 
 }  // namespace sluice::train

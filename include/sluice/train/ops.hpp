@@ -141,6 +141,10 @@ struct DropoutMask {
   float rate = 0.5f;        // in [0, 1)
   std::uint64_t key = 0;    // the layer's stream (derive_key(seed, layer))
   std::uint64_t step = 0;   // the training step
+  // Element i of the tensor takes the draw of element offset + i: a micro-batch that starts at
+  // sample j of its step's batch passes j times the elements of a sample, so gradient
+  // accumulation draws the full batch's mask, micro-batch by micro-batch.
+  std::uint64_t offset = 0;
 };
 
 struct LossResult {
@@ -240,6 +244,11 @@ void batchnorm_backward(Context& ctx, const BatchNormShape& s, const Tensor& x,
 void dropout_forward(Context& ctx, const DropoutMask& m, const Tensor& x, Tensor& y);
 void dropout_backward(Context& ctx, const DropoutMask& m, const Tensor& dy, Tensor& dx);
 
+// ---- scaling -------------------------------------------------------------------------------
+// t *= alpha, in place (f32, f16 or bf16; 16-bit values are widened, scaled and rounded back).
+// Gradient accumulation scales each micro-batch's loss gradient by 1 / K with it.
+void scale(Context& ctx, Tensor& t, float alpha);
+
 // ---- loss ----------------------------------------------------------------------------------
 // Softmax cross-entropy, fused and stable (log-sum-exp with the row maximum subtracted): logits
 // (N, K), labels i32 (N) in [0, K). Returns the mean loss and the count of correct arg-maxes;
@@ -275,6 +284,11 @@ void cast(Context& ctx, const Tensor& src, Tensor& dst);
 // Between this device and host memory of t.bytes() bytes.
 void copy_to_host(Context& ctx, const Tensor& src, void* dst);
 void copy_from_host(Context& ctx, const void* src, Tensor& dst);
+// The same, queued on the device's stream without waiting (asynchronous for pinned host memory
+// on CUDA; a plain copy on the CPU). The host memory must neither be read (copy_to_host_async)
+// nor changed or freed (both) before ctx.synchronize(); ops queued after them see their result.
+void copy_to_host_async(Context& ctx, const Tensor& src, void* dst);
+void copy_from_host_async(Context& ctx, const void* src, Tensor& dst);
 
 }  // namespace ops
 }  // namespace sluice::train

@@ -2,6 +2,13 @@
 // runs the layers in order; backward runs them in reverse from the gradient of the logits,
 // writing every parameter's gradient; parameters() lists them for an optimizer and a checkpoint,
 // in layer order with stable names ("3.weight").
+//
+// Gradient checkpointing (set_checkpointing, sluice/train/gradient_checkpointing.hpp): a training
+// forward keeps only the input of each segment of layers (the last segment's activations as
+// usual), and backward runs each earlier segment's forward again (training mode, the same step
+// and sample offset, so the same dropout masks; BatchNorm does not update its running statistics
+// the second time) before backpropagating through it. Gradients and running statistics are
+// bit-identical to a run without checkpointing.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +18,7 @@
 #include <vector>
 
 #include "sluice/core/shape.hpp"
+#include "sluice/train/gradient_checkpointing.hpp"
 #include "sluice/train/layer.hpp"
 
 namespace sluice::train {
@@ -39,10 +47,15 @@ class Sequential {
   // Logits for x (N, C, H, W). A training forward keeps what backward needs.
   Tensor forward(Context& ctx, const Tensor& x, const ForwardMode& mode);
   // From the gradient of the loss with respect to the logits of the last training forward: every
-  // parameter's gradient. No input gradient is computed for the first layer.
-  void backward(Context& ctx, Tensor dlogits);
+  // parameter's gradient, written over the previous values or, with GradMode::kAccumulate, added
+  // to them (gradient accumulation). No input gradient is computed for the first layer.
+  void backward(Context& ctx, Tensor dlogits, GradMode mode = GradMode::kOverwrite);
   // Drops what a training forward kept (a step abandoned before its backward).
   void release_saved();
+
+  // Gradient checkpointing for the training forwards from now on (none by default).
+  void set_checkpointing(CheckpointPolicy policy) { checkpoint_ = policy; }
+  const CheckpointPolicy& checkpointing() const { return checkpoint_; }
 
   std::vector<Parameter> parameters();
   std::vector<Buffer> buffers();
@@ -61,6 +74,12 @@ class Sequential {
 
   Shape input_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  CheckpointPolicy checkpoint_;
+  // The last training forward's checkpoints: the inputs of the segments before the last one
+  // (segment i starts at layer i * segment_), and its mode, which the recomputation repeats.
+  std::vector<Tensor> segment_inputs_;
+  std::size_t segment_ = 0;
+  ForwardMode checkpointed_mode_;
 };
 
 }  // namespace sluice::train

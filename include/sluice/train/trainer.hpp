@@ -10,6 +10,19 @@
 // both run in 16-bit on f32 master weights (sluice/train/precision.hpp), and an f16 step whose
 // gradients overflow is skipped. Memory comes from the context's allocator, whose
 // statistics (memory()) say per category what the step held at its peak.
+//
+// Gradient accumulation (TrainerOptions::accumulate = K): a step runs K micro-batches of N / K
+// (K must divide the batch), each forward, loss and backward, its loss gradient scaled by 1 / K
+// and its parameter gradients added to the previous micro-batches' (GradMode::kAccumulate), then
+// one optimizer update: the gradient is the full batch's mean gradient, while activations are
+// held for N / K images only. The learning-rate schedule counts optimizer steps; the step's
+// BatchResult covers the whole batch. Dropout: micro-batch j passes its first sample's index in
+// the batch (ForwardMode::sample_offset), so the micro-batches together draw exactly the full
+// batch's masks: distinct masks per micro-batch, and the same step as without accumulation.
+// BatchNorm: each micro-batch is normalised with its own batch statistics and folds them into
+// the running averages (K updates per step), as PyTorch does with accumulation; so the
+// accumulated step equals the full-batch step (up to summation order) only for models without
+// BatchNorm in training mode.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +58,7 @@ struct BatchResult {
 
 struct TrainerOptions {
   std::optional<CosineSchedule> schedule;  // none: the optimizer's learning rate throughout
+  int accumulate = 1;  // micro-batches per optimizer step (>= 1; must divide every batch)
   // Mixed precision (sluice/train/precision.hpp): 16-bit forward and backward, f32 master weights;
   // f16 with the dynamic loss scale of `loss_scaling`.
   Precision precision = Precision::kF32;
@@ -53,17 +67,20 @@ struct TrainerOptions {
 
 class Trainer {
  public:
-  // The model, the optimizer and the context must outlive the trainer.
+  // The model, the optimizer and the context must outlive the trainer. Throws
+  // sluice::Error(kInvalidArgument) when options.accumulate < 1.
   Trainer(Context& ctx, Sequential& model, Optimizer& optimizer, TrainerOptions options = {});
 
   // One training step on `data` (N, C, H, W) f32 with `labels` (N values in [0, classes)), both in
   // memory of `where` (host, or the context's device). Throws sluice::Error(kInvalidArgument)
-  // when the batch does not fit the model or sits on another device.
+  // when the batch does not fit the model, sits on another device, or does not split into
+  // options.accumulate micro-batches of equal size.
   BatchResult step(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where = host());
   // Loss and correct predictions with the running statistics and no dropout; no update.
   BatchResult evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where = host());
 
   std::int64_t steps() const { return steps_; }
+  int accumulate() const { return options_.accumulate; }
   float learning_rate() const { return optimizer_.learning_rate(); }
   AllocatorStats memory() const { return ctx_.allocator().stats(); }
   // The loss scale and the steps skipped for an inf or NaN gradient (f16), as of now.

@@ -128,6 +128,7 @@ class CpuBackend final : public Backend {
 
   void dropout_forward(Context& ctx, const DropoutMask& m, const Tensor& x, Tensor& y) override;
   void dropout_backward(Context& ctx, const DropoutMask& m, const Tensor& dy, Tensor& dx) override;
+  void scale(Context& ctx, Tensor& t, float alpha) override;
 
   LossResult softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels,
                                    Tensor* dlogits) override;

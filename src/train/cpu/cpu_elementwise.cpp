@@ -1,4 +1,4 @@
-// ReLU, MaxPool2D, GlobalAvgPool and Dropout on the CPU: element-wise or per-plane loops, split
+// ReLU, MaxPool2D, GlobalAvgPool, Dropout and scale on the CPU: element-wise or per-plane loops, split
 // over elements or planes (no reductions across workers, so any thread count gives the same bits).
 #include <algorithm>
 #include <cmath>
@@ -339,13 +339,19 @@ inline void keep_scales(const DropoutMask& m, std::uint64_t q, float scale, floa
 template <class T>
 void apply_dropout(WorkerPool& pool, const DropoutMask& m, const T* in, T* out, std::int64_t n) {
   const float scale = 1.0f / (1.0f - m.rate);
-  const std::int64_t quads = (n + 3) / 4;
+  // Element i draws as element g = offset + i of the stream: block g / 4, word g % 4.
+  const auto offset = static_cast<std::int64_t>(m.offset);
+  const std::int64_t q_first = offset / 4;
+  const std::int64_t quads = (offset + n + 3) / 4 - q_first;
   pool.for_each(quads, kElementGrain / 4, [&, in, out](std::int64_t q0, std::int64_t q1) {
     for (std::int64_t q = q0; q < q1; ++q) {
       float k[4];
-      keep_scales(m, static_cast<std::uint64_t>(q), scale, k);
-      const std::int64_t i0 = q * 4;
-      for (int j = 0; j < 4 && i0 + j < n; ++j) store(out, i0 + j, load(in, i0 + j) * k[j]);
+      keep_scales(m, static_cast<std::uint64_t>(q_first + q), scale, k);
+      const std::int64_t i0 = (q_first + q) * 4 - offset;  // the tensor index of word 0
+      for (int j = 0; j < 4; ++j) {
+        const std::int64_t i = i0 + j;
+        if (i >= 0 && i < n) store(out, i, load(in, i) * k[j]);
+      }
     }
   });
 }
@@ -362,6 +368,18 @@ void CpuBackend::dropout_backward(Context&, const DropoutMask& m, const Tensor& 
   with_float_type(dy.dtype(), [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     apply_dropout(pool_, m, dy.data_as<T>(), dx.data_as<T>(), dy.elements());
+  });
+}
+
+// ---- scale -----------------------------------------------------------------------------------
+
+void CpuBackend::scale(Context&, Tensor& t, float alpha) {
+  with_float_type(t.dtype(), [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    T* p = t.data_as<T>();
+    elementwise(t.elements(), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) store(p, i, load(p, i) * alpha);
+    });
   });
 }
 

@@ -185,6 +185,11 @@ void CudaBackend::dropout_backward(Context&, const DropoutMask& m, const Tensor&
   k::dropout_apply(dy.dtype(), m, dy.data(), dx.data(), dy.elements(), stream_);
 }
 
+void CudaBackend::scale(Context&, Tensor& t, float alpha) {
+  device_detail::ScopedDevice guard(index_);
+  k::scale(t.dtype(), t.data(), alpha, t.elements(), stream_);
+}
+
 LossResult CudaBackend::softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels,
                                               Tensor* dlogits) {
   device_detail::ScopedDevice guard(index_);
@@ -290,6 +295,19 @@ void CudaBackend::copy_from_host(Context&, const void* src, Tensor& dst) {
   check(cudaMemcpyAsync(dst.data(), src, dst.bytes(), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
   // The caller may reuse or free `src` as soon as this returns.
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+// Queued only: with pinned host memory the DMA engine runs them while the host goes on.
+void CudaBackend::copy_to_host_async(Context&, const Tensor& src, void* dst) {
+  device_detail::ScopedDevice guard(index_);
+  if (src.bytes() == 0) return;
+  check(cudaMemcpyAsync(dst, src.data(), src.bytes(), cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
+}
+
+void CudaBackend::copy_from_host_async(Context&, const void* src, Tensor& dst) {
+  device_detail::ScopedDevice guard(index_);
+  if (dst.bytes() == 0) return;
+  check(cudaMemcpyAsync(dst.data(), src, dst.bytes(), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
 }
 
 void CudaBackend::gemm(Context& ctx, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t kk,

@@ -46,6 +46,7 @@ class CudaBackend final : public Backend {
 
   std::string describe() const override { return description_; }
   void synchronize() override;
+  void* native_stream() override { return stream_; }
 
   // ---- Conv2D ----------------------------------------------------------------------------------
   std::size_t conv2d_workspace(const Conv2dShape& s, DType dtype) const override;
@@ -98,6 +99,7 @@ class CudaBackend final : public Backend {
   // ---- dropout ---------------------------------------------------------------------------------
   void dropout_forward(Context&, const DropoutMask& m, const Tensor& x, Tensor& y) override;
   void dropout_backward(Context&, const DropoutMask& m, const Tensor& dy, Tensor& dx) override;
+  void scale(Context&, Tensor& t, float alpha) override;
 
   // ---- loss ------------------------------------------------------------------------------------
   LossResult softmax_cross_entropy(Context& ctx, const Tensor& logits, const Tensor& labels, Tensor* dlogits) override;
@@ -113,6 +115,8 @@ class CudaBackend final : public Backend {
   void cast(Context&, const Tensor& src, Tensor& dst) override;
   void copy_to_host(Context&, const Tensor& src, void* dst) override;
   void copy_from_host(Context&, const void* src, Tensor& dst) override;
+  void copy_to_host_async(Context&, const Tensor& src, void* dst) override;
+  void copy_from_host_async(Context&, const void* src, Tensor& dst) override;
 
  private:
   // C (m, n) = op(A) op(B) [+ C], column-major, f32 accumulation; `batch` > 1 strides each

@@ -63,6 +63,8 @@ void relu_backward(DType t, const void* y, const void* dy, void* dx, std::int64_
 // out = in * keep(i) / (1 - rate): element i kept unless its Philox draw on (key, step, i) is
 // below the rate (elementwise_kernels.cu says exactly how, the CPU backend draws the same).
 void dropout_apply(DType t, const DropoutMask& m, const void* in, void* out, std::int64_t n, cudaStream_t stream);
+// data *= alpha, in place.
+void scale(DType t, void* data, float alpha, std::int64_t n, cudaStream_t stream);
 
 // Every element of dst (n elements of element_size 1, 2 or 4 bytes) = the low element_size bytes
 // of `bits` (the value already converted on the host, as the CPU converts it).

@@ -1,5 +1,5 @@
 // The CUDA backend's element-wise and reduction kernels: ReLU, dropout (the CPU backend's Philox
-// mask, bit for bit), fill and cast, batch normalisation (training, inference, backward),
+// mask, bit for bit), scale, fill and cast, batch normalisation (training, inference, backward),
 // softmax cross-entropy with labels checked on the device, and the SGD / AdamW updates. CPU
 // twins: src/train/cpu/.
 //
@@ -48,6 +48,7 @@ __device__ __forceinline__ uint4 philox4x32(uint2 key, uint4 ctr) {
 struct DropoutLaunch {
   uint2 key;
   unsigned step_lo, step_hi;
+  std::int64_t offset;  // element i draws as element offset + i (DropoutMask::offset)
   float rate;
   float scale;  // 1 / (1 - rate)
 };
@@ -63,18 +64,25 @@ __device__ __forceinline__ float keep_scale(unsigned word, const DropoutLaunch& 
 
 template <class T>
 __global__ void dropout_kernel(DropoutLaunch p, const T* in, T* out, std::int64_t n) {
-  const std::int64_t quads = (n + 3) / 4;
+  const std::int64_t q_first = p.offset / 4;
+  const std::int64_t quads = (p.offset + n + 3) / 4 - q_first;
   SLUICE_GRID_LOOP(q, quads) {
-    const auto u = static_cast<std::uint64_t>(q);
+    const auto u = static_cast<std::uint64_t>(q_first + q);
     const uint4 r = philox4x32(p.key, make_uint4(static_cast<unsigned>(u), static_cast<unsigned>(u >> 32),
                                                  p.step_lo, p.step_hi));
     const unsigned words[4] = {r.x, r.y, r.z, r.w};
-    const std::int64_t i0 = q * 4;
+    const std::int64_t i0 = (q_first + q) * 4 - p.offset;  // the tensor index of word 0
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      if (i0 + j < n) st(out, i0 + j, ld(in, i0 + j) * keep_scale(words[j], p));
+      if (i0 + j >= 0 && i0 + j < n) st(out, i0 + j, ld(in, i0 + j) * keep_scale(words[j], p));
     }
   }
+}
+
+// ---- scale -----------------------------------------------------------------------------------
+template <class T>
+__global__ void scale_kernel(T* t, float alpha, std::int64_t n) {
+  SLUICE_GRID_LOOP(i, n) { st(t, i, ld(t, i) * alpha); }
 }
 
 // ---- fill and cast ---------------------------------------------------------------------------
@@ -316,6 +324,7 @@ void dropout_apply(DType t, const DropoutMask& m, const void* in, void* out, std
   p.key = make_uint2(static_cast<unsigned>(m.key), static_cast<unsigned>(m.key >> 32));
   p.step_lo = static_cast<unsigned>(m.step);
   p.step_hi = static_cast<unsigned>(m.step >> 32);
+  p.offset = static_cast<std::int64_t>(m.offset);
   p.rate = m.rate;
   p.scale = 1.0f / (1.0f - m.rate);
   with_float_type(t, [&](auto tag) {
@@ -324,6 +333,15 @@ void dropout_apply(DType t, const DropoutMask& m, const void* in, void* out, std
                                                                       static_cast<T*>(out), n);
   });
   check_launch("dropout");
+}
+
+void scale(DType t, void* data, float alpha, std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_float_type(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scale_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(data), alpha, n);
+  });
+  check_launch("scale");
 }
 
 void fill_bits(int element_size, std::uint32_t bits, void* dst, std::int64_t n, cudaStream_t stream) {

@@ -73,6 +73,13 @@ TEST(Context, ThreadsDefaultToTheHardwareAndNegativeOnesAreRejected) {
   expect_rejects([&] { Context bad(*env.allocator, {.threads = -1}); }, "threads must be >= 0");
 }
 
+TEST(Context, HasNoNativeStreamOnTheCpu) {
+  // The CPU backend runs every op before returning: nothing to order against (a CUDA context
+  // returns its cudaStream_t, which tests/mpi/mpi_nccl_test.cpp queues NCCL on).
+  OpsEnv env;
+  EXPECT_EQ(env.ctx->native_stream(), nullptr);
+}
+
 TEST(Context, ZerosAreZeroInEveryDtype) {
   OpsEnv env;
   for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kU8}) {

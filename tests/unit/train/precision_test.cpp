@@ -1,7 +1,8 @@
 // Mixed precision (sluice/train/precision.hpp): the loss scaler's state machine, the precision
 // names, the two ops it adds (scale_cast, find_nonfinite), and training steps in f16 and bf16
 // against f32: close to the f32 step, a skipped step that changes nothing, the same weights at 1
-// and 2 threads, about half the activation memory, and the 16-bit copies counted as weights.
+// and 2 threads, about half the activation memory, and the 16-bit copies counted as weights;
+// with gradient accumulation, K micro-batches close to the full batch and a skip that undoes all.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -354,6 +355,53 @@ TEST(MixedPrecisionTraining, ActivationPeakIsAboutHalfAndCopiesCountAsWeights) {
     }
     EXPECT_EQ(category(mixed, TensorCategory::kOptimizerState), category(f32, TensorCategory::kOptimizerState));
   }
+}
+
+TEST(MixedPrecisionTraining, AccumulatedMicroBatchesMatchTheFullBatchStep) {
+  // No BatchNorm (its statistics are per micro-batch): K = 2 micro-batches of 16-bit gradients,
+  // accumulated in 16-bit, unscaled and checked once, against one batch of 32.
+  auto model_for = [](Context& ctx) {
+    auto m = std::make_unique<Sequential>(Shape{1, 8, 8});
+    m->add<Conv2D>(ctx, Conv2DOptions{.in_channels = 1, .out_channels = 8, .bias = true});
+    m->add<ReLU>();
+    m->add<MaxPool2D>();
+    m->add<Flatten>();
+    m->add<Dense>(ctx, DenseOptions{.in_features = 8 * 4 * 4, .out_features = 4});
+    m->initialize(ctx, 11);
+    return m;
+  };
+  const test::ToySet set = test::toy_set(kBatch, 1, 8, 4, 5);
+  for (Precision p : {Precision::kMixedF16, Precision::kMixedBF16}) {
+    std::vector<std::vector<float>> grads[2];
+    int side = 0;
+    for (int k : {1, 2}) {
+      HostRig rig;
+      auto model = model_for(rig.ctx);
+      Sgd opt(SgdOptions{.learning_rate = 0.05f});
+      Trainer trainer(rig.ctx, *model, opt, TrainerOptions{.accumulate = k, .precision = p});
+      trainer.step({const_cast<float*>(set.images.data()), DType::kF32, {kBatch, 1, 8, 8}}, set.labels);
+      EXPECT_EQ(trainer.precision_stats().skipped_steps, 0);
+      for (const Parameter& param : model->parameters()) grads[side].push_back(values_of(rig.ctx, *param.grad));
+      ++side;
+    }
+    EXPECT_LT(relative_distance(grads[0], grads[1]), p == Precision::kMixedF16 ? 5e-3 : 3e-2) << to_string(p);
+  }
+}
+
+TEST(MixedPrecisionTraining, ASkippedAccumulatedStepPutsBackTheRunningStatisticsOfAllMicroBatches) {
+  HostRig rig;
+  auto model = small_cnn(rig.ctx);
+  PeekSgd opt(SgdOptions{.learning_rate = 0.05f});
+  Trainer trainer(rig.ctx, *model, opt, TrainerOptions{.accumulate = 2, .precision = Precision::kMixedF16});
+  test::ToySet set = test::toy_set(kBatch, 1, 8, 4, 5);
+  const Snapshot before = snapshot(rig.ctx, *model, opt);
+  // The NaN in the second micro-batch: the first one's statistics are finite, and go back too.
+  set.images[static_cast<std::size_t>(kBatch / 2 * 64 + 5)] = std::numeric_limits<float>::quiet_NaN();
+  trainer.step({set.images.data(), DType::kF32, {kBatch, 1, 8, 8}}, set.labels);
+  EXPECT_EQ(trainer.precision_stats().skipped_steps, 1);
+  const Snapshot after = snapshot(rig.ctx, *model, opt);
+  EXPECT_EQ(after.weights, before.weights);
+  EXPECT_EQ(after.buffers, before.buffers);
 }
 
 TEST(MixedPrecisionTraining, TheModelIsBackToF32WhenTheTrainerGoes) {
