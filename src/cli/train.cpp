@@ -35,6 +35,7 @@
 #include "sluice/train/planner.hpp"
 #include "sluice/train/profiler.hpp"
 #include "sluice/train/setup.hpp"
+#include "sluice/train/precision.hpp"
 #include "sluice/train/pruning.hpp"
 #include "sluice/train/trainer.hpp"
 
@@ -149,6 +150,21 @@ std::string category_text(const AllocatorStats& stats) {
   return text;
 }
 
+// Mixed precision's counters: the loss scale now (1 without scaling), steps skipped for an inf or
+// NaN gradient, and the times the scale grew.
+json precision_json(const train::PrecisionStats& ps) {
+  return {{"loss_scale", ps.loss_scale}, {"skipped_steps", ps.skipped_steps}, {"growth_events", ps.growth_events}};
+}
+
+std::string precision_text(const train::PrecisionStats& ps) {
+  std::string text(train::to_string(ps.precision));
+  if (ps.precision != train::Precision::kMixedF16) return text + " (no loss scaling)";
+  char line[160];
+  std::snprintf(line, sizeof line, ", loss scale %g, %lld skipped step(s), %lld growth event(s)", ps.loss_scale,
+                static_cast<long long>(ps.skipped_steps), static_cast<long long>(ps.growth_events));
+  return text + line;
+}
+
 train::BatchResult evaluate(train::Trainer& trainer, Loader& test) {
   train::BatchResult r;
   for (Batch& b : test.epoch(0)) r += trainer.evaluate(b.data(), b.labels(), host());
@@ -186,6 +202,7 @@ int run_train(TrainOptions o) {
   } catch (const Error& e) {
     throw Error(ErrorCode::kInvalidArgument, "--checkpoint: " + e.cause());
   }
+  const train::Precision precision = train::parse_precision(o.precision);
 
   std::unique_ptr<Allocator> allocator;
   std::unique_ptr<train::Context> ctx;
@@ -281,7 +298,7 @@ int run_train(TrainOptions o) {
             << o.loader_threads << " loader thread(s)\n"
             << "  " << optimizer->describe() << ", cosine schedule with " << total_steps / 20 << " warmup steps; batch "
             << o.batch << ", " << epochs << " epoch(s) of " << per_epoch << " steps" << (o.steps > 0 ? " (--steps)" : "")
-            << "\n"
+            << "; precision " << train::to_string(setup.trainer.precision) << "\n"
             << "  memory: " << describe_memory(memory) << " (--memory)" << (profiler ? ", profiling to " + o.profile : "")
             << "\n";
   const std::string micro_batches =
@@ -378,6 +395,8 @@ int run_train(TrainOptions o) {
                                 {"peak_device_bytes", mem.peak_in_use_bytes}, {"reserved_bytes", mem.reserved_bytes},
                                 {"peak_in_use_bytes", mem.peak_in_use_bytes}, {"peak_reserved_bytes", mem.reserved_bytes},
                                 {"peak_by_category", category_json(mem)}});
+      const train::PrecisionStats ps = trainer.precision_stats();
+      per_epoch_json.back().update(precision_json(ps));
       if (pruner) {
         per_epoch_json.back()["sparsity"] = sparsity;
         per_epoch_json.back()["target_sparsity"] = pruner->target();
@@ -393,8 +412,9 @@ int run_train(TrainOptions o) {
                     format_seconds(epoch_seconds).c_str(), format_seconds(eval_seconds).c_str());
       std::cout << line << "    memory: in use at peak " << format_bytes(mem.peak_in_use_bytes) << " (live tensors: "
                 << category_text(mem) << "); reserved " << format_bytes(mem.reserved_bytes)
-                << " (regions the allocator holds, in use or free)\n"
-                << std::flush;
+                << " (regions the allocator holds, in use or free)\n";
+      if (ps.precision != train::Precision::kF32) std::cout << "    precision: " << precision_text(ps) << "\n";
+      std::cout << std::flush;
       if (pruner) {
         std::snprintf(line, sizeof line, "    pruning: sparsity %.2f%% of the prunable weights (target %.2f%%)\n",
                       100.0 * sparsity, 100.0 * pruner->target());
@@ -474,6 +494,7 @@ int run_train(TrainOptions o) {
         {"epochs", static_cast<int>(per_epoch_json.size())},
         {"steps", trainer.steps()},
         {"optimizer", o.optimizer},
+        {"precision", std::string(train::to_string(precision))},
         {"learning_rate", lr},
         {"seed", o.seed},
         {"parameters", model->parameter_count()},
@@ -499,6 +520,7 @@ int run_train(TrainOptions o) {
         {"peak_by_category", by_category},
         {"per_epoch", per_epoch_json},
     };
+    result.update(precision_json(trainer.precision_stats()));
     if (!pruning.is_null()) result["pruning"] = pruning;
     if (const Allocator* h = optimizer->host_state_allocator()) {
       result["offload"] = {{"what", o.offload}, {"host_state_bytes", h->stats().in_use_bytes},

@@ -24,6 +24,10 @@ void add_model_options(CLI::App* cmd, TrainOptions& o) {
       ->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "sgd (Nesterov momentum 0.9) or adam (AdamW)")
       ->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
+  cmd->add_option("--precision", o.precision,
+                  "f32, or mixed_f16 / mixed_bf16: 16-bit forward and backward, f32 master weights (f16 with "
+                  "dynamic loss scaling)")
+      ->check(CLI::IsMember({"f32", "mixed_f16", "mixed_bf16"}))->capture_default_str();
   cmd->add_option("--offload", o.offload,
                   "optimizer: keep the optimizer's state (AdamW moments, SGD momentum) in host memory, pinned "
                   "for a CUDA device, streamed through a device staging buffer each step")
@@ -100,7 +104,7 @@ int parse_accumulate(const std::string& text) {
 train::TrainConfig train_config(const TrainOptions& o, std::int64_t batch, std::int64_t total_steps) {
   return train::TrainConfig{.model = o.model, .batch = batch, .optimizer = o.optimizer, .lr = o.lr, .seed = o.seed,
                             .total_steps = total_steps, .accumulate = o.accumulate, .checkpoint = o.checkpoint,
-                            .offload = o.offload == "optimizer"};
+                            .offload = o.offload == "optimizer", .precision = o.precision};
 }
 
 }  // namespace sluice::cli

@@ -29,6 +29,7 @@ struct TrainOptions {
   std::string accumulate_text = "1";   // --accumulate: a number or "auto"
   std::string checkpoint = "none";     // gradient checkpointing: none, sqrt, every:K
   std::string optimizer = "sgd";
+  std::string precision = "f32";       // f32, mixed_f16 or mixed_bf16
   float lr = 0.0f;                     // 0: the optimizer's default
   int threads = 0;                     // training threads; 0: all cores
   int loader_threads = 1;
@@ -51,7 +52,7 @@ struct TrainOptions {
 // The evaluation batch of `sluice train` (the planner simulates it too).
 inline constexpr std::int64_t kEvalBatch = 256;
 
-// --model, --batch, --accumulate, --checkpoint, --optimizer, --offload, --lr, --threads, --device,
+// --model, --batch, --accumulate, --checkpoint, --optimizer, --precision, --offload, --lr, --threads, --device,
 // --seed, --memory, --no-eval: the flags that decide what a training step allocates, registered
 // alike on train and plan.
 void add_model_options(CLI::App* cmd, TrainOptions& o);

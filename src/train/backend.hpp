@@ -93,6 +93,9 @@ class Backend {
   virtual void adamw_update(Context& ctx, const AdamWUpdate& u, Tensor& w, const Tensor& g,
                             Tensor& m, Tensor& v) = 0;
 
+  virtual void scale_cast(Context& ctx, const Tensor& src, float scale, Tensor& dst) = 0;
+  virtual void find_nonfinite(Context& ctx, const Tensor& t, Tensor& flag) = 0;
+
   virtual void fill(Context& ctx, Tensor& t, float value) = 0;
   virtual void cast(Context& ctx, const Tensor& src, Tensor& dst) = 0;
   virtual void copy_to_host(Context& ctx, const Tensor& src, void* dst) = 0;

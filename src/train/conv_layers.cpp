@@ -54,8 +54,10 @@ void Conv2D::initialize(Context& ctx, std::uint64_t key) {
 Tensor Conv2D::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   check_channels("Conv2D", x.shape(), options_.in_channels);
   const Conv2dShape s = Conv2dShape::make(x.shape(), options_.out_channels, options_.window);
-  Tensor y = detail::activation(ctx, s.output(), x.dtype());
-  ops::conv2d_forward(ctx, s, x, weight_, bias_.defined() ? &bias_ : nullptr, y);
+  const DType t = x.dtype();
+  Tensor y = detail::activation(ctx, s.output(), t);
+  ops::conv2d_forward(ctx, s, x, detail::compute_tensor(weight_, weight16_, t),
+                      detail::compute_tensor_or_null(bias_, bias16_, t), y);
   x_ = mode.training ? std::move(x) : Tensor();
   return y;
 }
@@ -64,15 +66,22 @@ Tensor Conv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
   detail::require_saved(x_.defined(), "Conv2D");
   const Conv2dShape s = Conv2dShape::make(x_.shape(), options_.out_channels, options_.window);
   Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
-  ops::conv2d_backward(ctx, s, x_, weight_, dy, need_dx ? &dx : nullptr, weight_grad_,
-                       bias_.defined() ? &bias_grad_ : nullptr, grad_mode());
+  const DType t = x_.dtype();
+  ops::conv2d_backward(ctx, s, x_, detail::compute_tensor(weight_, weight16_, t), dy, need_dx ? &dx : nullptr,
+                       detail::compute_tensor(weight_grad_, weight16_grad_, t),
+                       bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
   x_.reset();
   return dx;
 }
 
 void Conv2D::parameters(const std::string& prefix, std::vector<Parameter>& out) {
-  detail::add_parameter(out, prefix + "weight", weight_, weight_grad_, true);
-  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false);
+  detail::add_parameter(out, prefix + "weight", weight_, weight_grad_, true, weight16_, weight16_grad_);
+  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false, bias16_, bias16_grad_);
+}
+
+void Conv2D::set_compute_dtype(Context& ctx, DType dtype) {
+  detail::make_compute_copy(ctx, weight_, dtype, weight16_, weight16_grad_);
+  detail::make_compute_copy(ctx, bias_, dtype, bias16_, bias16_grad_);
 }
 
 // ---- DepthwiseConv2D ----------------------------------------------------------------------
@@ -101,8 +110,10 @@ void DepthwiseConv2D::initialize(Context& ctx, std::uint64_t key) {
 Tensor DepthwiseConv2D::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   check_channels("DepthwiseConv2D", x.shape(), options_.channels);
   const Conv2dShape s = Conv2dShape::make_depthwise(x.shape(), options_.window);
-  Tensor y = detail::activation(ctx, s.output(), x.dtype());
-  ops::depthwise_conv2d_forward(ctx, s, x, weight_, bias_.defined() ? &bias_ : nullptr, y);
+  const DType t = x.dtype();
+  Tensor y = detail::activation(ctx, s.output(), t);
+  ops::depthwise_conv2d_forward(ctx, s, x, detail::compute_tensor(weight_, weight16_, t),
+                                detail::compute_tensor_or_null(bias_, bias16_, t), y);
   x_ = mode.training ? std::move(x) : Tensor();
   return y;
 }
@@ -111,15 +122,22 @@ Tensor DepthwiseConv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
   detail::require_saved(x_.defined(), "DepthwiseConv2D");
   const Conv2dShape s = Conv2dShape::make_depthwise(x_.shape(), options_.window);
   Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
-  ops::depthwise_conv2d_backward(ctx, s, x_, weight_, dy, need_dx ? &dx : nullptr, weight_grad_,
-                                 bias_.defined() ? &bias_grad_ : nullptr, grad_mode());
+  const DType t = x_.dtype();
+  ops::depthwise_conv2d_backward(ctx, s, x_, detail::compute_tensor(weight_, weight16_, t), dy,
+                                 need_dx ? &dx : nullptr, detail::compute_tensor(weight_grad_, weight16_grad_, t),
+                                 bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
   x_.reset();
   return dx;
 }
 
 void DepthwiseConv2D::parameters(const std::string& prefix, std::vector<Parameter>& out) {
-  detail::add_parameter(out, prefix + "weight", weight_, weight_grad_, true);
-  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false);
+  detail::add_parameter(out, prefix + "weight", weight_, weight_grad_, true, weight16_, weight16_grad_);
+  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false, bias16_, bias16_grad_);
+}
+
+void DepthwiseConv2D::set_compute_dtype(Context& ctx, DType dtype) {
+  detail::make_compute_copy(ctx, weight_, dtype, weight16_, weight16_grad_);
+  detail::make_compute_copy(ctx, bias_, dtype, bias16_, bias16_grad_);
 }
 
 // ---- SeparableConv2D ----------------------------------------------------------------------
@@ -153,8 +171,11 @@ void SeparableConv2D::initialize(Context& ctx, std::uint64_t key) {
 Tensor SeparableConv2D::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   check_channels("SeparableConv2D", x.shape(), options_.in_channels);
   const SeparableShape s = SeparableShape::make(x.shape(), options_.out_channels, options_.window);
-  Tensor y = detail::activation(ctx, s.output(), x.dtype());
-  ops::separable_conv2d_forward(ctx, s, x, depthwise_, pointwise_, bias_.defined() ? &bias_ : nullptr, y);
+  const DType t = x.dtype();
+  Tensor y = detail::activation(ctx, s.output(), t);
+  ops::separable_conv2d_forward(ctx, s, x, detail::compute_tensor(depthwise_, depthwise16_, t),
+                                detail::compute_tensor(pointwise_, pointwise16_, t),
+                                detail::compute_tensor_or_null(bias_, bias16_, t), y);
   x_ = mode.training ? std::move(x) : Tensor();
   return y;
 }
@@ -163,16 +184,26 @@ Tensor SeparableConv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
   detail::require_saved(x_.defined(), "SeparableConv2D");
   const SeparableShape s = SeparableShape::make(x_.shape(), options_.out_channels, options_.window);
   Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
-  ops::separable_conv2d_backward(ctx, s, x_, depthwise_, pointwise_, dy, need_dx ? &dx : nullptr, depthwise_grad_,
-                                 pointwise_grad_, bias_.defined() ? &bias_grad_ : nullptr, grad_mode());
+  const DType t = x_.dtype();
+  ops::separable_conv2d_backward(ctx, s, x_, detail::compute_tensor(depthwise_, depthwise16_, t),
+                                 detail::compute_tensor(pointwise_, pointwise16_, t), dy, need_dx ? &dx : nullptr,
+                                 detail::compute_tensor(depthwise_grad_, depthwise16_grad_, t),
+                                 detail::compute_tensor(pointwise_grad_, pointwise16_grad_, t),
+                                 bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
   x_.reset();
   return dx;
 }
 
 void SeparableConv2D::parameters(const std::string& prefix, std::vector<Parameter>& out) {
-  detail::add_parameter(out, prefix + "depthwise", depthwise_, depthwise_grad_, true);
-  detail::add_parameter(out, prefix + "pointwise", pointwise_, pointwise_grad_, true);
-  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false);
+  detail::add_parameter(out, prefix + "depthwise", depthwise_, depthwise_grad_, true, depthwise16_, depthwise16_grad_);
+  detail::add_parameter(out, prefix + "pointwise", pointwise_, pointwise_grad_, true, pointwise16_, pointwise16_grad_);
+  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false, bias16_, bias16_grad_);
+}
+
+void SeparableConv2D::set_compute_dtype(Context& ctx, DType dtype) {
+  detail::make_compute_copy(ctx, depthwise_, dtype, depthwise16_, depthwise16_grad_);
+  detail::make_compute_copy(ctx, pointwise_, dtype, pointwise16_, pointwise16_grad_);
+  detail::make_compute_copy(ctx, bias_, dtype, bias16_, bias16_grad_);
 }
 
 }  // namespace sluice::train

@@ -34,8 +34,10 @@ void Dense::initialize(Context& ctx, std::uint64_t key) {
 Tensor Dense::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   output_shape(x.shape());  // checks in_features
   const DenseShape s = DenseShape::make(x.shape(), options_.out_features);
-  Tensor y = detail::activation(ctx, s.output(), x.dtype());
-  ops::dense_forward(ctx, s, x, weight_, bias_.defined() ? &bias_ : nullptr, y);
+  const DType t = x.dtype();
+  Tensor y = detail::activation(ctx, s.output(), t);
+  ops::dense_forward(ctx, s, x, detail::compute_tensor(weight_, weight16_, t),
+                     detail::compute_tensor_or_null(bias_, bias16_, t), y);
   x_ = mode.training ? std::move(x) : Tensor();
   return y;
 }
@@ -44,15 +46,22 @@ Tensor Dense::backward(Context& ctx, Tensor dy, bool need_dx) {
   detail::require_saved(x_.defined(), "Dense");
   const DenseShape s = DenseShape::make(x_.shape(), options_.out_features);
   Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
-  ops::dense_backward(ctx, s, x_, weight_, dy, need_dx ? &dx : nullptr, weight_grad_,
-                      bias_.defined() ? &bias_grad_ : nullptr, grad_mode());
+  const DType t = x_.dtype();
+  ops::dense_backward(ctx, s, x_, detail::compute_tensor(weight_, weight16_, t), dy, need_dx ? &dx : nullptr,
+                      detail::compute_tensor(weight_grad_, weight16_grad_, t),
+                      bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
   x_.reset();
   return dx;
 }
 
 void Dense::parameters(const std::string& prefix, std::vector<Parameter>& out) {
-  detail::add_parameter(out, prefix + "weight", weight_, weight_grad_, true);
-  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false);
+  detail::add_parameter(out, prefix + "weight", weight_, weight_grad_, true, weight16_, weight16_grad_);
+  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false, bias16_, bias16_grad_);
+}
+
+void Dense::set_compute_dtype(Context& ctx, DType dtype) {
+  detail::make_compute_copy(ctx, weight_, dtype, weight16_, weight16_grad_);
+  detail::make_compute_copy(ctx, bias_, dtype, bias16_, bias16_grad_);
 }
 
 }  // namespace sluice::train

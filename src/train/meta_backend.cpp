@@ -81,6 +81,8 @@ class MetaBackend final : public Backend {
   void sgd_update(Context&, const SgdUpdate&, Tensor&, const Tensor&, Tensor*) override {}
   void adamw_update(Context&, const AdamWUpdate&, Tensor&, const Tensor&, Tensor&, Tensor&) override {}
   void scale(Context&, Tensor&, float) override {}
+  void scale_cast(Context&, const Tensor&, float, Tensor&) override {}
+  void find_nonfinite(Context&, const Tensor&, Tensor&) override {}  // the flag stays clear: every step applies
   void fill(Context&, Tensor&, float) override {}
   void cast(Context&, const Tensor&, Tensor&) override {}
   // Host memory the caller owns: zeros, so code that reads it back (a checkpoint) sees values.

@@ -497,6 +497,25 @@ void cast(Context& ctx, const Tensor& src, Tensor& dst) {
   ctx.backend().cast(ctx, src, dst);
 }
 
+void scale_cast(Context& ctx, const Tensor& src, float scale, Tensor& dst) {
+  const char* op = "scale_cast";
+  const DType t = activation_dtype(op, src);
+  check(ctx, op, "src", src, src.shape(), t);
+  check(ctx, op, "dst", dst, src.shape(), dst.dtype());
+  if (!is_floating(dst.dtype())) fail(std::string(op) + ": dst is " + dst.describe() + "; expected f32, f16 or bf16");
+  if (src.data() != dst.data() || src.dtype() != dst.dtype()) check_distinct(op, "dst", &dst, "src", src);
+  ctx.backend().scale_cast(ctx, src, scale, dst);
+}
+
+void find_nonfinite(Context& ctx, const Tensor& t, Tensor& flag) {
+  const char* op = "find_nonfinite";
+  const DType dt = activation_dtype(op, t);
+  check(ctx, op, "t", t, t.shape(), dt);
+  check(ctx, op, "flag", flag, {1}, DType::kF32);
+  check_distinct(op, "flag", &flag, "t", t);
+  ctx.backend().find_nonfinite(ctx, t, flag);
+}
+
 void copy_to_host(Context& ctx, const Tensor& src, void* dst) {
   check(ctx, "copy_to_host", "src", src, src.shape(), src.dtype());
   if (dst == nullptr && src.bytes() > 0) fail("copy_to_host: null destination");

@@ -5,6 +5,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/train/gradient_checkpointing.hpp"
+#include "sluice/train/precision.hpp"
 #include "sluice/train/models.hpp"
 
 namespace sluice::train {
@@ -32,6 +33,7 @@ TrainSetup make_training(Context& ctx, const TrainConfig& config) {
   } catch (const Error& e) {
     throw Error(ErrorCode::kInvalidArgument, "checkpoint: " + e.cause());
   }
+  const Precision precision = parse_precision(config.precision);  // throws for an unknown name
   TrainSetup s;
   s.learning_rate = learning_rate(config);
   const ModelInfo& info = model_info(config.model);
@@ -43,6 +45,7 @@ TrainSetup make_training(Context& ctx, const TrainConfig& config) {
     s.optimizer = std::make_unique<Sgd>(SgdOptions{.learning_rate = s.learning_rate, .offload = config.offload});
   }
   s.trainer.accumulate = config.accumulate;
+  s.trainer.precision = precision;
   if (config.total_steps > 0) {
     s.trainer.schedule = CosineSchedule{.base = s.learning_rate,
                                         .warmup_steps = std::max<std::int64_t>(1, config.total_steps / 20),

@@ -29,7 +29,8 @@ class Phase {
 }  // namespace
 
 Trainer::Trainer(Context& ctx, Sequential& model, Optimizer& optimizer, TrainerOptions options)
-    : ctx_(ctx), model_(model), optimizer_(optimizer), options_(options), params_(model.parameters()) {
+    : ctx_(ctx), model_(model), optimizer_(optimizer), options_(options), params_(model.parameters()),
+      mixed_(std::make_unique<MixedPrecision>(ctx, model, options.precision, options.loss_scaling)) {
   if (options_.accumulate < 1) {
     throw Error(ErrorCode::kInvalidArgument, "Trainer: accumulate must be >= 1 micro-batches per step, got " +
                                                  std::to_string(options_.accumulate));
@@ -81,8 +82,9 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
   const std::int64_t micro = data.shape[0] / k;
   BatchResult result;
   try {
+    mixed_->begin_step(true);  // 16-bit weight copies (and f16's restore point), once a step
     for (std::int64_t j = 0; j < k; ++j) {
-      const Tensor x = k == 1 ? in.x : in.x.slice(j * micro, (j + 1) * micro);
+      const Tensor x = mixed_->cast_input(k == 1 ? in.x : in.x.slice(j * micro, (j + 1) * micro));
       const Tensor y = k == 1 ? in.labels : in.labels.slice(j * micro, (j + 1) * micro);
       Tensor logits;
       Tensor dlogits;
@@ -91,6 +93,7 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
         const Phase phase(options_.profiler, "forward");
         logits = model_.forward(ctx_, x, ForwardMode{.training = true, .step = static_cast<std::uint64_t>(steps_),
                                                      .sample_offset = static_cast<std::uint64_t>(j * micro)});
+        logits = mixed_->logits_f32(std::move(logits));  // loss and softmax in f32
         dlogits = ctx_.empty(logits.shape(), logits.dtype(), TensorCategory::kActivations);
         loss = ops::softmax_cross_entropy(ctx_, logits, y, &dlogits);
         logits.reset();
@@ -100,7 +103,8 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
       if (k > 1) ops::scale(ctx_, dlogits, 1.0f / static_cast<float>(k));
       {
         const Phase phase(options_.profiler, "backward");
-        model_.backward(ctx_, std::move(dlogits), j == 0 ? GradMode::kOverwrite : GradMode::kAccumulate);
+        model_.backward(ctx_, mixed_->scale_loss_gradient(std::move(dlogits)),
+                        j == 0 ? GradMode::kOverwrite : GradMode::kAccumulate);
       }
       result += BatchResult{loss.loss * static_cast<double>(micro), loss.correct, micro};
     }
@@ -110,7 +114,7 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
   }
   {
     const Phase phase(options_.profiler, "optimizer");
-    optimizer_.step(ctx_, params_);
+    if (mixed_->finish_backward()) optimizer_.step(ctx_, params_);  // false: an f16 step skipped
   }
   ++steps_;
   return result;
@@ -118,7 +122,9 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
 
 BatchResult Trainer::evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
   Input in = input(data, labels, where);
-  const Tensor logits = model_.forward(ctx_, in.x, ForwardMode{.training = false});
+  mixed_->begin_step(false);
+  const Tensor x = mixed_->cast_input(in.x);
+  const Tensor logits = mixed_->logits_f32(model_.forward(ctx_, x, ForwardMode{.training = false}));
   const LossResult loss = ops::softmax_cross_entropy(ctx_, logits, in.labels, nullptr);
   return {loss.loss * static_cast<double>(data.shape[0]), loss.correct, data.shape[0]};
 }

@@ -2,6 +2,7 @@
 // generated data set for both models, the prepared-data and device errors, and usage errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "cli_test_support.hpp"
@@ -87,6 +88,31 @@ TEST(CliTrain, SameSeedSameResult) {
   EXPECT_EQ(a["test_loss"], b["test_loss"]);
 }
 
+TEST(CliTrain, MixedPrecisionReportsItsLossScaleCounters) {
+  TempDir dir;
+  make_split_folder(dir, 28, 8, 4);
+  for (const char* precision : {"mixed_f16", "mixed_bf16"}) {
+    const json j = train_json({"--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "3", "--batch",
+                               "8", "--threads", "1", "--precision", precision});
+    expect_contract(j, 3);
+    EXPECT_EQ(j["precision"], precision);
+    for (const json* o : {&j, &j["per_epoch"][0]}) {
+      for (const char* key : {"loss_scale", "skipped_steps", "growth_events"}) EXPECT_TRUE(o->contains(key)) << key;
+    }
+    if (std::string(precision) == "mixed_bf16") {
+      EXPECT_EQ(j["loss_scale"], 1.0);
+      EXPECT_EQ(j["skipped_steps"], 0);
+    } else {
+      // 2^16 halved once per skipped step.
+      EXPECT_EQ(j["loss_scale"].get<double>(), std::ldexp(1.0, 16 - j["skipped_steps"].get<int>()));
+    }
+  }
+  const json f32 = train_json({"--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "1", "--batch", "8",
+                               "--threads", "1"});
+  EXPECT_EQ(f32["precision"], "f32");
+  EXPECT_EQ(f32["loss_scale"], 1.0);
+}
+
 TEST(CliTrain, UnpreparedDatasetSaysHowToPrepareIt) {
   TempDir dir;
   const CliRun run = run_cli({"train", "--dataset", "fashion-mnist", "--data-root", dir.path().string()});
@@ -108,6 +134,7 @@ TEST(CliTrain, UsageErrors) {
   EXPECT_EQ(run_cli({"train"}).exit_code, 2);  // neither --dataset nor --data
   EXPECT_EQ(run_cli({"train", "--dataset", "fashion-mnist", "--model", "resnet"}).exit_code, 2);
   EXPECT_EQ(run_cli({"train", "--dataset", "fashion-mnist", "--epochs", "2", "--steps", "3"}).exit_code, 2);
+  EXPECT_EQ(run_cli({"train", "--dataset", "fashion-mnist", "--precision", "f16"}).exit_code, 2);
   const CliRun bad_device = run_cli({"train", "--dataset", "fashion-mnist", "--device", "gpu"});
   EXPECT_EQ(bad_device.exit_code, 1);
   EXPECT_NE(bad_device.err.find("cpu or cuda:N"), std::string::npos) << bad_device.err;

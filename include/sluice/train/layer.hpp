@@ -23,6 +23,12 @@ struct Parameter {
   Tensor* value = nullptr;  // category weights, f32
   Tensor* grad = nullptr;   // category gradients, value's shape; written by backward
   bool decay = true;        // weight decay applies (false for biases and BatchNorm's gamma, beta)
+  // Mixed precision (sluice/train/precision.hpp): the 16-bit copy of value that the ops compute
+  // with (category weights) and its 16-bit gradient (category gradients), written by backward in
+  // place of grad; null where the layer computes on value itself (f32, and BatchNorm's gamma and
+  // beta, f32 always).
+  Tensor* compute = nullptr;
+  Tensor* compute_grad = nullptr;
 };
 
 // A tensor that is saved with the weights but not trained (BatchNorm's running statistics).
@@ -75,6 +81,13 @@ class Layer {
 
   // Drops what a training forward kept (a step abandoned before its backward).
   virtual void release_saved() {}
+
+  // Mixed precision: the layer keeps copies of its weights in `dtype` (f16 or bf16) and
+  // gradients of that dtype for them, and computes with them whenever its input is of that dtype
+  // (with the f32 weights on an f32 input); kF32 drops the copies. Who casts the f32 weights into
+  // the copies, and the gradients back, is the caller's (MixedPrecision). Layers without
+  // parameters, and BatchNorm (f32 parameters at every activation dtype), have none to keep.
+  virtual void set_compute_dtype(Context& ctx, DType dtype) { (void)ctx, (void)dtype; }
 
   // How backward writes the parameter gradients: overwrite them (the default) or add to them
   // (gradient accumulation; Sequential::backward sets it on every layer).

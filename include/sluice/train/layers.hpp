@@ -1,7 +1,8 @@
 // The layers a Sequential model is built from (sluice/train/layer.hpp has the contract):
 // Conv2D, DepthwiseConv2D, SeparableConv2D and Dense with their weights; BatchNorm with gamma,
 // beta and running statistics; ReLU, MaxPool2D, GlobalAvgPool, Dropout and Flatten without
-// parameters. All compute in f32 (the optimizers update f32 parameters). Shapes follow PyTorch:
+// parameters. Parameters are f32 (the optimizers update f32 parameters); in mixed precision the
+// weighted layers compute with 16-bit copies of them (Layer::set_compute_dtype). Shapes follow PyTorch:
 // convolution weights (K, C, kh, kw), dense weights (out, in).
 //
 // Implementations: conv_layers.cpp (the three convolutions), dense_layer.cpp, batchnorm_layer.cpp,
@@ -34,11 +35,13 @@ class Conv2D : public Layer {
   Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
   void parameters(const std::string& prefix, std::vector<Parameter>& out) override;
   void release_saved() override { x_.reset(); }
+  void set_compute_dtype(Context& ctx, DType dtype) override;
 
  private:
   Conv2DOptions options_;
   Tensor weight_, weight_grad_;  // (K, C, kh, kw)
   Tensor bias_, bias_grad_;      // (K), when options_.bias
+  Tensor weight16_, weight16_grad_, bias16_, bias16_grad_;  // mixed precision: 16-bit copies
   Tensor x_;                     // (N, C, H, W): the input, kept for backward
 };
 
@@ -58,11 +61,13 @@ class DepthwiseConv2D : public Layer {
   Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
   void parameters(const std::string& prefix, std::vector<Parameter>& out) override;
   void release_saved() override { x_.reset(); }
+  void set_compute_dtype(Context& ctx, DType dtype) override;
 
  private:
   DepthwiseConv2DOptions options_;
   Tensor weight_, weight_grad_;  // (C, 1, kh, kw)
   Tensor bias_, bias_grad_;      // (C)
+  Tensor weight16_, weight16_grad_, bias16_, bias16_grad_;  // mixed precision: 16-bit copies
   Tensor x_;                     // (N, C, H, W)
 };
 
@@ -85,12 +90,15 @@ class SeparableConv2D : public Layer {
   Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
   void parameters(const std::string& prefix, std::vector<Parameter>& out) override;
   void release_saved() override { x_.reset(); }
+  void set_compute_dtype(Context& ctx, DType dtype) override;
 
  private:
   SeparableConv2DOptions options_;
   Tensor depthwise_, depthwise_grad_;  // (C, 1, kh, kw)
   Tensor pointwise_, pointwise_grad_;  // (K, C, 1, 1)
   Tensor bias_, bias_grad_;            // (K)
+  Tensor depthwise16_, depthwise16_grad_, pointwise16_, pointwise16_grad_;  // mixed precision
+  Tensor bias16_, bias16_grad_;
   Tensor x_;                           // (N, C, H, W)
 };
 
@@ -110,11 +118,13 @@ class Dense : public Layer {
   Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
   void parameters(const std::string& prefix, std::vector<Parameter>& out) override;
   void release_saved() override { x_.reset(); }
+  void set_compute_dtype(Context& ctx, DType dtype) override;
 
  private:
   DenseOptions options_;
   Tensor weight_, weight_grad_;  // (out, in)
   Tensor bias_, bias_grad_;      // (out)
+  Tensor weight16_, weight16_grad_, bias16_, bias16_grad_;  // mixed precision: 16-bit copies
   Tensor x_;                     // (N, in)
 };
 

@@ -265,6 +265,17 @@ void sgd_update(Context& ctx, const SgdUpdate& u, Tensor& w, const Tensor& g, Te
 // AdamW (torch.optim.AdamW): w *= 1 - lr * wd; m, v moments; bias-corrected step.
 void adamw_update(Context& ctx, const AdamWUpdate& u, Tensor& w, const Tensor& g, Tensor& m, Tensor& v);
 
+// ---- mixed precision -----------------------------------------------------------------------
+// dst = src * scale, converted to dst's dtype (f32, f16 or bf16 each way; same shape): computed in
+// f32 and rounded once, overflow to infinity as IEEE says. dst may be src when their dtypes are
+// equal (in place). For loss scaling: the f32 gradient of the loss scaled into 16-bit, 16-bit
+// gradients unscaled into f32 master gradients (sluice/train/precision.hpp).
+void scale_cast(Context& ctx, const Tensor& src, float scale, Tensor& dst);
+// Sets flag (f32, one element, on this device) to 1 when an element of t (f32, f16 or bf16) is an
+// infinity or a NaN, and leaves it as it was otherwise: one flag collects many tensors and is read
+// once (copy_to_host), the only synchronisation of a mixed-precision step's check.
+void find_nonfinite(Context& ctx, const Tensor& t, Tensor& flag);
+
 // ---- memory --------------------------------------------------------------------------------
 // Every element set to `value` (converted to the tensor's dtype; integers truncate).
 void fill(Context& ctx, Tensor& t, float value);

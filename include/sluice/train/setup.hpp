@@ -27,6 +27,7 @@ struct TrainConfig {
   int accumulate = 1;                 // micro-batches of batch / accumulate per optimizer step
   std::string checkpoint = "none";    // gradient checkpointing: none, sqrt, every:K
   bool offload = false;               // the optimizer's state in host memory (SgdOptions::offload)
+  std::string precision = "f32";      // f32, mixed_f16 or mixed_bf16 (sluice/train/precision.hpp)
 };
 
 // The learning rate `config` trains with (its lr, or the optimizer's default).
@@ -41,7 +42,7 @@ struct TrainSetup {
 
 // The model (initialised from config.seed on ctx), the optimizer and the trainer's options.
 // Throws sluice::Error(kInvalidArgument) for an unknown model or optimizer, an accumulation that
-// does not divide the batch, or a checkpoint policy CheckpointPolicy::parse rejects.
+// does not divide the batch, a checkpoint policy CheckpointPolicy::parse rejects, or an unknown precision.
 TrainSetup make_training(Context& ctx, const TrainConfig& config);
 
 }  // namespace sluice::train

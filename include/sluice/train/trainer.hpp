@@ -6,7 +6,9 @@
 //
 // Each step: forward in training mode, softmax cross-entropy, backward, one optimizer update
 // (with the learning rate from the schedule when one is set). evaluate() runs an inference
-// forward and counts correct predictions. Memory comes from the context's allocator, whose
+// forward and counts correct predictions. With TrainerOptions::precision mixed_f16 or mixed_bf16
+// both run in 16-bit on f32 master weights (sluice/train/precision.hpp), and an f16 step whose
+// gradients overflow is skipped. Memory comes from the context's allocator, whose
 // statistics (memory()) say per category what the step held at its peak.
 //
 // Gradient accumulation (TrainerOptions::accumulate = K): a step runs K micro-batches of N / K
@@ -24,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -33,6 +36,7 @@
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/context.hpp"
 #include "sluice/train/optimizer.hpp"
+#include "sluice/train/precision.hpp"
 #include "sluice/train/sequential.hpp"
 
 namespace sluice::train {
@@ -59,6 +63,10 @@ struct TrainerOptions {
   int accumulate = 1;  // micro-batches per optimizer step (>= 1; must divide every batch)
   // Marks "forward", "backward" and "optimizer" slices of each step in the trace (none: no cost).
   Profiler* profiler = nullptr;
+  // Mixed precision (sluice/train/precision.hpp): 16-bit forward and backward, f32 master weights;
+  // f16 with the dynamic loss scale of `loss_scaling`.
+  Precision precision = Precision::kF32;
+  LossScalerOptions loss_scaling;
 };
 
 class Trainer {
@@ -79,6 +87,8 @@ class Trainer {
   int accumulate() const { return options_.accumulate; }
   float learning_rate() const { return optimizer_.learning_rate(); }
   AllocatorStats memory() const { return ctx_.allocator().stats(); }
+  // The loss scale and the steps skipped for an inf or NaN gradient (f16), as of now.
+  PrecisionStats precision_stats() const { return mixed_->stats(); }
 
  private:
   // The batch as tensors on the context's device: wrapped in place, or copied.
@@ -95,6 +105,7 @@ class Trainer {
   std::vector<Parameter> params_;
   std::int64_t steps_ = 0;
   Tensor staged_x_, staged_labels_;  // host batches copied to a device context
+  std::unique_ptr<MixedPrecision> mixed_;  // the identity in f32
 };
 
 }  // namespace sluice::train

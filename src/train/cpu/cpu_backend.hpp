@@ -137,6 +137,8 @@ class CpuBackend final : public Backend {
   void adamw_update(Context& ctx, const AdamWUpdate& u, Tensor& w, const Tensor& g, Tensor& m,
                     Tensor& v) override;
 
+  void scale_cast(Context& ctx, const Tensor& src, float scale, Tensor& dst) override;
+  void find_nonfinite(Context& ctx, const Tensor& t, Tensor& flag) override;
   void fill(Context& ctx, Tensor& t, float value) override;
   void cast(Context& ctx, const Tensor& src, Tensor& dst) override;
   void copy_to_host(Context& ctx, const Tensor& src, void* dst) override;

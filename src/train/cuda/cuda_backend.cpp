@@ -225,6 +225,16 @@ void CudaBackend::adamw_update(Context&, const AdamWUpdate& u, Tensor& w, const 
                   stream_);
 }
 
+void CudaBackend::scale_cast(Context&, const Tensor& src, float scale, Tensor& dst) {
+  device_detail::ScopedDevice guard(index_);
+  k::scale_cast(src.dtype(), src.data(), scale, dst.dtype(), dst.data(), src.elements(), stream_);
+}
+
+void CudaBackend::find_nonfinite(Context&, const Tensor& t, Tensor& flag) {
+  device_detail::ScopedDevice guard(index_);
+  k::find_nonfinite(t.dtype(), t.data(), t.elements(), flag.data_as<float>(), stream_);
+}
+
 void CudaBackend::fill(Context&, Tensor& t, float value) {
   device_detail::ScopedDevice guard(index_);
   std::uint32_t bits = 0;

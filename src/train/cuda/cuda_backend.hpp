@@ -109,6 +109,8 @@ class CudaBackend final : public Backend {
   void adamw_update(Context&, const AdamWUpdate& u, Tensor& w, const Tensor& g, Tensor& m, Tensor& v) override;
 
   // ---- memory ----------------------------------------------------------------------------------
+  void scale_cast(Context& ctx, const Tensor& src, float scale, Tensor& dst) override;
+  void find_nonfinite(Context& ctx, const Tensor& t, Tensor& flag) override;
   void fill(Context&, Tensor& t, float value) override;
   void cast(Context&, const Tensor& src, Tensor& dst) override;
   void copy_to_host(Context&, const Tensor& src, void* dst) override;

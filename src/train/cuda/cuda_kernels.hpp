@@ -1,7 +1,8 @@
 // The CUDA backend's kernels as host-callable launch functions (conv_kernels.cu,
-// elementwise_kernels.cu). Each launches on `stream` and throws sluice::Error when the launch
-// fails; none synchronises. Activations are of `t` (f32, f16 or bf16) and computed in f32; the
-// shapes are those of sluice/train/ops.hpp. Private to src/train/cuda.
+// elementwise_kernels.cu, precision_kernels.cu). Each launches on `stream` and throws
+// sluice::Error when the launch fails; none synchronises. Activations are of `t` (f32, f16 or
+// bf16) and computed in f32; the shapes are those of sluice/train/ops.hpp. Private to
+// src/train/cuda.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -70,6 +71,14 @@ void scale(DType t, void* data, float alpha, std::int64_t n, cudaStream_t stream
 void fill_bits(int element_size, std::uint32_t bits, void* dst, std::int64_t n, cudaStream_t stream);
 // dst = src converted between floating dtypes (different ones; equal dtypes are a memcpy).
 void cast(DType src_t, const void* src, DType dst_t, void* dst, std::int64_t n, cudaStream_t stream);
+
+// ---- mixed precision (precision_kernels.cu) -------------------------------------------------
+// dst (of dst_t) = src (of src_t) * scale, computed in f32, rounded once; src may be dst when the
+// types are equal.
+void scale_cast(DType src_t, const void* src, float scale, DType dst_t, void* dst, std::int64_t n,
+                cudaStream_t stream);
+// *flag (f32, device) = 1 when an element of data (n of t) is an infinity or a NaN; else left.
+void find_nonfinite(DType t, const void* data, std::int64_t n, float* flag, cudaStream_t stream);
 
 struct BatchNormLaunch {
   std::int64_t batch = 0;
