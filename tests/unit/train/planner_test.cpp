@@ -31,15 +31,16 @@ struct Row {
   int accumulate = 1;
   std::string checkpoint = "none";
   bool offload = false;
+  std::string precision = "f32";
 
   TrainConfig config() const {
     return TrainConfig{.model = model, .batch = batch, .optimizer = optimizer, .accumulate = accumulate,
-                       .checkpoint = checkpoint, .offload = offload};
+                       .checkpoint = checkpoint, .offload = offload, .precision = precision};
   }
   std::string name() const {
     return model + " batch " + std::to_string(batch) + " " + optimizer + " threads " + std::to_string(threads) +
            " eval " + std::to_string(eval_batch) + " accumulate " + std::to_string(accumulate) + " checkpoint " +
-           checkpoint + (offload ? " offload" : "");
+           checkpoint + (offload ? " offload" : "") + " " + precision;
   }
 };
 
@@ -103,6 +104,12 @@ const std::vector<Row> kRows = {
     {"cifar10-separable", 8, "sgd", 2, 0, 1, "none", true},
     {"cifar10-separable", 16, "adam", 2, 0, 2, "sqrt", true},
     {"fashion-cnn", 16, "sgd", 1, 32, 2, "every:3", true},
+    // mixed precision: 16-bit weight copies and activations, the f16 loss scale's flag
+    {"fashion-cnn", 32, "sgd", 2, 0, 1, "none", false, "mixed_f16"},
+    {"fashion-cnn", 16, "adam", 2, 32, 1, "none", false, "mixed_bf16"},
+    {"cifar10-separable", 16, "sgd", 2, 0, 1, "none", false, "mixed_bf16"},
+    {"cifar10-separable", 16, "adam", 2, 0, 2, "sqrt", true, "mixed_f16"},
+    {"fashion-cnn", 32, "sgd", 1, 0, 4, "every:3", false, "mixed_bf16"},
 };
 
 TEST(Planner, PredictsThePeakOfRealStepsWithin5PercentAcrossTheTable) {
