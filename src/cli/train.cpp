@@ -33,10 +33,10 @@
 #include "sluice/train/optimizer.hpp"
 #include "sluice/train/out_of_memory.hpp"
 #include "sluice/train/planner.hpp"
-#include "sluice/train/profiler.hpp"
-#include "sluice/train/setup.hpp"
 #include "sluice/train/precision.hpp"
+#include "sluice/train/profiler.hpp"
 #include "sluice/train/pruning.hpp"
+#include "sluice/train/setup.hpp"
 #include "sluice/train/trainer.hpp"
 
 namespace sluice::cli {
@@ -45,10 +45,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Epochs that bring fashion-cnn past 90% test accuracy on 2 cores well inside 10 minutes
-// (docs/training.md has the measurement), and the cifar10-separable schedule.
+// Epochs that bring fashion-cnn past 90% test accuracy on 2 cores well inside 10 minutes, and
+// cifar10-separable past 80% (docs/training.md has both measurements).
 constexpr int kFashionEpochs = 3;
-constexpr int kCifarEpochs = 30;
+constexpr int kCifarEpochs = 15;
 
 DeviceId parse_train_device(const std::string& text) {
   if (text == "cpu" || text == "host") return host();
@@ -465,8 +465,9 @@ int run_train(TrainOptions o) {
   for (std::size_t i = 0; i < kTensorCategoryCount; ++i) {
     by_category[std::string(to_string(static_cast<TensorCategory>(i)))] = peak_by_category[i];
   }
-  std::cout << "sluice train: test accuracy "
-            << (o.no_eval ? std::string("not measured") : std::to_string(last_test.accuracy() * 100.0) + "%") << " after "
+  char final_accuracy[32] = "not measured";
+  if (!o.no_eval) std::snprintf(final_accuracy, sizeof final_accuracy, "%.2f%%", 100.0 * last_test.accuracy());
+  std::cout << "sluice train: test accuracy " << final_accuracy << " after "
             << trainer.steps()
             << " steps in " << format_seconds(run_clock.seconds()) << " (" << format_seconds(cpu_seconds())
             << " of CPU time); " << static_cast<std::int64_t>(train_rate)
@@ -543,7 +544,7 @@ void add_train_command(CLI::App& app) {
   dataset->excludes(data);
   cmd->add_option("--data-root", o->data_root, "Where `sluice prepare` wrote --dataset")->capture_default_str();
   add_model_options(cmd, *o);
-  auto* epochs = cmd->add_option("--epochs", o->epochs, "Epochs (default: 3 for fashion-cnn, 30 for cifar10-separable)")
+  auto* epochs = cmd->add_option("--epochs", o->epochs, "Epochs (default: 3 for fashion-cnn, 15 for cifar10-separable)")
                      ->check(CLI::PositiveNumber);
   auto* steps = cmd->add_option("--steps", o->steps, "Stop after N training steps instead")->check(CLI::PositiveNumber);
   epochs->excludes(steps);
