@@ -11,6 +11,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/train/ops.hpp"
+#include "train/weights_file_io.hpp"
 
 namespace sluice::train {
 namespace {
@@ -38,53 +39,9 @@ std::vector<Entry> entries_of(Sequential& model) {
   return out;
 }
 
-template <class T>
-void put(std::vector<std::uint8_t>& out, T v) {
-  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-  out.insert(out.end(), p, p + sizeof v);
-}
-
-// Reads little-endian values from a byte range, failing with the file's name when it runs out.
-class Reader {
- public:
-  Reader(const std::uint8_t* data, std::size_t size, const std::string& path) : p_(data), end_(data + size), path_(path) {}
-  template <class T>
-  T get() {
-    T v;
-    need(sizeof v);
-    std::memcpy(&v, p_, sizeof v);
-    p_ += sizeof v;
-    return v;
-  }
-  std::string text(std::size_t n) {
-    need(n);
-    std::string s(reinterpret_cast<const char*>(p_), n);
-    p_ += n;
-    return s;
-  }
-  bool done() const { return p_ == end_; }
-
- private:
-  void need(std::size_t n) const {
-    if (static_cast<std::size_t>(end_ - p_) < n) throw Error(ErrorCode::kCorruptData, "weights table ends mid-entry", path_);
-  }
-  const std::uint8_t* p_;
-  const std::uint8_t* end_;
-  const std::string& path_;
-};
-
-// Shape grows only through its initializer list.
-Shape shape_of(const std::array<std::int64_t, Shape::kMaxRank>& d, int rank) {
-  switch (rank) {
-    case 0: return {};
-    case 1: return {d[0]};
-    case 2: return {d[0], d[1]};
-    case 3: return {d[0], d[1], d[2]};
-    case 4: return {d[0], d[1], d[2], d[3]};
-    case 5: return {d[0], d[1], d[2], d[3], d[4]};
-    default: return {d[0], d[1], d[2], d[3], d[4], d[5]};
-  }
-}
+using weights_io::put;
+using weights_io::Reader;
+using weights_io::shape_of;
 
 constexpr std::uint64_t align256(std::uint64_t v) { return (v + 255) & ~std::uint64_t{255}; }
 
@@ -162,7 +119,7 @@ void load_weights(Context& ctx, Sequential& model, const std::string& path) {
   if (std::memcmp(file.data(), kWeightsMagic, sizeof kWeightsMagic) != 0) {
     throw Error(ErrorCode::kUnsupportedFormat, "not a sluice weights file (bad magic)", path);
   }
-  Reader header(file.data() + 8, kWeightsHeaderBytes - 8, path);
+  Reader header(file.data() + 8, kWeightsHeaderBytes - 8, path, "weights table");
   const auto version = header.get<std::uint32_t>();
   if (version != kWeightsVersion) {
     throw Error(ErrorCode::kUnsupportedFormat, "weights file version " + std::to_string(version) +
@@ -196,7 +153,7 @@ void load_weights(Context& ctx, Sequential& model, const std::string& path) {
                                                  std::to_string(entries.size()) + ": written for another model", path);
   }
   std::vector<std::uint64_t> offsets;
-  Reader r(table, table_bytes, path);
+  Reader r(table, table_bytes, path, "weights table");
   for (const Entry& e : entries) {
     const std::string name = r.text(r.get<std::uint16_t>());
     const auto dtype = static_cast<DType>(r.get<std::uint8_t>());

@@ -12,6 +12,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/train/checkpoint.hpp"
 #include "sluice/train/ops.hpp"
+#include "train/weights_file_io.hpp"
 #include "sluice/train/pruning.hpp"
 
 namespace sluice::train {
@@ -31,54 +32,9 @@ std::vector<Entry> entries_of(Sequential& model) {
   return out;
 }
 
-template <class T>
-void put(std::vector<std::uint8_t>& out, T v) {
-  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-  out.insert(out.end(), p, p + sizeof v);
-}
-
-// Little-endian values from a byte range, failing with the file's name when it runs out.
-class Reader {
- public:
-  Reader(const std::uint8_t* data, std::size_t size, const std::string& path) : p_(data), end_(data + size), path_(path) {}
-  template <class T>
-  T get() {
-    T v;
-    need(sizeof v);
-    std::memcpy(&v, p_, sizeof v);
-    p_ += sizeof v;
-    return v;
-  }
-  std::string text(std::size_t n) {
-    need(n);
-    std::string s(reinterpret_cast<const char*>(p_), n);
-    p_ += n;
-    return s;
-  }
-  bool done() const { return p_ == end_; }
-
- private:
-  void need(std::size_t n) const {
-    if (static_cast<std::size_t>(end_ - p_) < n) {
-      throw Error(ErrorCode::kCorruptData, "pruned weights table ends mid-entry", path_);
-    }
-  }
-  const std::uint8_t* p_;
-  const std::uint8_t* end_;
-  const std::string& path_;
-};
-
-Shape shape_of(const std::array<std::int64_t, Shape::kMaxRank>& d, int rank) {
-  switch (rank) {
-    case 0: return {};
-    case 1: return {d[0]};
-    case 2: return {d[0], d[1]};
-    case 3: return {d[0], d[1], d[2]};
-    case 4: return {d[0], d[1], d[2], d[3]};
-    case 5: return {d[0], d[1], d[2], d[3], d[4]};
-    default: return {d[0], d[1], d[2], d[3], d[4], d[5]};
-  }
-}
+using weights_io::put;
+using weights_io::Reader;
+using weights_io::shape_of;
 
 std::size_t bitmap_words(std::int64_t elements) { return static_cast<std::size_t>((elements + 63) / 64); }
 
@@ -219,7 +175,7 @@ CompressedWeights CompressedWeights::load(const std::string& path) {
   if (std::memcmp(file.data(), kSparseWeightsMagic, sizeof kSparseWeightsMagic) != 0) {
     throw Error(ErrorCode::kUnsupportedFormat, "not a sluice pruned weights file (bad magic)", path);
   }
-  Reader header(file.data() + 8, kSparseWeightsHeaderBytes - 8, path);
+  Reader header(file.data() + 8, kSparseWeightsHeaderBytes - 8, path, "pruned weights table");
   const auto version = header.get<std::uint32_t>();
   if (version != kSparseWeightsVersion) {
     throw Error(ErrorCode::kUnsupportedFormat, "pruned weights file version " + std::to_string(version) +
@@ -249,7 +205,7 @@ CompressedWeights CompressedWeights::load(const std::string& path) {
   }
 
   CompressedWeights out;
-  Reader r(table, table_bytes, path);
+  Reader r(table, table_bytes, path, "pruned weights table");
   for (std::uint32_t i = 0; i < count; ++i) {
     CompressedTensor t;
     t.name = r.text(r.get<std::uint16_t>());
