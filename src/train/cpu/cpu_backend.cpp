@@ -66,12 +66,16 @@ void CpuBackend::reduce_partials(const float* partials, int groups, std::size_t 
   });
 }
 
-void CpuBackend::channel_sums(const float* dy, std::int64_t batch, int channels, std::int64_t plane, float* sums,
-                              bool accumulate) {
-  pool_.for_each(channels, 1, [&](std::int64_t k0, std::int64_t k1) {
+void CpuBackend::channel_sums(const Tensor& dy, std::int64_t batch, int channels, std::int64_t plane, float* rows,
+                              float* sums, bool accumulate) {
+  const std::size_t row_floats = staged_floats(dy.dtype(), plane);
+  pool_.run(channels, workers(channels), [&](int chunk, std::int64_t k0, std::int64_t k1) {
+    float* row = rows + chunk * row_floats;
     for (std::int64_t k = k0; k < k1; ++k) {
       float acc = 0.0f;
-      for (std::int64_t n = 0; n < batch; ++n) add_row_sums(dy + (n * channels + k) * plane, 1, static_cast<int>(plane), &acc);
+      for (std::int64_t n = 0; n < batch; ++n) {
+        add_row_sums(image_in(dy, (n * channels + k) * plane, plane, row), 1, static_cast<int>(plane), &acc);
+      }
       sums[k] = accumulate ? sums[k] + acc : acc;
     }
   });

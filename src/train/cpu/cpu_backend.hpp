@@ -3,9 +3,13 @@
 // they share:
 //
 //  - Compute is f32. A 16-bit (f16, bf16) convolution or dense call widens each 16-bit tensor it
-//    reads into the workspace once, runs the f32 code, and rounds its outputs back (Staging
-//    below): 16-bit on the CPU is there so mixed-precision code runs and is tested everywhere,
-//    not for speed, and one f32 GEMM path per op keeps the reference small enough to trust. The
+//    reads into the workspace, runs the f32 code, and rounds its outputs back: 16-bit on the CPU
+//    is there so mixed-precision code runs and is tested everywhere, not for speed, and one f32
+//    GEMM path per op keeps the reference small enough to trust. Weights, biases and their
+//    gradients are staged whole (Staging below); a convolution's batch operands (x, y, dy, dx)
+//    one image or plane at a time in each worker's buffer (image_in/image_out), so its workspace
+//    stays near the f32 one instead of holding an f32 copy of the batch (dense still stages
+//    whole: its operands are small). The
 //    element-wise and per-plane ops (ReLU, pooling, BatchNorm, dropout, the loss) load and store
 //    16-bit values directly, widening in registers, and take no workspace. Either way a 16-bit
 //    result is the f32 result on the same values rounded once (ops_contract_test checks it).
@@ -73,6 +77,25 @@ class Staging {
   std::array<std::pair<Tensor*, float*>, 8> outs_{};
   int out_count_ = 0;
 };
+
+// Per-image staging of a batch operand (x, y, dy, dx of a convolution): one image, or one plane,
+// at a time in a worker's own buffer, so a 16-bit call's workspace holds a few images' f32 copies
+// per worker rather than the whole batch's. Widening and rounding are exact per element, so the
+// results are those of staging the whole tensor. For f32 tensors the tensor's own memory is used.
+// Elements [offset, offset + n) of t as f32: t's memory, or widened into buf.
+inline const float* image_in(const Tensor& t, std::int64_t offset, std::int64_t n, float* buf) {
+  if (t.dtype() == DType::kF32) return t.data_as<float>() + offset;
+  to_f32(t.dtype(), t.data(), offset, n, buf);
+  return buf;
+}
+// Where to compute elements [offset, offset + n) of t: t's memory, or buf until image_done().
+inline float* image_out(Tensor& t, std::int64_t offset, float* buf) {
+  return t.dtype() == DType::kF32 ? t.data_as<float>() + offset : buf;
+}
+// Rounds what image_out() handed out back into t (nothing for f32).
+inline void image_done(Tensor& t, std::int64_t offset, std::int64_t n, const float* f) {
+  if (t.dtype() != DType::kF32) from_f32(t.dtype(), f, n, t.data(), offset);
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -159,9 +182,13 @@ class CpuBackend final : public Backend {
   void reduce_partials(const float* partials, int groups, std::size_t stride, std::int64_t n, float* out,
                        bool accumulate);
   // sums[k] (+)= the sum over images and positions of channel k of dy (N, K, P); one channel a
-  // task, images in order.
-  void channel_sums(const float* dy, std::int64_t batch, int channels, std::int64_t plane, float* sums,
-                    bool accumulate);
+  // task, images in order. A 16-bit dy is widened a row at a time into `rows`, one row of
+  // sum_rows_floats() per worker (channel_sums_floats() in all; unused for f32).
+  void channel_sums(const Tensor& dy, std::int64_t batch, int channels, std::int64_t plane, float* rows,
+                    float* sums, bool accumulate);
+  std::size_t channel_sums_floats(DType dtype, int channels, std::int64_t plane) const {
+    return static_cast<std::size_t>(workers(channels)) * staged_floats(dtype, plane);
+  }
 
   WorkerPool pool_;
   const char* blas_;

@@ -37,19 +37,24 @@ void depthwise_image(const Conv2dShape& d, const float* xn, const float* wd, flo
 }  // namespace
 
 std::size_t CpuBackend::separable_conv2d_workspace(const SeparableShape& s, DType dtype) const {
+  // Staged whole (16-bit): wd, wp and bias in forward; wd, wp, dwd, dwp and dbias in backward.
+  // Staged per image in each worker: x and y in forward; x, dy and dx in backward (and a row of dy
+  // for the bias sums).
   const Conv2dShape& d = s.depthwise;
-  const std::int64_t xin = d.batch * d.in_channels * d.in_plane();
-  const std::int64_t yout = d.batch * s.out_channels * d.out_plane();
-  const std::size_t staged = staged_floats(dtype, xin, wd_elements(s), wp_elements(s), s.out_channels, yout, xin,
-                                           wd_elements(s), wp_elements(s), s.out_channels);
+  const std::int64_t x_item = d.in_channels * d.in_plane();
+  const std::int64_t y_item = std::int64_t{s.out_channels} * d.out_plane();
   const int groups = reduce_groups(d.batch);
   // Per worker: t and dt (forward uses t only) and the depthwise weight kernel's tap rows.
   const std::size_t per_worker = 2 * plane_floats(s) + tap_rows_floats(s);
   const std::size_t per_group = aligned_floats(static_cast<std::size_t>(wd_elements(s))) +
                                 aligned_floats(static_cast<std::size_t>(wp_elements(s)));
-  const std::size_t kernel = std::max(workers(d.batch) * plane_floats(s),
-                                      workers(std::max(groups, 1)) * per_worker + groups * per_group);
-  return (staged + kernel) * sizeof(float);
+  const std::size_t forward = staged_floats(dtype, wd_elements(s), wp_elements(s), s.out_channels) +
+                              workers(d.batch) * (plane_floats(s) + staged_floats(dtype, x_item, y_item));
+  const std::size_t backward =
+      staged_floats(dtype, wd_elements(s), wp_elements(s), wd_elements(s), wp_elements(s), s.out_channels) +
+      workers(std::max(groups, 1)) * (per_worker + staged_floats(dtype, x_item, y_item, x_item)) + groups * per_group +
+      channel_sums_floats(dtype, s.out_channels, d.out_plane());
+  return std::max(forward, backward) * sizeof(float);
 }
 
 void CpuBackend::separable_conv2d_forward(Context& ctx, const SeparableShape& s, const Tensor& x, const Tensor& wd,
@@ -57,22 +62,27 @@ void CpuBackend::separable_conv2d_forward(Context& ctx, const SeparableShape& s,
   const Conv2dShape& d = s.depthwise;
   Scratch sc = scratch(ctx, separable_conv2d_workspace(s, x.dtype()));
   Staging st(pool_, sc);
-  const float* xf = st.in(x);
   const float* wdf = st.in(wd);
   const float* wpf = st.in(wp);
   const float* bf = st.in(bias);
-  float* yf = st.out(y);
   const int chunks = workers(d.batch);
-  float* planes = sc.take(chunks * plane_floats(s));
   const int K = s.out_channels, C = d.in_channels;
   const int P = static_cast<int>(d.out_plane());
+  const std::int64_t x_item = C * d.in_plane();
+  const std::int64_t y_item = std::int64_t{K} * P;
+  const std::size_t x_floats = staged_floats(x.dtype(), x_item);
+  const std::size_t stride = plane_floats(s) + staged_floats(x.dtype(), x_item, y_item);
+  float* work = sc.take(chunks * stride);
   pool_.run(d.batch, chunks, [&](int chunk, std::int64_t n0, std::int64_t n1) {
-    float* t = planes + chunk * plane_floats(s);
+    float* t = work + chunk * stride;
+    float* xbuf = t + plane_floats(s);
+    float* ybuf = xbuf + x_floats;
     for (std::int64_t n = n0; n < n1; ++n) {
-      depthwise_image(d, xf + n * C * d.in_plane(), wdf, t);
-      float* yn = yf + n * K * P;
+      depthwise_image(d, image_in(x, n * x_item, x_item, xbuf), wdf, t);
+      float* yn = image_out(y, n * y_item, ybuf);
       gemm(false, false, K, P, C, 1.0f, wpf, C, t, P, 0.0f, yn, P);
       if (bf != nullptr) add_row_bias(yn, K, P, bf);
+      image_done(y, n * y_item, y_item, yn);
     }
   });
   st.finish();
@@ -85,37 +95,43 @@ void CpuBackend::separable_conv2d_backward(Context& ctx, const SeparableShape& s
   const bool accumulate = mode == GradMode::kAccumulate;
   Scratch sc = scratch(ctx, separable_conv2d_workspace(s, x.dtype()));
   Staging st(pool_, sc);
-  const float* xf = st.in(x);
   const float* wdf = st.in(wd);
   const float* wpf = st.in(wp);
-  const float* dyf = st.in(dy);
-  float* dxf = st.out(dx);
   float* dwdf = st.out(dwd, accumulate);
   float* dwpf = st.out(dwp, accumulate);
   float* dbf = st.out(dbias, accumulate);
   const int groups = reduce_groups(d.batch);
   const int chunks = workers(std::max(groups, 1));
+  const int K = s.out_channels, C = d.in_channels;
+  const int P = static_cast<int>(d.out_plane());
+  const std::int64_t x_item = C * d.in_plane();
+  const std::int64_t y_item = std::int64_t{K} * P;
+  const std::size_t x_floats = staged_floats(x.dtype(), x_item);
+  const std::size_t y_floats = staged_floats(x.dtype(), y_item);
   const std::size_t per_worker = 2 * plane_floats(s) + tap_rows_floats(s);
-  float* worker_scratch = sc.take(chunks * per_worker);
+  const std::size_t stride = per_worker + staged_floats(x.dtype(), x_item, y_item, x_item);
+  float* worker_scratch = sc.take(chunks * stride);
   const std::size_t wd_size = aligned_floats(static_cast<std::size_t>(wd_elements(s)));
   const std::size_t wp_size = aligned_floats(static_cast<std::size_t>(wp_elements(s)));
   float* wd_partials = sc.take(groups * wd_size);
   float* wp_partials = sc.take(groups * wp_size);
-  const int K = s.out_channels, C = d.in_channels;
-  const int P = static_cast<int>(d.out_plane());
   const int taps = d.window.kernel_h * d.window.kernel_w;
   pool_.run(groups, chunks, [&](int chunk, std::int64_t g0, std::int64_t g1) {
-    float* t = worker_scratch + chunk * per_worker;
+    float* t = worker_scratch + chunk * stride;
     float* dt = t + plane_floats(s);
     float* rows = dt + plane_floats(s);
+    float* xbuf = t + per_worker;
+    float* dybuf = xbuf + x_floats;
+    float* dxbuf = dybuf + y_floats;
     for (std::int64_t g = g0; g < g1; ++g) {
       float* dwd_g = wd_partials + g * wd_size;
       float* dwp_g = wp_partials + g * wp_size;
       std::fill(dwd_g, dwd_g + wd_elements(s), 0.0f);
       const std::int64_t n0 = d.batch * g / groups, n1 = d.batch * (g + 1) / groups;
       for (std::int64_t n = n0; n < n1; ++n) {
-        const float* xn = xf + n * C * d.in_plane();
-        const float* dyn = dyf + n * K * P;
+        const float* xn = image_in(x, n * x_item, x_item, xbuf);
+        const float* dyn = image_in(dy, n * y_item, y_item, dybuf);
+        float* dxn = dx == nullptr ? nullptr : image_out(*dx, n * x_item, dxbuf);
         depthwise_image(d, xn, wdf, t);
         gemm(false, true, K, C, P, 1.0f, dyn, P, t, P, n == n0 ? 0.0f : 1.0f, dwp_g, C);  // dWp_g (K, C)
         gemm(true, false, C, P, K, 1.0f, wpf, C, dyn, P, 0.0f, dt, P);                   // dt (C, P)
@@ -123,17 +139,21 @@ void CpuBackend::separable_conv2d_backward(Context& ctx, const SeparableShape& s
           const float* dtc = dt + c * d.out_plane();
           depthwise_plane_backward_weight(xn + c * d.in_plane(), d.in_h, d.in_w, dtc, d.window, d.out_h, d.out_w,
                                           rows, dwd_g + c * taps);
-          if (dxf != nullptr) {
+          if (dxn != nullptr) {
             depthwise_plane_backward_input(dtc, d.in_h, d.in_w, wdf + c * taps, d.window, d.out_h, d.out_w,
-                                           dxf + n * C * d.in_plane() + c * d.in_plane());
+                                           dxn + c * d.in_plane());
           }
         }
+        if (dxn != nullptr) image_done(*dx, n * x_item, x_item, dxn);
       }
     }
   });
   reduce_partials(wd_partials, groups, wd_size, wd_elements(s), dwdf, accumulate);
   reduce_partials(wp_partials, groups, wp_size, wp_elements(s), dwpf, accumulate);
-  if (dbf != nullptr) channel_sums(dyf, d.batch, K, P, dbf, accumulate);
+  if (dbf != nullptr) {
+    float* sum_rows = sc.take(channel_sums_floats(x.dtype(), K, P));
+    channel_sums(dy, d.batch, K, P, sum_rows, dbf, accumulate);
+  }
   st.finish();
 }
 
