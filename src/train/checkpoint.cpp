@@ -3,10 +3,6 @@
 #include "sluice/train/checkpoint.hpp"
 
 #include <array>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -43,6 +39,9 @@ using weights_io::put;
 using weights_io::Reader;
 using weights_io::shape_of;
 
+constexpr weights_io::ContainerFormat kFormat{.magic = kWeightsMagic, .version = kWeightsVersion,
+                                              .noun = "weights file"};
+
 constexpr std::uint64_t align256(std::uint64_t v) { return (v + 255) & ~std::uint64_t{255}; }
 
 }  // namespace
@@ -78,74 +77,16 @@ void save_weights(Context& ctx, Sequential& model, const std::string& path) {
     offset += e.tensor->bytes();
   }
   ctx.synchronize();
-  const std::uint32_t crc = crc32(blob.data(), blob.size(), crc32(table.data(), table.size()));
-
-  std::vector<std::uint8_t> header;
-  header.insert(header.end(), std::begin(kWeightsMagic), std::end(kWeightsMagic));
-  put<std::uint32_t>(header, kWeightsVersion);
-  put<std::uint32_t>(header, static_cast<std::uint32_t>(entries.size()));
-  put<std::uint64_t>(header, table.size());
-  put<std::uint64_t>(header, blob.size());
-  put<std::uint32_t>(header, crc);
-  put<std::uint32_t>(header, 0);
-
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(table.data()), static_cast<std::streamsize>(table.size()));
-    out.write(reinterpret_cast<const char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw Error(ErrorCode::kIo, "cannot write the weights file", path);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error(ErrorCode::kIo, "cannot rename " + tmp + " into place: " + ec.message(), path);
+  weights_io::write_container(path, kFormat, static_cast<std::uint32_t>(entries.size()), table, blob);
 }
 
 void load_weights(Context& ctx, Sequential& model, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, "cannot open the weights file", path);
-  const std::vector<std::uint8_t> file{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (file.size() < kWeightsHeaderBytes) {
-    throw Error(ErrorCode::kCorruptData, "truncated weights file: " + std::to_string(file.size()) +
-                                             " bytes, shorter than the " + std::to_string(kWeightsHeaderBytes) +
-                                             "-byte header", path);
-  }
-  if (std::memcmp(file.data(), kWeightsMagic, sizeof kWeightsMagic) != 0) {
-    throw Error(ErrorCode::kUnsupportedFormat, "not a sluice weights file (bad magic)", path);
-  }
-  Reader header(file.data() + 8, kWeightsHeaderBytes - 8, path, "weights table");
-  const auto version = header.get<std::uint32_t>();
-  if (version != kWeightsVersion) {
-    throw Error(ErrorCode::kUnsupportedFormat, "weights file version " + std::to_string(version) +
-                                                   "; this build reads version " + std::to_string(kWeightsVersion), path);
-  }
-  const auto count = header.get<std::uint32_t>();
-  const auto table_bytes = header.get<std::uint64_t>();
-  const auto blob_bytes = header.get<std::uint64_t>();
-  const auto stored_crc = header.get<std::uint32_t>();
-  const std::uint64_t body = file.size() - kWeightsHeaderBytes;
-  if (table_bytes > body || blob_bytes > body - table_bytes) {
-    throw Error(ErrorCode::kCorruptData, "truncated weights file: the header announces " +
-                                             std::to_string(kWeightsHeaderBytes + table_bytes + blob_bytes) +
-                                             " bytes, the file has " + std::to_string(file.size()), path);
-  }
-  if (table_bytes + blob_bytes != body) {
-    throw Error(ErrorCode::kCorruptData, "weights file has " + std::to_string(body - table_bytes - blob_bytes) +
-                                             " bytes after its blob", path);
-  }
-  const std::uint8_t* table = file.data() + kWeightsHeaderBytes;
-  const std::uint8_t* blob = table + table_bytes;
-  const std::uint32_t crc = crc32(blob, blob_bytes, crc32(table, table_bytes));
-  if (crc != stored_crc) {
-    throw Error(ErrorCode::kCorruptData, "weights file checksum mismatch (stored " + std::to_string(stored_crc) +
-                                             ", computed " + std::to_string(crc) + "): the file is corrupt", path);
-  }
+  const weights_io::Container file = weights_io::read_container(path, kFormat);
+  const std::uint32_t count = file.count;
+  const std::uint8_t* table = file.table;
+  const std::uint64_t table_bytes = file.table_bytes;
+  const std::uint8_t* blob = file.blob;
+  const std::uint64_t blob_bytes = file.blob_bytes;
 
   const std::vector<Entry> entries = entries_of(model);
   if (count != entries.size()) {

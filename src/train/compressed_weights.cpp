@@ -5,15 +5,12 @@
 #include <array>
 #include <bit>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "sluice/core/error.hpp"
 #include "sluice/train/checkpoint.hpp"
 #include "sluice/train/ops.hpp"
-#include "train/weights_file_io.hpp"
 #include "sluice/train/pruning.hpp"
+#include "train/weights_file_io.hpp"
 
 namespace sluice::train {
 namespace {
@@ -35,6 +32,9 @@ std::vector<Entry> entries_of(Sequential& model) {
 using weights_io::put;
 using weights_io::Reader;
 using weights_io::shape_of;
+
+constexpr weights_io::ContainerFormat kFormat{.magic = kSparseWeightsMagic, .version = kSparseWeightsVersion,
+                                              .noun = "pruned weights file"};
 
 std::size_t bitmap_words(std::int64_t elements) { return static_cast<std::size_t>((elements + 63) / 64); }
 
@@ -135,74 +135,16 @@ void CompressedWeights::save(const std::string& path) const {
     for (std::uint64_t w : t.bitmap) put<std::uint64_t>(blob, w);
     blob.insert(blob.end(), t.values.begin(), t.values.end());
   }
-  const std::uint32_t crc = crc32(blob.data(), blob.size(), crc32(table.data(), table.size()));
-  std::vector<std::uint8_t> header;
-  header.insert(header.end(), std::begin(kSparseWeightsMagic), std::end(kSparseWeightsMagic));
-  put<std::uint32_t>(header, kSparseWeightsVersion);
-  put<std::uint32_t>(header, static_cast<std::uint32_t>(tensors_.size()));
-  put<std::uint64_t>(header, table.size());
-  put<std::uint64_t>(header, blob.size());
-  put<std::uint32_t>(header, crc);
-  put<std::uint32_t>(header, 0);
-
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(table.data()), static_cast<std::streamsize>(table.size()));
-    out.write(reinterpret_cast<const char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw Error(ErrorCode::kIo, "cannot write the pruned weights file", path);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error(ErrorCode::kIo, "cannot rename " + tmp + " into place: " + ec.message(), path);
+  weights_io::write_container(path, kFormat, static_cast<std::uint32_t>(tensors_.size()), table, blob);
 }
 
 CompressedWeights CompressedWeights::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, "cannot open the pruned weights file", path);
-  const std::vector<std::uint8_t> file{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (file.size() < kSparseWeightsHeaderBytes) {
-    throw Error(ErrorCode::kCorruptData, "truncated pruned weights file: " + std::to_string(file.size()) +
-                                             " bytes, shorter than the " + std::to_string(kSparseWeightsHeaderBytes) +
-                                             "-byte header", path);
-  }
-  if (std::memcmp(file.data(), kSparseWeightsMagic, sizeof kSparseWeightsMagic) != 0) {
-    throw Error(ErrorCode::kUnsupportedFormat, "not a sluice pruned weights file (bad magic)", path);
-  }
-  Reader header(file.data() + 8, kSparseWeightsHeaderBytes - 8, path, "pruned weights table");
-  const auto version = header.get<std::uint32_t>();
-  if (version != kSparseWeightsVersion) {
-    throw Error(ErrorCode::kUnsupportedFormat, "pruned weights file version " + std::to_string(version) +
-                                                   "; this build reads version " +
-                                                   std::to_string(kSparseWeightsVersion), path);
-  }
-  const auto count = header.get<std::uint32_t>();
-  const auto table_bytes = header.get<std::uint64_t>();
-  const auto blob_bytes = header.get<std::uint64_t>();
-  const auto stored_crc = header.get<std::uint32_t>();
-  const std::uint64_t body = file.size() - kSparseWeightsHeaderBytes;
-  if (table_bytes > body || blob_bytes > body - table_bytes) {
-    throw Error(ErrorCode::kCorruptData, "truncated pruned weights file: the header announces " +
-                                             std::to_string(kSparseWeightsHeaderBytes + table_bytes + blob_bytes) +
-                                             " bytes, the file has " + std::to_string(file.size()), path);
-  }
-  if (table_bytes + blob_bytes != body) {
-    throw Error(ErrorCode::kCorruptData, "pruned weights file has " + std::to_string(body - table_bytes - blob_bytes) +
-                                             " bytes after its blob", path);
-  }
-  const std::uint8_t* table = file.data() + kSparseWeightsHeaderBytes;
-  const std::uint8_t* blob = table + table_bytes;
-  const std::uint32_t crc = crc32(blob, blob_bytes, crc32(table, table_bytes));
-  if (crc != stored_crc) {
-    throw Error(ErrorCode::kCorruptData, "pruned weights file checksum mismatch (stored " + std::to_string(stored_crc) +
-                                             ", computed " + std::to_string(crc) + "): the file is corrupt", path);
-  }
+  const weights_io::Container file = weights_io::read_container(path, kFormat);
+  const std::uint32_t count = file.count;
+  const std::uint8_t* table = file.table;
+  const std::uint64_t table_bytes = file.table_bytes;
+  const std::uint8_t* blob = file.blob;
+  const std::uint64_t blob_bytes = file.blob_bytes;
 
   CompressedWeights out;
   Reader r(table, table_bytes, path, "pruned weights table");

@@ -1,7 +1,12 @@
-// The byte-level pieces the two weights file formats share (checkpoint.cpp: dense weights;
-// compressed_weights.cpp: pruned weights as bitmaps and values): appending little-endian values to
-// a buffer, reading them back with a clear error when the bytes run out, and rebuilding a Shape
-// from the dimensions a table stores. Internal to the train module.
+// What the two weights file formats share (checkpoint.cpp: dense weights; compressed_weights.cpp:
+// pruned weights as bitmaps and values): the container both are written in, and the byte-level
+// pieces of their tables. Internal to the train module.
+//
+// The container, little-endian:
+//   header (40 B): magic (8 B) | version u32 | tensor count u32 | table bytes u64 | blob bytes u64 |
+//                  CRC-32 of table then blob u32 | 0 u32
+//   table (table bytes): the format's per-tensor records
+//   blob (blob bytes): the format's tensor data
 #pragma once
 
 #include <array>
@@ -55,6 +60,41 @@ class Reader {
   std::string path_;
   std::string what_;
 };
+
+inline constexpr std::size_t kContainerHeaderBytes = 40;
+
+// One format's identity in the container: its magic, the version this build writes and reads,
+// and its noun in messages ("weights file", "pruned weights file").
+struct ContainerFormat {
+  const char* magic = nullptr;  // 8 bytes
+  std::uint32_t version = 0;
+  const char* noun = "";
+};
+
+// Writes header, table and blob to `path` + ".tmp", then renames it into place, so a reader never
+// sees a half-written file. Throws sluice::Error(kIo) naming the path.
+void write_container(const std::string& path, const ContainerFormat& format, std::uint32_t count,
+                     const std::vector<std::uint8_t>& table, const std::vector<std::uint8_t>& blob);
+
+// A container read back whole and validated: magic, version, sizes (no truncation, nothing after
+// the blob) and the CRC. `table` and `blob` point into `file`.
+struct Container {
+  Container() = default;
+  Container(Container&&) = default;  // moving keeps file's buffer, so table and blob stay valid
+  Container(const Container&) = delete;
+  Container& operator=(const Container&) = delete;
+
+  std::vector<std::uint8_t> file;
+  std::uint32_t count = 0;
+  const std::uint8_t* table = nullptr;
+  std::uint64_t table_bytes = 0;
+  const std::uint8_t* blob = nullptr;
+  std::uint64_t blob_bytes = 0;
+};
+// Throws sluice::Error naming the path: kNotFound when it cannot be opened, kUnsupportedFormat
+// for another magic or version, kCorruptData when truncated, longer than announced or when the
+// checksum does not match.
+Container read_container(const std::string& path, const ContainerFormat& format);
 
 // A Shape of `rank` from stored dimensions (Shape grows only through its initializer list).
 inline Shape shape_of(const std::array<std::int64_t, Shape::kMaxRank>& d, int rank) {
