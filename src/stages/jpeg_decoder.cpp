@@ -1,10 +1,11 @@
-// JpegDecoder: the decode_jpeg kernel on libjpeg-turbo 2.1. Whole images go through tjDecompress2;
-// regions, and the cases TurboJPEG 2.1 cannot express exactly, through the libjpeg API of the same
-// library with crop, skip and an early stop. Both APIs run on state made once per decoder, so a
-// warmed-up decoder makes no C++ heap allocation per image. What remains is malloc'd inside
-// libjpeg-turbo, where we cannot pool it: its per-image pool (tables, row buffers and, for a
-// progressive file, the whole image's DCT coefficients: 2 bytes per sample), freed by
-// jpeg_abort_decompress, and tjDecompress2's array of row pointers.
+// JpegDecoder: the decode_jpeg kernel on libjpeg-turbo 2.1, through its libjpeg API: whole images,
+// DCT scaling, regions with crop and skip, and an early stop. read_header() leaves the parsed
+// header in the decompressor, and a decode() of the same bytes right after it starts from there,
+// so each image's markers are parsed once (on a 32x32 cifar10 JPEG a second parse costs about a
+// tenth of the whole decode). Everything runs on state made once per decoder, so a warmed-up
+// decoder makes no C++ heap allocation per image. What remains is malloc'd inside libjpeg-turbo,
+// where we cannot pool it: its per-image pool (tables, row buffers and, for a progressive file,
+// the whole image's DCT coefficients: 2 bytes per sample), freed when each image ends.
 #include "stages/jpeg_decoder.hpp"
 
 #include <algorithm>
@@ -15,7 +16,6 @@
 
 #include <jerror.h>
 #include <jpeglib.h>
-#include <turbojpeg.h>
 
 #include "sluice/core/error.hpp"
 #include "sluice/memory/aligned_buffer.hpp"
@@ -178,6 +178,8 @@ std::string rect_string(const Rect& r) {
 // own anything with a destructor.
 struct RowJob {
   std::span<const std::uint8_t> jpeg;
+  bool header_read = false;  // read_header() left this image's header in the decompressor
+  bool whole = false;        // every row and column: end with jpeg_finish_decompress, as TurboJPEG does
   int expect_width = 0;   // the header the caller passed, checked against the data
   int expect_height = 0;
   int denom = 1;
@@ -199,15 +201,25 @@ enum class RowStatus { kOk, kLibjpegFailed, kHeaderMismatch, kGeometryMismatch }
 }  // namespace
 
 struct JpegDecoder::State {
-  tjhandle turbo = nullptr;
   jpeg_decompress_struct cinfo{};
   ErrorManager err{};
   bool cinfo_created = false;
   AlignedBuffer cmyk_rows;  // CMYK scanlines awaiting conversion; grows to the widest image
+  // The header cinfo holds (state DSTATE_READY), if any: the bytes it was read from and the
+  // JpegHeader::token read_header() gave them. Any other use of cinfo aborts it first.
+  const std::uint8_t* pending_data = nullptr;
+  std::size_t pending_size = 0;
+  std::uint64_t pending_token = 0;
+  std::uint64_t next_token = 0;
+
+  void drop_pending() {
+    if (pending_data == nullptr) return;
+    jpeg_abort_decompress(&cinfo);
+    pending_data = nullptr;
+  }
 
   ~State() {
     if (cinfo_created) jpeg_destroy_decompress(&cinfo);
-    if (turbo != nullptr) tjDestroy(turbo);
   }
 };
 
@@ -239,8 +251,10 @@ RowStatus decode_rows_guarded(jpeg_decompress_struct& cinfo, ErrorManager& err, 
     jpeg_abort_decompress(&cinfo);
     return RowStatus::kLibjpegFailed;
   }
-  jpeg_mem_src(&cinfo, job.jpeg.data(), static_cast<unsigned long>(job.jpeg.size()));
-  jpeg_read_header(&cinfo, TRUE);
+  if (!job.header_read) {
+    jpeg_mem_src(&cinfo, job.jpeg.data(), static_cast<unsigned long>(job.jpeg.size()));
+    jpeg_read_header(&cinfo, TRUE);
+  }
   if (static_cast<int>(cinfo.image_width) != job.expect_width ||
       static_cast<int>(cinfo.image_height) != job.expect_height) {
     jpeg_abort_decompress(&cinfo);
@@ -298,8 +312,14 @@ RowStatus decode_rows_guarded(jpeg_decompress_struct& cinfo, ErrorManager& err, 
     }
     done += got;
   }
-  // Stop early: rows below the region are never decoded (for a baseline file, never even read).
-  jpeg_abort_decompress(&cinfo);
+  if (job.whole) {
+    // Reads on to the EOI marker, so damage after the last row is reported as TurboJPEG's
+    // tjDecompress2 reports it.
+    jpeg_finish_decompress(&cinfo);
+  } else {
+    // Stop early: rows below the region are never decoded (for a baseline file, never even read).
+    jpeg_abort_decompress(&cinfo);
+  }
   return RowStatus::kOk;
 }
 
@@ -317,10 +337,6 @@ JpegDecoder::JpegDecoder(const DecodeOptions& options)
     throw Error(ErrorCode::kInternal, std::string("jpeg_create_decompress failed: ") + s.err.message);
   }
   s.cinfo_created = true;
-  s.turbo = tjInitDecompress();
-  if (s.turbo == nullptr) {
-    throw Error(ErrorCode::kInternal, std::string("tjInitDecompress failed: ") + tjGetErrorStr2(nullptr));
-  }
 }
 
 JpegDecoder::~JpegDecoder() = default;
@@ -338,6 +354,7 @@ JpegHeader JpegDecoder::read_header(std::span<const std::uint8_t> jpeg) {
   if (jpeg[0] != 0xFF || jpeg[1] != 0xD8) throw Error(ErrorCode::kUnsupportedFormat, describe_non_jpeg(jpeg));
 
   State& s = *state_;
+  s.drop_pending();
   s.err.arm(!options_.accept_warnings);
   if (!read_header_guarded(s.cinfo, s.err, jpeg)) throw libjpeg_failure(s.err, true);
 
@@ -353,16 +370,21 @@ JpegHeader JpegDecoder::read_header(std::span<const std::uint8_t> jpeg) {
   header.imcu_width = c.num_components == 1 ? DCTSIZE : DCTSIZE * c.max_h_samp_factor;
   header.imcu_height = DCTSIZE * c.max_v_samp_factor;
   const J_COLOR_SPACE space = c.jpeg_color_space;
-  jpeg_abort_decompress(&s.cinfo);
+  // Kept for decode(): the header stays parsed in cinfo until the next use of the decoder.
+  s.pending_data = jpeg.data();
+  s.pending_size = jpeg.size();
+  header.token = s.pending_token = ++s.next_token;
 
   if ((header.components != 1 && header.components != 3 && header.components != 4) ||
       space == JCS_UNKNOWN) {
+    s.drop_pending();
     throw Error(ErrorCode::kUnsupportedFormat,
                 "unsupported JPEG: " + std::to_string(header.components) +
                     " colour components in an unknown colour space (expected grey, YCbCr/RGB or CMYK)");
   }
   const std::uint64_t pixels = static_cast<std::uint64_t>(header.width) * header.height;
   if (pixels > options_.max_image_pixels) {
+    s.drop_pending();
     char cause[160];
     std::snprintf(cause, sizeof cause, "image is %dx%d (%.1f MP), above max_image_pixels (%.1f MP)",
                   header.width, header.height, static_cast<double>(pixels) / 1e6,
@@ -434,46 +456,16 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
   if (jpeg.empty()) throw Error(ErrorCode::kCorruptData, "empty file");
   State& s = *state_;
   const Size2 full = scaled_size(header, request.scale_denom);
-  const bool whole = region == Rect{0, 0, full.width, full.height};
   const bool grey = options_.color == Color::kGrey;
   const bool cmyk = header.components == 4;
 
-  // TurboJPEG picks the largest of its 16 factors whose output fits the requested size, which for
-  // tiny images (e.g. 3x3 at 1/2 -> 5/8) is not 1/denom: those go the libjpeg way, which scales
-  // exactly. CMYK needs a per-row conversion TurboJPEG does not do. With accept_warnings, 2.1's
-  // tjGetErrorCode says TJERR_WARNING whenever a warning happened, even when a fatal error
-  // followed, so only our own error manager can tell an accepted warning from a failure.
-  bool turbo = whole && !cmyk && !options_.accept_warnings;
-  if (turbo) {
-    int count = 0;
-    const tjscalingfactor* factors = tjGetScalingFactors(&count);
-    for (int i = 0; i < count; ++i) {
-      const tjscalingfactor f = factors[i];
-      if (TJSCALED(header.width, f) <= full.width && TJSCALED(header.height, f) <= full.height) {
-        turbo = f.num == 1 && f.denom == request.scale_denom;
-        break;
-      }
-    }
-  }
-
-  if (turbo) {
-    int flags = TJFLAG_STOPONWARNING;  // a warning means damage we refuse (accept_warnings is off)
-    if (options_.fast_dct) flags |= TJFLAG_FASTDCT;
-    if (options_.fast_upsample) flags |= TJFLAG_FASTUPSAMPLE;
-    const int rc = tjDecompress2(s.turbo, jpeg.data(), static_cast<unsigned long>(jpeg.size()), out.data,
-                                 full.width, static_cast<int>(out.stride), full.height,
-                                 grey ? TJPF_GRAY : TJPF_RGB, flags);
-    if (rc != 0) {
-      // STOPONWARNING: any warning ended the decode. TurboJPEG 2.1 only gives us its text.
-      const bool warning = tjGetErrorCode(s.turbo) == TJERR_WARNING;
-      const std::string_view message = tjGetErrorStr2(s.turbo);
-      const bool truncated = warning && message.find("Premature end of JPEG file") != message.npos;
-      throw failure(false, warning, truncated, message, message);
-    }
-    return;
-  }
-
   RowJob job;
+  // The header read_header() just parsed from these very bytes is still in cinfo: go on from it.
+  job.header_read = header.token != 0 && header.token == s.pending_token && s.pending_data == jpeg.data() &&
+                    s.pending_size == jpeg.size();
+  if (!job.header_read) s.drop_pending();
+  s.pending_data = nullptr;  // from here on the decode owns cinfo and leaves it reset
+  job.whole = region == Rect{0, 0, full.width, full.height};
   job.jpeg = jpeg;
   job.expect_width = header.width;
   job.expect_height = header.height;

@@ -2,9 +2,11 @@
 // between images). Setup, then run into memory the caller owns: read_header() and
 // decoded_region() say what decode() will produce, so the caller can size the output first.
 //
-// Whole images go through TurboJPEG (tjDecompress2, with its DCT scaling). Regions go through the
-// libjpeg API of the same library: TurboJPEG 2.1 (Debian 12) cannot crop or stop early
-// (tj3SetCroppingRegion arrived in 3.0), while jpeg_crop_scanline and jpeg_skip_scanlines can.
+// Everything goes through libjpeg-turbo's libjpeg API, with the parameters tjDecompress2 sets for
+// the same flags (so a whole image equals tjDecompress2's output byte for byte): TurboJPEG 2.1
+// (Debian 12) cannot crop or stop early (tj3SetCroppingRegion arrived in 3.0), nor go on from a
+// header it has already parsed, while jpeg_crop_scanline, jpeg_skip_scanlines and a kept
+// decompressor state can.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,9 @@ struct JpegHeader {
   // single-component image whatever factor it declares, as jpeg_crop_scanline aligns it.
   int imcu_width = 8;
   int imcu_height = 8;
+  // Set by read_header(): a decode() of the same bytes with this header, before any other call
+  // to the decoder, starts from the header already parsed. 0 (a header made by hand) re-parses.
+  std::uint64_t token = 0;
 };
 
 struct JpegRequest {
@@ -39,7 +44,7 @@ class JpegDecoder {
   JpegDecoder(const JpegDecoder&) = delete;
   JpegDecoder& operator=(const JpegDecoder&) = delete;
 
-  // Parses the header only. Throws sluice::Error without a path (the caller adds it):
+  // Parses the header only (and keeps it for the decode() that usually follows). Throws sluice::Error without a path (the caller adds it):
   // kUnsupportedFormat for data that is not a JPEG, kCorruptData for a damaged header, kTooLarge
   // above options.max_image_pixels (checked before anything is allocated).
   JpegHeader read_header(std::span<const std::uint8_t> jpeg);

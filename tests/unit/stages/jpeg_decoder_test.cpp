@@ -614,6 +614,45 @@ TEST(JpegDecoderDeterminism, OneDecoderReusedAcross50ImagesMatchesFreshDecoders)
   }
 }
 
+// read_header() leaves the parsed header for the decode() of the same bytes; any other order
+// (a hand-made header, another header read in between, a second decode with the same header)
+// parses again and must give the same pixels.
+TEST(JpegDecoderDeterminism, HeaderHandOverAndEveryOtherOrderDecodeTheSame) {
+  SLUICE_REQUIRE_DATASET(dir, "cifar10/test");
+  const auto files = sample_of(dir, 500).files;
+  ASSERT_GE(files.size(), 2u);
+  const Bytes a = read_bytes(files[0]);
+  const Bytes b = read_bytes(files[1]);
+  const Image ref_a = turbo_decode(a, 1, TJPF_RGB, TJFLAG_FASTDCT);
+  const Image ref_b = turbo_decode(b, 1, TJPF_RGB, TJFLAG_FASTDCT);
+  JpegDecoder decoder(options(Color::kRGB, true));
+  const auto into = [&](const Bytes& jpeg, const JpegHeader& h) {
+    Image out{h.width, h.height, 3, Bytes(static_cast<std::size_t>(h.width) * h.height * 3)};
+    decoder.decode(jpeg, h, {}, ImageView{out.pixels.data(), h.width, h.height, 3, h.width * 3});
+    return out.pixels;
+  };
+  const JpegHeader ha = decoder.read_header(a);
+  EXPECT_NE(ha.token, 0u);
+  EXPECT_EQ(into(a, ha), ref_a.pixels);  // handed over
+  EXPECT_EQ(into(a, ha), ref_a.pixels);  // the same header again: parsed again
+  const JpegHeader ha2 = decoder.read_header(a);
+  const JpegHeader hb = decoder.read_header(b);
+  EXPECT_NE(ha2.token, hb.token);
+  EXPECT_EQ(into(a, ha2), ref_a.pixels);  // b's header is the one kept: a is parsed again
+  EXPECT_EQ(into(b, hb), ref_b.pixels);
+  JpegHeader by_hand = ha;
+  by_hand.token = 0;
+  (void)decoder.read_header(a);
+  EXPECT_EQ(into(a, by_hand), ref_a.pixels);  // token 0 never takes the kept header
+  const Bytes copy = a;                       // the same bytes elsewhere: parsed again
+  const JpegHeader hc = decoder.read_header(a);
+  EXPECT_EQ(into(copy, hc), ref_a.pixels);
+  // A header read and never decoded does not disturb the next image, nor a failing one.
+  (void)decoder.read_header(a);
+  EXPECT_THROW(decoder.read_header(Bytes{0xFF, 0xD8, 0xFF}), Error);
+  EXPECT_EQ(into(b, decoder.read_header(b)), ref_b.pixels);
+}
+
 TEST(JpegDecoderDeterminism, TwoThreadsAtOnceDecodeIdenticallyToOneThread) {
   const std::vector<Job> jobs = mixed_jobs(30);
   std::vector<Bytes> expected;
