@@ -177,6 +177,38 @@ TEST(JpegDecoderFull, FastUpsampleMatchesTjDecompress2WithFlag) {
   }
 }
 
+// Small whole images go through the component planes and ycc_planes.cpp instead of libjpeg's
+// upsampler and colour converter: every subsampling, odd and even sizes on both sides of the
+// 128x128 switch, baseline and progressive, both IDCTs and grey output, against tjDecompress2.
+TEST(JpegDecoderFull, SmallImagesOfEverySubsamplingAndSizeMatchTjDecompress2) {
+  const int sizes[][2] = {{1, 1},   {2, 3},   {3, 2},   {4, 4},   {5, 7},    {6, 6},    {7, 9},   {8, 8},
+                          {9, 5},   {15, 17}, {16, 16}, {17, 15}, {28, 28},  {31, 33},  {32, 32}, {33, 31},
+                          {40, 24}, {63, 65}, {96, 64}, {127, 129}, {128, 128}, {129, 127}, {130, 20}};
+  int cases = 0;
+  for (const auto& wh : sizes) {
+    const int w = wh[0], h = wh[1];
+    for (const int subsampling : {0, 1, 2, 3, 4, 5}) {  // TJSAMP_444 422 420 GRAY 440 411
+      const int channels = subsampling == 3 ? 1 : 3;
+      for (const bool progressive : {false, true}) {
+        const Bytes jpeg = encode_jpeg(make_pattern(w, h, channels, static_cast<std::uint32_t>(w * 131 + h)), w, h,
+                                       channels, {.quality = 90, .subsampling = subsampling, .progressive = progressive});
+        for (const bool fast_dct : {false, true}) {
+          const int flags = fast_dct ? TJFLAG_FASTDCT : 0;
+          JpegDecoder rgb(options(Color::kRGB, fast_dct));
+          JpegDecoder grey(options(Color::kGrey, fast_dct));
+          const std::string what = std::to_string(w) + "x" + std::to_string(h) + " subsampling " +
+                                   std::to_string(subsampling) + (progressive ? " progressive" : "") +
+                                   (fast_dct ? " fast dct" : "");
+          ASSERT_TRUE(decode(rgb, jpeg).pixels == turbo_decode(jpeg, 1, TJPF_RGB, flags).pixels) << what;
+          ASSERT_TRUE(decode(grey, jpeg).pixels == turbo_decode(jpeg, 1, TJPF_GRAY, flags).pixels) << what;
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 23 * 6 * 2 * 2);
+}
+
 TEST(JpegDecoderFull, StridedOutputMatchesPackedOutputAndLeavesPaddingAlone) {
   const Bytes jpeg = encode_jpeg(make_pattern(75, 50, 3, 1), 75, 50, 3);
   JpegDecoder decoder({});
