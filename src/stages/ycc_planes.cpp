@@ -16,7 +16,8 @@ constexpr int kCrToG = fix(0.71414);
 constexpr int kCbToG = fix(0.34414);
 constexpr int kHalf = 1 << 15;
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define SLUICE_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define SLUICE_VECTOR_CLONES
