@@ -50,6 +50,7 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   const int channels = config.decode.color == Color::kGrey ? 1 : 3;
   std::uint64_t largest_file = 0;
   std::uint64_t largest_image = 0;
+  std::uint64_t decoder_bytes = 0;  // the decoder's own working memory (component planes)
   const std::int64_t size_step = std::max<std::int64_t>(1, n / kSizeProbes);
   for (std::int64_t i = 0; i < n; i += size_step) {
     try {
@@ -68,6 +69,7 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
       const std::size_t size = stages::read_file(item.path, bytes, config.read.max_file_size, plan.options.file_ops);
       const stages::JpegHeader h = decoder.read_header({bytes.data(), size});
       largest_image = std::max<std::uint64_t>(largest_image, static_cast<std::uint64_t>(h.width) * h.height * channels);
+      decoder_bytes = std::max<std::uint64_t>(decoder_bytes, stages::JpegDecoder::working_bytes(h.width, h.height));
       ++m.probed;
     } catch (const Error&) {
       // A bad file says nothing about memory; the run will report it.
@@ -79,7 +81,7 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   const std::uint64_t out_row = static_cast<std::uint64_t>(config.output.width) * channels;
   const std::uint64_t out = out_row * static_cast<std::uint64_t>(config.output.height);
   m.file_bytes = largest_file ? with_headroom(largest_file) : 0;
-  m.decode_bytes = (largest_image ? with_headroom(largest_image) : 0) +
+  m.decode_bytes = (largest_image ? with_headroom(largest_image) : 0) + decoder_bytes +
                    AlignedBuffer::rounded_capacity(out) + AlignedBuffer::rounded_capacity(out_row * kScratchPerRowByte);
   return m;
 }

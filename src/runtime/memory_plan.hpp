@@ -16,7 +16,7 @@ struct MemoryPlan {
   std::uint64_t batch_bytes = 0;      // one ring slot: samples and labels
   int min_slots = 3;                  // prefetch + 2 at the smallest prefetch depth
   std::uint64_t file_bytes = 0;       // per worker: the largest probed file
-  std::uint64_t decode_bytes = 0;     // per worker: decoded image, resampled sample, scratch
+  std::uint64_t decode_bytes = 0;     // per worker: decoded image, decoder planes, resampled sample, scratch
   std::uint64_t index_bytes = 0;      // the epoch order's index arrays
   int threads = 1;
   int probed = 0;                     // files probed for the estimate

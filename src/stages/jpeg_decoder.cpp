@@ -439,6 +439,10 @@ JpegDecoder::~JpegDecoder() = default;
 
 int JpegDecoder::channels() const { return options_.color == Color::kGrey ? 1 : 3; }
 
+std::size_t JpegDecoder::working_bytes(int width, int height) {
+  return std::int64_t{width} * height <= kPlanesMaxPixels ? planes_bytes(width, height) : 0;
+}
+
 // jpeg_read_header rather than tjDecompressHeader3: it is what tjDecompressHeader3 runs inside
 // (same cost), and TurboJPEG 2.1 neither reports progressive mode nor the sampling factors, and
 // fails outright on subsampling it has no TJSAMP_ name for, which libjpeg decodes fine.
@@ -581,7 +585,7 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
   if (cmyk) {
     s.cmyk_rows.reserve(static_cast<std::size_t>(region.width) * 4 * kRowsPerRead);
     job.cmyk = s.cmyk_rows.data();
-  } else if (job.whole && std::int64_t{header.width} * header.height <= kPlanesMaxPixels) {
+  } else if (job.whole && request.scale_denom == 1 && working_bytes(header.width, header.height) > 0) {
     const std::size_t bytes = planes_bytes(header.width, header.height);
     s.planes.reserve(bytes);
     job.planes = s.planes.data();

@@ -60,6 +60,10 @@ class JpegDecoder {
 
   int channels() const;  // 3 for Color::kRGB, 1 for Color::kGrey
 
+  // Working memory this decoder keeps for a whole-image decode of a width x height image beyond
+  // libjpeg-turbo's own: the component planes of a small image (see jpeg_decoder.cpp), else 0.
+  static std::size_t working_bytes(int width, int height);
+
   // Decodes into out (decoded_region() size, channels() channels, any stride). Throws
   // sluice::Error without a path: kCorruptData for damaged data, including libjpeg warnings such
   // as a premature end of file unless options.accept_warnings.
