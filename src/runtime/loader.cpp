@@ -83,6 +83,7 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
     ws->decoded.attach(budget_, MemoryUse::kDecodeBuffers, kBufferWait);
     ws->resized.attach(budget_, MemoryUse::kDecodeBuffers, kBufferWait);
     ws->scratch.attach(budget_, MemoryUse::kDecodeBuffers, kBufferWait);
+    ws->decoder.attach(budget_, MemoryUse::kDecodeBuffers, kBufferWait);
     workspaces_.push_back(std::move(ws));
   }
 

@@ -69,7 +69,9 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
       const std::size_t size = stages::read_file(item.path, bytes, config.read.max_file_size, plan.options.file_ops);
       const stages::JpegHeader h = decoder.read_header({bytes.data(), size});
       largest_image = std::max<std::uint64_t>(largest_image, static_cast<std::uint64_t>(h.width) * h.height * channels);
-      decoder_bytes = std::max<std::uint64_t>(decoder_bytes, stages::JpegDecoder::working_bytes(h.width, h.height));
+      if (const std::size_t planes = stages::JpegDecoder::working_bytes(h.width, h.height); planes > 0) {
+        decoder_bytes = std::max<std::uint64_t>(decoder_bytes, AlignedBuffer::rounded_capacity(planes));
+      }
       ++m.probed;
     } catch (const Error&) {
       // A bad file says nothing about memory; the run will report it.

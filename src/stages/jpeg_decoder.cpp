@@ -439,6 +439,10 @@ JpegDecoder::~JpegDecoder() = default;
 
 int JpegDecoder::channels() const { return options_.color == Color::kGrey ? 1 : 3; }
 
+void JpegDecoder::attach(MemoryBudget& budget, MemoryUse use, std::chrono::milliseconds wait) {
+  state_->planes.attach(budget, use, wait);
+}
+
 std::size_t JpegDecoder::working_bytes(int width, int height) {
   return std::int64_t{width} * height <= kPlanesMaxPixels ? planes_bytes(width, height) : 0;
 }

@@ -9,11 +9,13 @@
 // decompressor state can.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
 
 #include "sluice/core/image.hpp"
+#include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/options.hpp"
 
 namespace sluice::stages {
@@ -59,6 +61,11 @@ class JpegDecoder {
   Rect decoded_region(const JpegHeader& header, const JpegRequest& request) const;
 
   int channels() const;  // 3 for Color::kRGB, 1 for Color::kGrey
+
+  // Accounts the decoder's own buffers (the component planes of small images) against `budget`
+  // from now on, as AlignedBuffer::attach does: a decode() that needs more waits up to `wait` for
+  // room, then throws sluice::Error(kOutOfBudget). libjpeg-turbo's internal pool stays outside.
+  void attach(MemoryBudget& budget, MemoryUse use, std::chrono::milliseconds wait);
 
   // Working memory this decoder keeps for a whole-image decode of a width x height image beyond
   // libjpeg-turbo's own: the component planes of a small image (see jpeg_decoder.cpp), else 0.

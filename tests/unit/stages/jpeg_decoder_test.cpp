@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "sluice/core/error.hpp"
+#include "sluice/memory/aligned_buffer.hpp"
 #include "test_support.hpp"
 
 // Counts operator new on threads that ask to be counted (the allocation test below).
@@ -207,6 +208,37 @@ TEST(JpegDecoderFull, SmallImagesOfEverySubsamplingAndSizeMatchTjDecompress2) {
     }
   }
   EXPECT_EQ(cases, 23 * 6 * 2 * 2);
+}
+
+// The component planes of a small image are the decoder's own memory: planned by working_bytes(),
+// reserved against an attached budget, and refused (kOutOfBudget) when the budget cannot hold them.
+TEST(JpegDecoderMemory, ComponentPlanesAreReservedAgainstTheAttachedBudget) {
+  const Bytes small = encode_jpeg(make_pattern(32, 32, 3, 5), 32, 32, 3);
+  const Bytes large = encode_jpeg(make_pattern(200, 150, 3, 5), 200, 150, 3);
+  EXPECT_GT(JpegDecoder::working_bytes(32, 32), 3u * 32 * 32);
+  EXPECT_EQ(JpegDecoder::working_bytes(200, 150), 0u);  // libjpeg-turbo's own path: nothing of ours
+
+  MemoryBudget budget(1 << 20);
+  JpegDecoder decoder(options(Color::kRGB, true));
+  decoder.attach(budget, MemoryUse::kDecodeBuffers, std::chrono::milliseconds(0));
+  (void)decode(decoder, large);
+  EXPECT_EQ(budget.used(), 0u);
+  (void)decode(decoder, small);
+  EXPECT_GE(budget.used(MemoryUse::kDecodeBuffers), JpegDecoder::working_bytes(32, 32));
+  EXPECT_LE(budget.used(), AlignedBuffer::rounded_capacity(JpegDecoder::working_bytes(32, 32)));
+
+  MemoryBudget tiny(1024);
+  JpegDecoder starved(options(Color::kRGB, true));
+  starved.attach(tiny, MemoryUse::kDecodeBuffers, std::chrono::milliseconds(0));
+  try {
+    (void)decode(starved, small);
+    FAIL() << "decoded without room for its planes";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfBudget) << e.what();
+  }
+  EXPECT_EQ(tiny.used(), 0u);
+  // The decoder is still usable after the refusal.
+  EXPECT_TRUE(decode(decoder, small).pixels == turbo_decode(small, 1, TJPF_RGB, TJFLAG_FASTDCT).pixels);
 }
 
 TEST(JpegDecoderFull, StridedOutputMatchesPackedOutputAndLeavesPaddingAlone) {
@@ -622,6 +654,13 @@ std::vector<Job> mixed_jobs(int count) {
     job.jpeg = encode_jpeg(make_pattern(w, h, channels, static_cast<std::uint32_t>(i)), w, h, channels,
                            {.quality = 80, .subsampling = i % 3, .progressive = kind == 3, .cmyk = kind == 2});
     if (i % 3 != 0) job.request = {1 << (i % 4), {i % 17, 3 + i % 11, 40 + i % 23, 30 + i % 19}};
+    jobs.push_back(std::move(job));
+  }
+  // Small whole images, which go through the component planes: 4:2:0 baseline, 4:4:4 progressive.
+  for (const bool progressive : {false, true}) {
+    Job job;
+    job.jpeg = encode_jpeg(make_pattern(33, 31, 3, 9), 33, 31, 3,
+                           {.quality = 85, .subsampling = progressive ? 0 : 2, .progressive = progressive});
     jobs.push_back(std::move(job));
   }
   return jobs;
