@@ -5,8 +5,10 @@
 //   loader_compare --data ../shared/datasets/wallpaper-crops --transform eval --size 224
 //                  --batch 64 --threads 2 --epochs 2 --systems sluice,limit,torch,opencv --json
 //
-// Systems: sluice (public API), limit (threads x single-thread full-size tjDecompress2 over
-// preloaded bytes), torch (DataLoader subprocess), opencv (hand-written OpenCV loop). Each one
+// Systems: sluice (public API), sluice-cached (the same with a memory cache), limit (threads x
+// single-thread full-size tjDecompress2 over preloaded bytes), parallel (that decode on all threads
+// at once), read-decode (the same, each file read from disk first: a bare read-and-decode loop),
+// torch (DataLoader subprocess), opencv (hand-written OpenCV loop). Each one
 // runs an untimed warm-up epoch first, so all of them read the files from the page cache.
 // With --rounds N the systems run N times in turn: rates are the medians over the rounds, ratios
 // the medians of each round's ratio (systems measured minutes apart see different loads).
@@ -38,13 +40,15 @@ namespace {
 namespace sb = sluice::bench;
 using nlohmann::json;
 
-const std::vector<std::string> kSystems = {"sluice", "sluice-cached", "limit", "parallel", "torch", "opencv"};
+const std::vector<std::string> kSystems = {"sluice", "sluice-cached", "limit", "parallel", "read-decode", "torch",
+                                           "opencv"};
 
 const std::map<std::string, std::string> kSystemTitles = {
     {"sluice", "sluice"},
     {"sluice-cached", "sluice, mem cache"},
     {"limit", "decode limit"},
     {"parallel", "decode, N threads"},
+    {"read-decode", "read+decode, N thr."},
     {"torch", "torch DataLoader"},
     {"opencv", "OpenCV loop"}};
 
@@ -92,7 +96,7 @@ std::vector<std::string> split_systems(const std::string& csv) {
     if (name.empty()) continue;
     if (std::find(kSystems.begin(), kSystems.end(), name) == kSystems.end()) {
       throw CLI::ValidationError("--systems", "unknown system '" + name +
-                                                  "' (sluice, sluice-cached, limit, parallel, torch, opencv)");
+                                                  "' (sluice, sluice-cached, limit, parallel, read-decode, torch, opencv)");
     }
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
   }
@@ -139,7 +143,7 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", sc.epochs, "timed epochs, after one untimed warm-up epoch")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", sc.seed, "seed of the random transforms")->capture_default_str();
-  app.add_option("--systems", systems_csv, "comma-separated: sluice, sluice-cached, limit, parallel, torch, opencv")
+  app.add_option("--systems", systems_csv, "comma-separated: sluice, sluice-cached, limit, parallel, read-decode, torch, opencv")
       ->capture_default_str();
   app.add_option("--rounds", rounds, "run every system this many times in turn; report medians")
       ->check(CLI::PositiveNumber)->capture_default_str();
@@ -201,6 +205,12 @@ int main(int argc, char** argv) {
           m.last = {r.images, r.seconds, r.single_thread_per_sec * sc.threads, 0};
           m.extra = {{"threads", sc.threads},
                      {"decode", "tjDecompress2 TJPF_RGB TJFLAG_FASTDCT full size, all threads at once"}};
+        } else if (system == "read-decode") {
+          const sb::DecodeLimitResult r = sb::measure_parallel_decode(
+              list, sc.threads, {.min_seconds = min_decode_seconds, .read_files = true});
+          m.last = {r.images, r.seconds, r.single_thread_per_sec * sc.threads, 0};
+          m.extra = {{"threads", sc.threads},
+                     {"decode", "open, pread, close, then tjDecompress2 TJPF_RGB TJFLAG_FASTDCT full size, all threads"}};
         } else if (system == "torch") {
           const sb::TorchPeerResult r =
               sb::run_torch_peer(list_file.path().string(), sc, torch_options);

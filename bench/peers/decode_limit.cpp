@@ -1,7 +1,9 @@
 // Single-thread tjDecompress2 over preloaded file bytes: the yardstick the loaders are held to.
 #include "decode_limit.hpp"
 
+#include <fcntl.h>
 #include <turbojpeg.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -40,17 +42,27 @@ struct Preloaded {
 // Decodes one image into out (sized for the largest). Only tjDecompress2: it parses the header
 // itself, and a second parse (tjDecompressHeader3) would add ~6% to a 32x32 decode and lower
 // the limit in sluice's favour. The size comes from the preload.
-void decode_one(tjhandle tj, const Preloaded& file, std::vector<unsigned char>& out,
-                const std::string& path) {
-  if (tjDecompress2(tj, file.bytes.data(), static_cast<unsigned long>(file.bytes.size()),
-                    out.data(), file.width, 0 /* pitch: packed */, file.height, TJPF_RGB,
-                    TJFLAG_FASTDCT) != 0) {
+void decode_one(tjhandle tj, const unsigned char* bytes, std::size_t size, const Preloaded& file,
+                std::vector<unsigned char>& out, const std::string& path) {
+  if (tjDecompress2(tj, bytes, static_cast<unsigned long>(size), out.data(), file.width, 0 /* pitch: packed */,
+                    file.height, TJPF_RGB, TJFLAG_FASTDCT) != 0) {
     // Warnings (e.g. a few bytes of trailing garbage) still produce the image; only real errors
     // should stop the benchmark.
     if (tjGetErrorCode(tj) == TJERR_FATAL) {
       throw std::runtime_error(path + ": " + tjGetErrorStr2(tj));
     }
   }
+}
+
+// Reads the file afresh into `bytes` (sized past the largest file): one open, one pread, one
+// close, as a minimal C loader reads. Returns the byte count.
+std::size_t read_again(const std::string& path, std::vector<unsigned char>& bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + path);
+  const ssize_t n = ::pread(fd, bytes.data(), bytes.size(), 0);
+  ::close(fd);
+  if (n <= 0) throw std::runtime_error("cannot read " + path);
+  return static_cast<std::size_t>(n);
 }
 
 }  // namespace
@@ -85,14 +97,24 @@ std::int64_t decode_passes(const ImageList& list, const std::vector<Preloaded>& 
                            std::function<bool()> more) {
   TjHandle tj(tjInitDecompress());
   if (!tj) throw std::runtime_error(std::string("tjInitDecompress: ") + tjGetErrorStr2(nullptr));
-  // One output buffer for every image: the limit measures decoding, not the allocator.
+  // One output buffer for every image: the limit measures decoding, not the allocator. The same
+  // for the bytes read afresh (options.read_files).
   std::vector<unsigned char> out(static_cast<std::size_t>(max_pixels) * 3);
+  std::size_t largest_file = 0;
+  for (const Preloaded& f : files) largest_file = std::max(largest_file, f.bytes.size());
+  std::vector<unsigned char> read_buffer(options.read_files ? largest_file + 1 : 0);
+  const auto one = [&](std::size_t i) {
+    const std::string& path = list.entries[i].path;
+    if (!options.read_files) return decode_one(tj.get(), files[i].bytes.data(), files[i].bytes.size(), files[i], out, path);
+    const std::size_t size = read_again(path, read_buffer);
+    decode_one(tj.get(), read_buffer.data(), size, files[i], out, path);
+  };
   const std::size_t warmup = std::min<std::size_t>(files.size(), static_cast<std::size_t>(options.warmup_images));
-  for (std::size_t i = first; i < warmup; i += step) decode_one(tj.get(), files[i], out, list.entries[i].path);
+  for (std::size_t i = first; i < warmup; i += step) one(i);
   std::int64_t images = 0;
   do {  // whole passes only, so every file weighs the same in the rate whatever the pass count
     for (std::size_t i = first; i < files.size(); i += step) {
-      decode_one(tj.get(), files[i], out, list.entries[i].path);
+      one(i);
       ++images;
     }
   } while (more());

@@ -14,6 +14,9 @@ namespace sluice::bench {
 struct DecodeLimitOptions {
   double min_seconds = 1.0;  // repeat whole passes over the files until at least this long
   int warmup_images = 64;    // decoded first, untimed: faults in the output buffer and the code
+  // Read each file from disk (open, pread, close: what any loader must do) before decoding it,
+  // instead of decoding the preloaded bytes: the ceiling of a plain read-and-decode loop.
+  bool read_files = false;
 };
 
 struct DecodeLimitResult {
@@ -33,6 +36,7 @@ DecodeLimitResult measure_decode_limit(const ImageList& list,
 // actually sustain together. On shared or turbo-boosted machines one busy core can run faster
 // than two, so this can be well below threads x the single-thread rate; it is reported beside the
 // limit, never instead of it.
+// With options.read_files, each decode is preceded by reading its file.
 DecodeLimitResult measure_parallel_decode(const ImageList& list, int threads,
                                           const DecodeLimitOptions& options = {});
 
