@@ -1,7 +1,10 @@
-// Loops written for the auto-vectoriser (this file is built with -O3; each row function is also
-// cloned for AVX2 and picked at load time): int16/int32 arithmetic on whole rows, no tables. The
-// colour conversion's interleaved RGB stores defeat the vectoriser, so it has an SSE4.1 version
-// of its own, 16 pixels at a time, the same integer arithmetic (exact, so the same bytes).
+// Two sets of loops, held to the same bytes by tests/unit/stages/ycc_planes_test.cpp:
+//  - portable: plain loops for the vectoriser (this file is built with -O3, and upsample_row and
+//    replicate_row are also cloned for AVX2 and picked at load time);
+//  - SSE4.1, picked at run time: a 4:2:0 row is upsampled and converted in one pass through
+//    registers, 16 pixels at a time, in 16-bit lanes with pmaddwd. On a 32-pixel row the
+//    portable path's three calls, its trips through memory and the store-forwarding stalls of
+//    re-reading just-stored column sums cost more than the arithmetic.
 #include "stages/ycc_planes.hpp"
 
 #include <algorithm>
@@ -84,23 +87,6 @@ void convert_row_scalar(const std::uint8_t* y, const std::uint8_t* cb, const std
 }
 
 #if SLUICE_YCC_SSE41
-// Four pixels' worth of one output channel: luma + ((k_b * b + k_r * r + half) >> 16), in 32 bits.
-__attribute__((target("sse4.1"))) inline __m128i channel4(__m128i luma, __m128i b, __m128i r, int k_b, int k_r) {
-  __m128i sum = _mm_set1_epi32(kHalf);
-  if (k_b != 0) sum = _mm_add_epi32(sum, _mm_mullo_epi32(b, _mm_set1_epi32(k_b)));
-  if (k_r != 0) sum = _mm_add_epi32(sum, _mm_mullo_epi32(r, _mm_set1_epi32(k_r)));
-  return _mm_add_epi32(luma, _mm_srai_epi32(sum, 16));
-}
-
-// Sixteen pixels of one channel, clamped to 0..255 by the saturating packs (the values lie in
-// -300..600, inside int16).
-__attribute__((target("sse4.1"))) inline __m128i channel16(const __m128i luma[4], const __m128i b[4],
-                                                           const __m128i r[4], int k_b, int k_r) {
-  const __m128i lo = _mm_packs_epi32(channel4(luma[0], b[0], r[0], k_b, k_r), channel4(luma[1], b[1], r[1], k_b, k_r));
-  const __m128i hi = _mm_packs_epi32(channel4(luma[2], b[2], r[2], k_b, k_r), channel4(luma[3], b[3], r[3], k_b, k_r));
-  return _mm_packus_epi16(lo, hi);
-}
-
 // Bytes 0..15 of red, green and blue into 48 interleaved bytes: output byte 3k + c is byte k of
 // channel c. Each 16-byte block of the output ors one byte shuffle of each channel; mask
 // [block][c][i] names the channel-c byte that lands at output byte 16 block + i (-1: none).
@@ -132,32 +118,126 @@ __attribute__((target("sse4.1"))) inline void store_interleaved(__m128i red, __m
   }
 }
 
+// The conversion in 16-bit lanes. Each constant above 2^15 splits into a multiple of 2^16, which
+// passes through the >> 16 whole, and a remainder that fits int16, so pmaddwd can form the sums
+// exactly (the "+ half" rides along as 16384 x 2):
+//   R = Y + r + ((26345 r + 16384 * 2) >> 16)                    91881 = 65536 + 26345
+//   G = Y - r + ((-22554 b + 18734 r + 32768) >> 16)             -46802 = -65536 + 18734
+//   B = Y + 2b + ((-14942 b + 16384 * 2) >> 16)                  116130 = 131072 - 14942
+constexpr int kRedRest = kCrToR - 65536;
+constexpr int kGreenRest = 65536 - kCrToG;
+constexpr int kBlueRest = kCbToB - 131072;
+static_assert(kRedRest > 0 && kRedRest < 32768 && kGreenRest > 0 && kGreenRest < 32768 && kBlueRest < 0 &&
+              kBlueRest > -32768 && kCbToG < 32768 && kHalf == 2 * 16384);
+
+// Two 16-bit coefficients as pmaddwd's pair (first for the even lane, second for the odd one).
+constexpr int pair(int even, int odd) {
+  return static_cast<int>((static_cast<unsigned>(odd & 0xFFFF) << 16) | static_cast<unsigned>(even & 0xFFFF));
+}
+
+// ((pairs . coefficients + add) >> 16) for eight pixels whose operand pairs are lo (pixels 0-3)
+// and hi (pixels 4-7).
+__attribute__((target("sse4.1"))) inline __m128i high16(__m128i lo, __m128i hi, int coefficients, int add = 0) {
+  const __m128i k = _mm_set1_epi32(coefficients);
+  const __m128i a = _mm_set1_epi32(add);
+  return _mm_packs_epi32(_mm_srai_epi32(_mm_add_epi32(_mm_madd_epi16(lo, k), a), 16),
+                         _mm_srai_epi32(_mm_add_epi32(_mm_madd_epi16(hi, k), a), 16));
+}
+
+struct Rgb8 {
+  __m128i red, green, blue;  // eight int16 each, not yet clamped
+};
+
+// Eight pixels: luma, b = Cb - 128 and r = Cr - 128 as int16.
+__attribute__((target("sse4.1"))) inline Rgb8 convert8(__m128i luma, __m128i b, __m128i r) {
+  const __m128i two = _mm_set1_epi16(2);
+  const __m128i red = high16(_mm_unpacklo_epi16(r, two), _mm_unpackhi_epi16(r, two), pair(kRedRest, 16384));
+  const __m128i green =
+      high16(_mm_unpacklo_epi16(b, r), _mm_unpackhi_epi16(b, r), pair(-kCbToG, kGreenRest), kHalf);
+  const __m128i blue = high16(_mm_unpacklo_epi16(b, two), _mm_unpackhi_epi16(b, two), pair(kBlueRest, 16384));
+  return {_mm_add_epi16(_mm_add_epi16(luma, r), red), _mm_sub_epi16(_mm_add_epi16(luma, green), r),
+          _mm_add_epi16(_mm_add_epi16(luma, _mm_add_epi16(b, b)), blue)};
+}
+
+// Sixteen pixels: luma, Cb and Cr bytes in, 48 RGB bytes out.
+__attribute__((target("sse4.1"))) inline void convert16(__m128i y16, __m128i b16, __m128i r16, std::uint8_t* rgb) {
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i bias = _mm_set1_epi16(128);
+  const Rgb8 lo = convert8(_mm_cvtepu8_epi16(y16), _mm_sub_epi16(_mm_cvtepu8_epi16(b16), bias),
+                           _mm_sub_epi16(_mm_cvtepu8_epi16(r16), bias));
+  const Rgb8 hi = convert8(_mm_unpackhi_epi8(y16, zero), _mm_sub_epi16(_mm_unpackhi_epi8(b16, zero), bias),
+                           _mm_sub_epi16(_mm_unpackhi_epi8(r16, zero), bias));
+  // The saturating packs clamp to 0..255 as libjpeg's range limit does.
+  store_interleaved(_mm_packus_epi16(lo.red, hi.red), _mm_packus_epi16(lo.green, hi.green),
+                    _mm_packus_epi16(lo.blue, hi.blue), rgb);
+}
+
 __attribute__((target("sse4.1"))) void convert_row_sse41(const std::uint8_t* y, const std::uint8_t* cb,
                                                          const std::uint8_t* cr, int width, std::uint8_t* rgb) {
   int x = 0;
-  const __m128i bias = _mm_set1_epi32(128);
   for (; x + 16 <= width; x += 16) {
-    const __m128i y16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(y + x));
-    const __m128i b16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cb + x));
-    const __m128i r16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cr + x));
-    __m128i luma[4], b[4], r[4];
-    for (int q = 0; q < 4; ++q) {
-      // Bytes 4q..4q+3 to int32 (a byte shift by a constant needs an immediate, hence the switch).
-      __m128i ys, bs, rs;
-      switch (q) {
-        case 0: ys = y16; bs = b16; rs = r16; break;
-        case 1: ys = _mm_srli_si128(y16, 4); bs = _mm_srli_si128(b16, 4); rs = _mm_srli_si128(r16, 4); break;
-        case 2: ys = _mm_srli_si128(y16, 8); bs = _mm_srli_si128(b16, 8); rs = _mm_srli_si128(r16, 8); break;
-        default: ys = _mm_srli_si128(y16, 12); bs = _mm_srli_si128(b16, 12); rs = _mm_srli_si128(r16, 12); break;
-      }
-      luma[q] = _mm_cvtepu8_epi32(ys);
-      b[q] = _mm_sub_epi32(_mm_cvtepu8_epi32(bs), bias);
-      r[q] = _mm_sub_epi32(_mm_cvtepu8_epi32(rs), bias);
-    }
-    store_interleaved(channel16(luma, b, r, 0, kCrToR), channel16(luma, b, r, -kCbToG, -kCrToG),
-                      channel16(luma, b, r, kCbToB, 0), rgb + 3 * x);
+    convert16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + x)),
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(cb + x)),
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(cr + x)), rgb + 3 * x);
   }
   convert_row_scalar(y + x, cb + x, cr + x, width - x, rgb + 3 * x);
+}
+
+// Column sums 3 near[c] + far[c] of chroma columns c..c+7, as int16.
+__attribute__((target("sse4.1"))) inline __m128i sums8(const std::uint8_t* near, const std::uint8_t* far) {
+  const __m128i n = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(near)));
+  const __m128i f = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(far)));
+  return _mm_add_epi16(_mm_mullo_epi16(n, _mm_set1_epi16(3)), f);
+}
+
+// Upsampled chroma of output pixels 2c..2c+15 from the sums of columns c-1..c+6, c..c+7 and
+// c+1..c+8: even pixels (3 cur + prev + 8) >> 4, odd ones (3 cur + next + 7) >> 4.
+__attribute__((target("sse4.1"))) inline __m128i upsample16(__m128i prev, __m128i cur, __m128i next) {
+  const __m128i cur3 = _mm_mullo_epi16(cur, _mm_set1_epi16(3));
+  const __m128i even = _mm_srai_epi16(_mm_add_epi16(_mm_add_epi16(cur3, prev), _mm_set1_epi16(8)), 4);
+  const __m128i odd = _mm_srai_epi16(_mm_add_epi16(_mm_add_epi16(cur3, next), _mm_set1_epi16(7)), 4);
+  return _mm_unpacklo_epi8(_mm_packus_epi16(even, even), _mm_packus_epi16(odd, odd));
+}
+
+// Chroma columns c..c+7 of one plane, upsampled: the neighbours' sums are loaded one column to
+// each side (reading the planes again, never sums this code has just stored: an unaligned load
+// across recent stores stalls on store forwarding), and at the plane's edges they repeat the edge
+// column, as libjpeg's first- and last-column cases do.
+__attribute__((target("sse4.1"))) inline __m128i chroma16(const std::uint8_t* near, const std::uint8_t* far, int c,
+                                                          int chroma_width) {
+  const __m128i cur = sums8(near + c, far + c);
+  const __m128i prev = c > 0 ? sums8(near + c - 1, far + c - 1) : _mm_blend_epi16(_mm_slli_si128(cur, 2), cur, 0x01);
+  const __m128i next = c + 8 < chroma_width ? sums8(near + c + 1, far + c + 1)
+                                            : _mm_blend_epi16(_mm_srli_si128(cur, 2), cur, 0x80);
+  return upsample16(prev, cur, next);
+}
+
+// One 4:2:0 output row: upsampling and conversion in one pass, 16 pixels at a time, through
+// registers (the generic path goes through memory three times and pays three calls per row,
+// which on a 32-pixel row cost more than the arithmetic).
+__attribute__((target("sse4.1"))) void row420_sse41(const std::uint8_t* y, const std::uint8_t* cb_near,
+                                                    const std::uint8_t* cb_far, const std::uint8_t* cr_near,
+                                                    const std::uint8_t* cr_far, int chroma_width, int width,
+                                                    const RowScratch& scratch, std::uint8_t* rgb) {
+  int x = 0;
+  for (; x + 16 <= width; x += 16) {
+    const int c = x / 2;
+    convert16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + x)), chroma16(cb_near, cb_far, c, chroma_width),
+              chroma16(cr_near, cr_far, c, chroma_width), rgb + 3 * x);
+  }
+  // The last pixels one at a time, with the same edge rule.
+  const auto sum = [&](const std::uint8_t* near, const std::uint8_t* far, int c) {
+    c = std::clamp(c, 0, chroma_width - 1);
+    return 3 * near[c] + far[c];
+  };
+  for (int p = x; p < width; ++p) {
+    const int c = p / 2;
+    const int side = p % 2 == 0 ? c - 1 : c + 1;
+    const int round = p % 2 == 0 ? 8 : 7;
+    scratch.cb[p] = static_cast<std::uint8_t>((3 * sum(cb_near, cb_far, c) + sum(cb_near, cb_far, side) + round) >> 4);
+    scratch.cr[p] = static_cast<std::uint8_t>((3 * sum(cr_near, cr_far, c) + sum(cr_near, cr_far, side) + round) >> 4);
+  }
+  convert_row_scalar(y + x, scratch.cb + x, scratch.cr + x, width - x, rgb + 3 * x);
 }
 #endif
 
@@ -175,6 +255,24 @@ void convert_row(const std::uint8_t* y, const std::uint8_t* cb, const std::uint8
   chosen(y, cb, cr, width, rgb);
 }
 
+void row420_generic(const std::uint8_t* y, const std::uint8_t* cb_near, const std::uint8_t* cb_far,
+                    const std::uint8_t* cr_near, const std::uint8_t* cr_far, int chroma_width, int width,
+                    const RowScratch& scratch, std::uint8_t* rgb) {
+  upsample_row(cb_near, cb_far, chroma_width, scratch.sum_b, scratch.cb);
+  upsample_row(cr_near, cr_far, chroma_width, scratch.sum_r, scratch.cr);
+  convert_row_scalar(y, scratch.cb, scratch.cr, width, rgb);
+}
+
+using Row420 = void (*)(const std::uint8_t*, const std::uint8_t*, const std::uint8_t*, const std::uint8_t*,
+                        const std::uint8_t*, int, int, const RowScratch&, std::uint8_t*);
+
+Row420 pick_row420() {
+#if SLUICE_YCC_SSE41
+  if (__builtin_cpu_supports("sse4.1")) return row420_sse41;
+#endif
+  return row420_generic;
+}
+
 SLUICE_VECTOR_CLONES
 void replicate_row(const std::uint8_t* grey, int width, std::uint8_t* rgb) {
   for (int x = 0; x < width; ++x) {
@@ -190,11 +288,16 @@ std::size_t ycc_scratch_bytes(int width) {
 }
 
 void ycc_to_rgb(SamplePlane y, SamplePlane cb, SamplePlane cr, ChromaLayout layout, ImageView out,
-                std::uint8_t* scratch) {
+                std::uint8_t* scratch, YccLoops loops) {
+  const bool portable = loops == YccLoops::kPortable;
   if (layout == ChromaLayout::k444) {
-    for (int row = 0; row < out.height; ++row) convert_row(y.row(row), cb.row(row), cr.row(row), out.width, out.row(row));
+    for (int row = 0; row < out.height; ++row) {
+      (portable ? convert_row_scalar : convert_row)(y.row(row), cb.row(row), cr.row(row), out.width, out.row(row));
+    }
     return;
   }
+  static const Row420 fastest = pick_row420();
+  const Row420 row420 = portable ? row420_generic : fastest;
   const RowScratch s = carve(scratch, out.width);
   const int last = cb.height - 1;
   for (int row = 0; row < out.height; ++row) {
@@ -203,9 +306,7 @@ void ycc_to_rgb(SamplePlane y, SamplePlane cb, SamplePlane cr, ChromaLayout layo
     // context rows do).
     const int near = row / 2;
     const int far = row % 2 == 0 ? std::max(near - 1, 0) : std::min(near + 1, last);
-    upsample_row(cb.row(near), cb.row(far), cb.width, s.sum_b, s.cb);
-    upsample_row(cr.row(near), cr.row(far), cr.width, s.sum_r, s.cr);
-    convert_row(y.row(row), s.cb, s.cr, out.width, out.row(row));
+    row420(y.row(row), cb.row(near), cb.row(far), cr.row(near), cr.row(far), cb.width, out.width, s, out.row(row));
   }
 }
 

@@ -30,6 +30,10 @@ enum class ChromaLayout : std::uint8_t {
   k420,  // half width and half height (h2v2), rounded up; each at least 3 samples wide
 };
 
+// Which loops ycc_to_rgb() runs: the fastest this CPU has (SSE4.1 when present), or the portable
+// ones every CPU runs (tests hold the two to the same bytes).
+enum class YccLoops : std::uint8_t { kFastest, kPortable };
+
 // Bytes of scratch ycc_to_rgb() needs for an output `width` pixels wide.
 std::size_t ycc_scratch_bytes(int width);
 
@@ -37,7 +41,7 @@ std::size_t ycc_scratch_bytes(int width);
 // 2.1 converts them with do_fancy_upsampling (its default). `scratch`: ycc_scratch_bytes() bytes,
 // 32-byte aligned.
 void ycc_to_rgb(SamplePlane y, SamplePlane cb, SamplePlane cr, ChromaLayout layout, ImageView out,
-                std::uint8_t* scratch);
+                std::uint8_t* scratch, YccLoops loops = YccLoops::kFastest);
 
 // Grey output: the luma plane itself, copied (libjpeg's YCbCr -> grey and grey -> grey), or
 // replicated into R, G and B (grey -> RGB).
