@@ -1,8 +1,8 @@
 // JpegDecoder: the decode_jpeg kernel on libjpeg-turbo 2.1, through its libjpeg API: whole images,
 // DCT scaling, regions with crop and skip, and an early stop. read_header() leaves the parsed
 // header in the decompressor, and a decode() of the same bytes right after it starts from there,
-// so each image's markers are parsed once (on a 32x32 cifar10 JPEG a second parse costs about a
-// tenth of the whole decode). Everything runs on state made once per decoder, so a warmed-up
+// so each image's markers are parsed once (loader_compare on cifar10: 79k -> 88k images/s when
+// the second parse went). Everything runs on state made once per decoder, so a warmed-up
 // decoder makes no C++ heap allocation per image. What remains is malloc'd inside libjpeg-turbo,
 // where we cannot pool it: its per-image pool (tables, row buffers and, for a progressive file,
 // the whole image's DCT coefficients: 2 bytes per sample), freed when each image ends.
@@ -32,10 +32,9 @@ constexpr int kRowsPerRead = 16;
 constexpr int kFancyMargin = 2;
 
 // Whole images up to this many pixels are decoded to component planes (libjpeg's raw-data mode)
-// and given their colour by ycc_planes.cpp instead of libjpeg-turbo's upsampler and converter:
-// on small images that path is steady where libjpeg-turbo's SIMD upsampler is not (see
-// ycc_planes.hpp). Above it libjpeg-turbo's own path is as fast or faster (one thread, synthetic
-// 4:2:0 images: ycc_planes 0.95x-1.00x of libjpeg-turbo on its good runs from 32 to 384 pixels).
+// and given their colour by ycc_planes.cpp instead of libjpeg-turbo's upsampler and converter
+// (see ycc_planes.hpp for why). The bound keeps the planes buffer small (50 KB); larger images
+// keep libjpeg-turbo's own path (the gain was measured on cifar10's 32x32 images).
 constexpr std::int64_t kPlanesMaxPixels = 128 * 128;
 
 // The most rows of one component one jpeg_read_raw_data call asks for: v_samp_factor <= 2.
@@ -250,22 +249,20 @@ bool planes_apply(const jpeg_decompress_struct& cinfo, RowJob& job) {
 // parameters set). Returns false, having touched nothing, when they do not fit.
 bool read_planes(jpeg_decompress_struct& cinfo, RowJob& job) {
   const int count = cinfo.num_components;
-  std::size_t offset = 0;
   std::size_t stride[3];
+  std::size_t offset[4] = {0, 0, 0, 0};  // where each plane starts; offset[count] is the total
   for (int c = 0; c < count; ++c) {
     const jpeg_component_info& comp = cinfo.comp_info[c];
     stride[c] = round_up(static_cast<std::size_t>(comp.width_in_blocks) * DCTSIZE, 32);
-    offset += stride[c] * static_cast<std::size_t>(cinfo.total_iMCU_rows) * comp.v_samp_factor * DCTSIZE;
+    offset[c + 1] = offset[c] + stride[c] * cinfo.total_iMCU_rows * comp.v_samp_factor * DCTSIZE;
   }
-  if (offset > job.planes_capacity) return false;
+  if (offset[count] > job.planes_capacity) return false;
   cinfo.raw_data_out = TRUE;
   jpeg_start_decompress(&cinfo);
   std::uint8_t* base[3];
-  offset = 0;
   for (int c = 0; c < count; ++c) {
     const jpeg_component_info& comp = cinfo.comp_info[c];
-    base[c] = job.planes + offset;
-    offset += stride[c] * static_cast<std::size_t>(cinfo.total_iMCU_rows) * comp.v_samp_factor * DCTSIZE;
+    base[c] = job.planes + offset[c];
     job.plane[c] = SamplePlane{base[c], static_cast<int>(comp.downsampled_width),
                                static_cast<int>(comp.downsampled_height), static_cast<std::ptrdiff_t>(stride[c])};
   }
