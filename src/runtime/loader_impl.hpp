@@ -30,7 +30,7 @@
 #include "stages/disk_cache.hpp"
 #include "stages/epoch_order.hpp"
 #include "stages/memory_cache.hpp"
-#include "stages/validate.hpp"
+#include "stages/pipeline_plan.hpp"
 
 namespace sluice {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "stages/validate.hpp"
+#include "stages/pipeline_plan.hpp"
 
 namespace sluice::runtime {
 

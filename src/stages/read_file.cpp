@@ -58,11 +58,8 @@ std::uint64_t checked_size(FileOps& ops, int fd, const std::string& path) {
 }  // namespace
 
 // Always through the seam, no direct-call fast path: it adds three or four virtual calls per file
-// (nanoseconds) to as many system calls (about 7 us a file in all on the 2-core VM), and neither
-// a scratch loop of read_file over cifar10/test (7.1 vs 7.3 us a file, medians of 10 alternating
-// runs) nor `loader_compare --data .../cifar10/test --transform cifar --size 32 --batch 128
-// --threads 2 --epochs 5 --rounds 3 --systems sluice,parallel` (22.3k vs 22.4k images/s, medians
-// of 5) tells it from direct calls.
+// to as many system calls, which cost far more, and neither a loop of read_file nor the loader
+// benchmark tells it from direct calls (docs/performance.md, "Figures behind choices in the code").
 std::uint64_t file_size(const std::string& path, FileOps* ops_or_null) {
   FileOps& ops = ops_or_null != nullptr ? *ops_or_null : real_file_ops();
   FileDescriptor fd(ops, ops.open(path.c_str(), O_RDONLY | O_CLOEXEC, 0));

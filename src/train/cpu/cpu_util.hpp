@@ -18,7 +18,8 @@
 // load time (GCC function multi-versioning), since the build's default target is baseline x86-64
 // (SSE2). The clones are named by ISA feature, not by CPU ("arch=skylake-avx512"): an arch= clone
 // is chosen by __builtin_cpu_is, which a virtual CPU reported as a plain "Intel Xeon Processor"
-// never matches, so every call fell back to SSE2 (measured: a depthwise layer 2-3x slower).
+// never matches, so every call fell back to SSE2 (a depthwise layer ran several times slower:
+// docs/performance.md, "Figures behind choices in the code").
 // Not under ThreadSanitizer: the clones' resolver (an ifunc) runs while the dynamic linker
 // relocates, before the TSan runtime is up, and its instrumented entry crashes every program that
 // loads libsluice (scripts/sanitize tsan).

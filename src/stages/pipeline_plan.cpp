@@ -1,5 +1,5 @@
-// Validation of the stage chain and assembly of the plan.
-#include "stages/validate.hpp"
+// Planning a pipeline: checks the stage chain, loads the data set and assembles the plan.
+#include "stages/pipeline_plan.hpp"
 
 #include <cmath>
 #include <string>
