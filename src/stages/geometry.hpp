@@ -1,5 +1,6 @@
 // Geometry planning: composes a chain of image ops (resize_shorter, resize, center_crop,
-// random_resized_crop, random_crop with padding, flip_horizontal) into ONE mapping from output
+// random_resized_crop, random_crop with padding, flip_horizontal: each stage whose descriptor has a
+// GeometryRule, src/pipeline/descriptors/) into ONE mapping from output
 // pixels to source pixels, per sample, from the image's header alone. This is what lets the
 // fused sample task decode only the region and the DCT scale the output needs (DESIGN.md
 // principle 2) and resample exactly once.
@@ -21,8 +22,9 @@
 
 namespace sluice::stages {
 
-using GeometryOp = std::variant<spec::ResizeShorter, spec::Resize, spec::CenterCrop,
-                                spec::RandomResizedCrop, spec::RandomCrop, spec::FlipHorizontal>;
+// An image op: a stage whose descriptor has a GeometryRule (src/pipeline/stage_registry.hpp);
+// plan_pipeline puts only those here.
+using GeometryOp = spec::Stage;
 
 struct GeometryStep {
   GeometryOp op;

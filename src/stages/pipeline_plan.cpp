@@ -1,9 +1,11 @@
 // Planning a pipeline: checks the stage chain, loads the data set and assembles the plan.
 #include "stages/pipeline_plan.hpp"
 
-#include <cmath>
 #include <string>
+#include <variant>
+#include <vector>
 
+#include "pipeline/stage_registry.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/rng.hpp"
 #include "stages/read_file.hpp"
@@ -16,62 +18,6 @@ namespace {
 
 std::string at(std::size_t index, const spec::Stage& stage) {
   return std::string(spec::name_of(stage)) + " (stage " + std::to_string(index + 1) + ")";
-}
-
-void check_size(const std::string& where, int w, int h) {
-  if (w <= 0 || h <= 0) {
-    bad(where + ": size must be positive, got " + std::to_string(w) + "x" + std::to_string(h));
-  }
-  if (static_cast<std::int64_t>(w) * h > (std::int64_t{1} << 28)) {
-    bad(where + ": output of " + std::to_string(w) + "x" + std::to_string(h) + " pixels is too large");
-  }
-}
-
-void check_geometry_op(const std::string& where, const GeometryOp& op) {
-  if (const auto* o = std::get_if<spec::ResizeShorter>(&op)) check_size(where, o->size, o->size);
-  if (const auto* o = std::get_if<spec::Resize>(&op)) check_size(where, o->width, o->height);
-  if (const auto* o = std::get_if<spec::CenterCrop>(&op)) check_size(where, o->width, o->height);
-  if (const auto* o = std::get_if<spec::RandomCrop>(&op)) {
-    check_size(where, o->width, o->height);
-    if (o->options.padding < 0) bad(where + ": padding must be >= 0");
-  }
-  if (const auto* o = std::get_if<spec::RandomResizedCrop>(&op)) {
-    check_size(where, o->width, o->height);
-    const auto& r = o->options;
-    if (!(r.scale_min > 0 && r.scale_min <= r.scale_max)) {
-      bad(where + ": scale range must satisfy 0 < scale_min <= scale_max, got [" +
-          std::to_string(r.scale_min) + ", " + std::to_string(r.scale_max) + "]");
-    }
-    if (!(r.ratio_min > 0 && r.ratio_min <= r.ratio_max)) {
-      bad(where + ": ratio range must satisfy 0 < ratio_min <= ratio_max, got [" +
-          std::to_string(r.ratio_min) + ", " + std::to_string(r.ratio_max) + "]");
-    }
-  }
-  if (const auto* o = std::get_if<spec::FlipHorizontal>(&op)) {
-    if (!(o->probability >= 0 && o->probability <= 1)) {
-      bad(where + ": probability must be in [0, 1], got " + std::to_string(o->probability));
-    }
-  }
-}
-
-std::optional<std::uint64_t> op_seed(const GeometryOp& op) {
-  if (const auto* o = std::get_if<spec::RandomResizedCrop>(&op)) return o->options.seed;
-  if (const auto* o = std::get_if<spec::RandomCrop>(&op)) return o->options.seed;
-  if (const auto* o = std::get_if<spec::FlipHorizontal>(&op)) return o->options.seed;
-  return std::nullopt;
-}
-
-std::optional<GeometryOp> as_geometry(const spec::Stage& stage) {
-  return std::visit(
-      [](const auto& s) -> std::optional<GeometryOp> {
-        using T = std::decay_t<decltype(s)>;
-        if constexpr (std::is_constructible_v<GeometryOp, T>) {
-          return GeometryOp{s};
-        } else {
-          return std::nullopt;
-        }
-      },
-      stage);
 }
 
 // The output size when no op fixes it: the first image's, every other image must match.
@@ -91,17 +37,11 @@ Size2 probe_first_image(const Dataset& dataset, const DecodeOptions& decode, con
   }
 }
 
-}  // namespace
+using stage::Phase;
 
-PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options) {
-  if (options.threads != autotune && options.threads < 1) {
-    bad("build: threads must be >= 1 or sluice::autotune, got " + std::to_string(options.threads));
-  }
-
-  // Order: read, decode_jpeg, image ops, normalize, then batch and prefetch; shuffle anywhere
-  // before batch (it reorders samples, which per-sample stages do not see).
-  enum Phase { kStart, kRead, kDecoded, kNormalized, kBatched };
-  Phase phase = kStart;
+// What the stage chain asks for, collected in order: the sample program's parts and the stages
+// the plan keeps whole.
+struct Chain {
   SampleProgramConfig program;
   std::optional<spec::Normalize> normalize;
   std::optional<spec::Cache> cache;
@@ -109,84 +49,98 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
   std::optional<spec::Batch> batch;
   std::optional<spec::Prefetch> prefetch;
   std::optional<spec::ToDevice> to_device;
+};
+
+// The stage's ordering rule, from its descriptor: once-only first, then the phase it may follow.
+void check_order(const stage::StageDescriptor& d, const spec::Stage& stage, std::vector<bool>& seen, Phase& phase,
+                 const std::string& where) {
+  if (d.order.once) {
+    if (seen[stage.index()]) bad(where + ": only one " + d.name + "() per pipeline");
+    seen[stage.index()] = true;
+  }
+  if (!d.order.allowed.contains(phase)) bad(where + ": " + d.order.misplaced);
+  if (d.order.enters) phase = *d.order.enters;
+}
+
+// What a stage other than an image op puts into the chain; `before` is the phase it followed.
+struct Collect {
+  Chain& chain;
+  Phase before;
+
+  void operator()(const spec::Read& s) const { chain.program.read = s.options; }
+  void operator()(const spec::Cache& s) const {
+    chain.program.cache_point = before == Phase::kRead ? CachePoint::kEncoded : CachePoint::kDecoded;
+    chain.cache = s;
+  }
+  void operator()(const spec::DecodeJpeg& s) const { chain.program.decode = s.options; }
+  void operator()(const spec::Normalize& s) const { chain.normalize = s; }
+  void operator()(const spec::Shuffle& s) const { chain.shuffle = s; }
+  void operator()(const spec::Batch& s) const { chain.batch = s; }
+  void operator()(const spec::ToDevice& s) const { chain.to_device = s; }
+  void operator()(const spec::Prefetch& s) const { chain.prefetch = s; }
+  template <class ImageOp>
+  void operator()(const ImageOp& /*unused*/) const {}  // image ops go to the geometry steps
+};
+
+// Walks the stages in order: each one's ordering rule and checks, then what it contributes.
+Chain collect_chain(const PipelineSpec& spec, const BuildOptions& options) {
+  Chain chain;
+  Phase phase = Phase::kStart;
+  std::vector<bool> seen(std::variant_size_v<spec::Stage>, false);
   for (std::size_t i = 0; i < spec.stages.size(); ++i) {
     const spec::Stage& stage = spec.stages[i];
+    const stage::StageDescriptor& d = stage::descriptor_of(stage);
     const std::string where = at(i, stage);
-    if (const auto* s = std::get_if<spec::Read>(&stage)) {
-      if (phase != kStart) bad(where + ": read() must come first, once");
-      program.read = s->options;
-      phase = kRead;
-    } else if (const auto* s = std::get_if<spec::Cache>(&stage)) {
-      if (cache) bad(where + ": only one cache() per pipeline");
-      if (phase == kRead) {
-        program.cache_point = CachePoint::kEncoded;
-      } else if (phase == kDecoded && program.geometry.empty()) {
-        program.cache_point = CachePoint::kDecoded;
-      } else {
-        bad(where + ": cache() goes right after read() (encoded files) or right after decode_jpeg() "
-                    "(decoded images)");
-      }
-      if (const auto* disk = std::get_if<sluice::DiskCache>(&s->store); disk != nullptr && disk->path.empty()) {
-        bad(where + ": DiskCache needs a path");
-      }
-      cache = *s;
-    } else if (const auto* s = std::get_if<spec::DecodeJpeg>(&stage)) {
-      if (phase != kRead) bad(where + ": decode_jpeg() must follow read(), once");
-      if (s->options.max_image_pixels == 0) bad(where + ": max_image_pixels must be > 0");
-      program.decode = s->options;
-      phase = kDecoded;
-    } else if (auto geometry = as_geometry(stage)) {
-      if (phase != kDecoded) bad(where + ": image ops must come after decode_jpeg() and before normalize()");
-      check_geometry_op(where, *geometry);
-      const std::uint64_t seed = op_seed(*geometry).value_or(options.seed);
+    const Phase before = phase;
+    check_order(d, stage, seen, phase, where);
+    if (d.check != nullptr) d.check(stage, where);
+    if (d.geometry != nullptr) {
+      const std::optional<std::uint64_t> own = d.geometry->seed ? d.geometry->seed(stage) : std::nullopt;
       // Keyed by the op's place among the image ops, not among all stages: adding a cache,
       // prefetch or to_device must not change a single augmentation.
-      program.geometry.push_back(GeometryStep{*geometry, derive_key(seed, program.geometry.size())});
-    } else if (const auto* s = std::get_if<spec::Normalize>(&stage)) {
-      if (phase != kDecoded) bad(where + ": normalize() must follow decode_jpeg() and the image ops, once");
-      normalize = *s;
-      phase = kNormalized;
-    } else if (const auto* s = std::get_if<spec::Shuffle>(&stage)) {
-      if (shuffle) bad(where + ": only one shuffle() per pipeline");
-      if (phase == kBatched) bad(where + ": shuffle() must come before batch(): it reorders samples");
-      if (s->buffer < 1) bad(where + ": buffer must be >= 1, got " + std::to_string(s->buffer));
-      shuffle = *s;
-    } else if (const auto* s = std::get_if<spec::Batch>(&stage)) {
-      if (phase != kDecoded && phase != kNormalized) {
-        bad(where + ": batch() needs decoded samples: add read() and decode_jpeg() before it");
-      }
-      if (s->size < 1) bad(where + ": batch size must be at least 1, got " + std::to_string(s->size));
-      batch = *s;
-      phase = kBatched;
-    } else if (const auto* s = std::get_if<spec::ToDevice>(&stage)) {
-      if (phase != kBatched) bad(where + ": to_device() must follow batch()");
-      if (to_device) bad(where + ": only one to_device() per pipeline");
-      if (s->device.index < 0) bad(where + ": device index must be >= 0");
-      to_device = *s;
-    } else if (const auto* s = std::get_if<spec::Prefetch>(&stage)) {
-      if (phase != kBatched) bad(where + ": prefetch() must follow batch()");
-      if (s->depth < 1) bad(where + ": prefetch depth must be at least 1, got " + std::to_string(s->depth));
-      prefetch = *s;
+      auto& steps = chain.program.geometry;
+      steps.push_back(GeometryStep{stage, derive_key(own.value_or(options.seed), steps.size())});
+    } else {
+      std::visit(Collect{chain, before}, stage);
     }
   }
-  if (phase == kStart) bad("build: the pipeline has no stages: add read().decode_jpeg()...batch(n)");
-  if (phase == kRead) bad("build: add decode_jpeg() after read()");
-  if (!batch) bad("build: add batch(n) at the end of the pipeline");
+  if (phase == Phase::kStart) bad("build: the pipeline has no stages: add read().decode_jpeg()...batch(n)");
+  if (phase == Phase::kRead) bad("build: add decode_jpeg() after read()");
+  if (!chain.batch) bad("build: add batch(n) at the end of the pipeline");
+  return chain;
+}
 
+// The host's normalisation, and the device's with to_device({.normalize_on_device}) (returned).
+NormalizeOptions split_normalize(Chain& chain) {
+  const NormalizeOptions raw{.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8};
+  chain.program.normalize = chain.normalize ? chain.normalize->options : raw;
+  if (!chain.to_device || !chain.to_device->options.normalize_on_device) return {};
+  if (!chain.normalize || chain.normalize->options.dtype == DType::kU8) {
+    bad("to_device: normalize_on_device needs a normalize() stage with an f32, f16 or bf16 output "
+        "(it says what to compute on the device)");
+  }
+  // The host ships u8 HWC; the device casts, normalises and transposes.
+  chain.program.normalize = raw;
+  return chain.normalize->options;
+}
+
+}  // namespace
+
+PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options) {
+  if (options.threads != autotune && options.threads < 1) {
+    bad("build: threads must be >= 1 or sluice::autotune, got " + std::to_string(options.threads));
+  }
+  // The order the descriptors' rules give: read, decode_jpeg, image ops, normalize, then batch
+  // and prefetch; shuffle anywhere before batch (it reorders samples, which per-sample stages do
+  // not see).
+  Chain chain = collect_chain(spec, options);
+  SampleProgramConfig& program = chain.program;
   const StaticGeometry geometry = analyse_geometry(program.geometry);
   if (geometry.error) bad(*geometry.error);
-  program.normalize = normalize ? normalize->options
-                                : NormalizeOptions{.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8};
-  NormalizeOptions device_normalize;
-  if (to_device && to_device->options.normalize_on_device) {
-    if (!normalize || normalize->options.dtype == DType::kU8) {
-      bad("to_device: normalize_on_device needs a normalize() stage with an f32, f16 or bf16 output "
-          "(it says what to compute on the device)");
-    }
-    // The host ships u8 HWC; the device casts, normalises and transposes.
-    device_normalize = normalize->options;
-    program.normalize = NormalizeOptions{.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8};
-  }
+  const NormalizeOptions device_normalize = split_normalize(chain);
+  const auto& shuffle = chain.shuffle;
+  const auto& batch = chain.batch;
+  const auto& prefetch = chain.prefetch;
 
   PipelinePlan plan;
   plan.options = options;
@@ -213,8 +167,8 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
   plan.prefetch = prefetch ? prefetch->depth : 2;
   plan.prefetch_set = prefetch.has_value();
   plan.skip_key = derive_key(options.seed, 0x736b6970);  // "skip"
-  plan.cache = cache;
-  plan.to_device = to_device;
+  plan.cache = chain.cache;
+  plan.to_device = chain.to_device;
   plan.device_normalize = device_normalize;
 
   program.file_ops = options.file_ops;

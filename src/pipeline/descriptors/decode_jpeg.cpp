@@ -1,0 +1,57 @@
+// decode_jpeg(): JPEG files into 8-bit RGB or grey images (stages/jpeg_decoder.cpp).
+#include "pipeline/stage_json.hpp"
+#include "pipeline/stage_registry.hpp"
+
+namespace sluice::stage {
+
+namespace {
+
+using namespace json_fields;
+
+void check(const spec::Stage& stage, const std::string& where) {
+  if (std::get<spec::DecodeJpeg>(stage).options.max_image_pixels == 0) {
+    refuse(where + ": max_image_pixels must be > 0");
+  }
+}
+
+spec::Stage read(const json& v, const std::string& p) {
+  const Object o(v, p, {"color", "fast_dct", "fast_upsample", "dct_scaling", "roi", "accept_warnings",
+                        "max_image_pixels"});
+  DecodeOptions d;
+  d.color = o.get("color", d.color, [](const json& c, const std::string& cp) {
+    return as_choice<Color>(c, cp, {{"rgb", Color::kRGB}, {"grey", Color::kGrey}, {"gray", Color::kGrey}});
+  });
+  d.fast_dct = o.flag("fast_dct", d.fast_dct);
+  d.fast_upsample = o.flag("fast_upsample", d.fast_upsample);
+  d.dct_scaling = o.flag("dct_scaling", d.dct_scaling);
+  d.roi = o.flag("roi", d.roi);
+  d.accept_warnings = o.flag("accept_warnings", d.accept_warnings);
+  d.max_image_pixels = o.get("max_image_pixels", d.max_image_pixels, [](const json& m, const std::string& mp) {
+    return static_cast<std::uint64_t>(as_integer(m, mp, 1, INT64_MAX, "a positive integer"));
+  });
+  return spec::DecodeJpeg{d};
+}
+
+ordered_json write(const spec::Stage& stage) {
+  const DecodeOptions& d = std::get<spec::DecodeJpeg>(stage).options;
+  return {{"color", d.color == Color::kGrey ? "grey" : "rgb"}, {"fast_dct", d.fast_dct},
+          {"fast_upsample", d.fast_upsample}, {"dct_scaling", d.dct_scaling}, {"roi", d.roi},
+          {"accept_warnings", d.accept_warnings}, {"max_image_pixels", d.max_image_pixels}};
+}
+
+const StageJson kJson{read, write};
+
+}  // namespace
+
+template <>
+const StageDescriptor& descriptor_for<spec::DecodeJpeg>() {
+  static const StageDescriptor d{
+      .name = "decode_jpeg",
+      .order = {.allowed = {Phase::kRead}, .enters = Phase::kDecoded, .misplaced = "decode_jpeg() must follow read(), once"},
+      .check = check,
+      .json = &kJson,
+  };
+  return d;
+}
+
+}  // namespace sluice::stage
