@@ -1,0 +1,37 @@
+// One example of every stage (at least one per alternative of spec::Stage), each valid on its own
+// and with its options away from the defaults, for the tests that go through every stage's
+// descriptor (tests/unit/pipeline/stage_registry_test.cpp, tests/unit/stages/pipeline_plan_test.cpp).
+// A new stage needs its example here; those tests fail until it has one.
+#pragma once
+
+#include <vector>
+
+#include "sluice/core/units.hpp"
+#include "sluice/pipeline/spec.hpp"
+
+namespace sluice::test {
+
+inline std::vector<spec::Stage> stage_examples() {
+  return {
+      spec::Read{{.max_file_size = 5_MiB}},
+      spec::Cache{MemoryCache{123456}},
+      spec::Cache{DiskCache{"/var/tmp/x.cache", 1_GiB}},
+      spec::DecodeJpeg{{.color = Color::kGrey, .fast_dct = true, .fast_upsample = true, .dct_scaling = false,
+                        .roi = false, .accept_warnings = true, .max_image_pixels = 1000}},
+      spec::ResizeShorter{40, {.filter = Filter::kArea, .antialias = false}},
+      spec::Resize{33, 30, {.filter = Filter::kBilinear, .antialias = false}},
+      spec::CenterCrop{30, 28},
+      spec::RandomResizedCrop{24, 20, {.scale_min = 0.2, .scale_max = 0.9, .ratio_min = 0.5, .ratio_max = 2.0,
+                                       .resize = {.filter = Filter::kArea, .antialias = true}, .seed = 5}},
+      spec::RandomCrop{20, 20, {.padding = 2, .fill = 7, .seed = 9}},
+      spec::FlipHorizontal{0.25, {.seed = 3}},
+      spec::Normalize{{.mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}, .layout = Layout::kNHWC,
+                       .dtype = DType::kBF16}},
+      spec::Shuffle{100, {.seed = 4}},
+      spec::Batch{8, {.drop_last = true}},
+      spec::Prefetch{3},
+      spec::ToDevice{cuda(1), {.normalize_on_device = true, .stage_through_ring = true}},
+  };
+}
+
+}  // namespace sluice::test
