@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
         if (system == "sluice") {
           m.last = sb::run_sluice(data, sc, n);
         } else if (system == "sluice-cached") {
-          m.last = sb::run_sluice(data, sc, n, /*memory_cache=*/true);
+          m.last = sb::run_sluice(data, sc, n, sb::EncodedFiles::kInMemory);
         } else if (system == "limit") {
           const sb::DecodeLimitResult r =
               sb::measure_decode_limit(list, {.min_seconds = min_decode_seconds});

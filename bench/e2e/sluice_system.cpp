@@ -11,7 +11,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc, bool memory_cache) {
+sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc, EncodedFiles files) {
   const sluice::NormalizeOptions normalize{
       .mean = {kImageNetMean.begin(), kImageNetMean.end()},
       .std = {kImageNetStd.begin(), kImageNetStd.end()},
@@ -20,7 +20,7 @@ sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc, bool 
   sluice::Pipeline pipe = sluice::Pipeline::from_folder(dir);
   pipe.read();
   // Keeping the encoded files in memory is what the decode limit does (it preloads them).
-  if (memory_cache) pipe.cache(sluice::MemoryCache{});
+  if (files == EncodedFiles::kInMemory) pipe.cache(sluice::MemoryCache{});
   pipe.decode_jpeg({.fast_dct = true});
   switch (sc.transform) {
     case Transform::kEval:
@@ -40,9 +40,9 @@ sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc, bool 
 
 }  // namespace
 
-LoaderResult run_sluice(const std::string& dir, const Scenario& sc,
-                        std::int64_t expected_images, bool memory_cache) {
-  sluice::Loader loader = make_pipeline(dir, sc, memory_cache).build(
+LoaderResult run_sluice(const std::string& dir, const Scenario& sc, std::int64_t expected_images,
+                        EncodedFiles files) {
+  sluice::Loader loader = make_pipeline(dir, sc, files).build(
       {.threads = sc.threads, .seed = sc.seed});
   if (loader.samples_per_epoch() != expected_images) {
     throw std::runtime_error("sluice sees " + std::to_string(loader.samples_per_epoch()) +

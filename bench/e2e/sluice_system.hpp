@@ -14,9 +14,10 @@ namespace sluice::bench {
 // iterates 1 + scenario.epochs epochs. Throws std::runtime_error when sluice's epoch does not
 // hold expected_images samples (the systems would not be reading the same files), and whatever
 // sluice throws.
-// memory_cache: the same pipeline with .cache(MemoryCache{}) after read(), which from the second
-// epoch on works from files held in memory, as the decode limit does.
-LoaderResult run_sluice(const std::string& dir, const Scenario& scenario,
-                        std::int64_t expected_images, bool memory_cache = false);
+// EncodedFiles::kInMemory: the same pipeline with .cache(MemoryCache{}) after read(), which from
+// the second epoch on works from files held in memory, as the decode limit does.
+enum class EncodedFiles : std::uint8_t { kRead, kInMemory };
+LoaderResult run_sluice(const std::string& dir, const Scenario& scenario, std::int64_t expected_images,
+                        EncodedFiles files = EncodedFiles::kRead);
 
 }  // namespace sluice::bench

@@ -100,11 +100,8 @@ void run_turbo(benchmark::State& state, int denom, int flags) {
 }
 
 // area: the fraction of the image the centred region covers (1: whole image).
-void run_sluice(benchmark::State& state, int denom, double area, bool fast_dct, bool fast_upsample) {
+void run_sluice(benchmark::State& state, int denom, double area, const sluice::DecodeOptions& options) {
   if (files().empty()) return state.SkipWithError("wallpaper-crops not found (set SLUICE_DATASETS)");
-  sluice::DecodeOptions options;
-  options.fast_dct = fast_dct;
-  options.fast_upsample = fast_upsample;
   JpegDecoder decoder(options);
   std::size_t i = 0;
   for (auto _ : state) {
@@ -157,12 +154,12 @@ int main(int argc, char** argv) {
       {"tj_full", [](benchmark::State& s) { run_turbo(s, 1, 0); }},
       {"tj_full_fastdct", [](benchmark::State& s) { run_turbo(s, 1, TJFLAG_FASTDCT); }},
       {"tj_half", [](benchmark::State& s) { run_turbo(s, 2, 0); }},
-      {"sluice_full", [](benchmark::State& s) { run_sluice(s, 1, 1.0, false, false); }},
-      {"sluice_full_fastdct", [](benchmark::State& s) { run_sluice(s, 1, 1.0, true, false); }},
-      {"sluice_half", [](benchmark::State& s) { run_sluice(s, 2, 1.0, false, false); }},
-      {"sluice_roi50", [](benchmark::State& s) { run_sluice(s, 1, 0.5, false, false); }},
-      {"sluice_roi50_fastup", [](benchmark::State& s) { run_sluice(s, 1, 0.5, false, true); }},
-      {"sluice_half_roi50", [](benchmark::State& s) { run_sluice(s, 2, 0.5, false, false); }},
+      {"sluice_full", [](benchmark::State& s) { run_sluice(s, 1, 1.0, {}); }},
+      {"sluice_full_fastdct", [](benchmark::State& s) { run_sluice(s, 1, 1.0, {.fast_dct = true}); }},
+      {"sluice_half", [](benchmark::State& s) { run_sluice(s, 2, 1.0, {}); }},
+      {"sluice_roi50", [](benchmark::State& s) { run_sluice(s, 1, 0.5, {}); }},
+      {"sluice_roi50_fastup", [](benchmark::State& s) { run_sluice(s, 1, 0.5, {.fast_upsample = true}); }},
+      {"sluice_half_roi50", [](benchmark::State& s) { run_sluice(s, 2, 0.5, {}); }},
   };
   for (const auto& [name, fn] : cases) benchmark::RegisterBenchmark(name.c_str(), fn)->MinTime(1.0);
   benchmark::Initialize(&argc, argv);
