@@ -1,6 +1,7 @@
-// build()'s first half: checks a PipelineSpec and turns it into a PipelinePlan the runtime can
-// execute. Every configuration error is found here, before any thread starts, with a message
-// that names the stage and says what to change.
+// build()'s first half: checks a PipelineSpec against its stages' descriptors (ordering rules and
+// checks, pipeline/stage_registry.hpp), loads the data set, and turns both into a PipelinePlan the
+// runtime can execute. Every configuration error is found here, before any thread starts, with a
+// message that names the stage and says what to change.
 #pragma once
 
 #include <cstdint>

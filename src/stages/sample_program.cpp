@@ -188,7 +188,7 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
     ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
                     static_cast<std::int64_t>(image.width) * image.height * channels_);
     const GeometryPlan plan = plan_geometry(config_.geometry, {image.width, image.height}, key);
-    finish(plan, image, Rect{0, 0, image.width, image.height}, false, ws, out, t);
+    finish(plan, image, Rect{0, 0, image.width, image.height}, ResamplerState::kNotSetUp, ws, out, t);
     return;
   }
 
@@ -221,12 +221,12 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
   ws.decoder.decode(bytes, header, request, decoded);
   ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
                   static_cast<std::int64_t>(region.width) * region.height * channels_);
-  finish(plan, decoded, region, !copy, ws, out, t);
+  finish(plan, decoded, region, copy ? ResamplerState::kNotSetUp : ResamplerState::kSetUp, ws, out, t);
 }
 
 // Resample (unless a plain copy) and normalize into the slot. `source` holds source pixels
 // `region` of the (scaled) image the plan maps into.
-void SampleProgram::finish(const GeometryPlan& plan, ConstImageView source, Rect region, bool resampler_ready,
+void SampleProgram::finish(const GeometryPlan& plan, ConstImageView source, Rect region, ResamplerState resampler,
                            Workspace& ws, void* out, Clock::time_point& t) const {
   if (plan.out != config_.output) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -242,7 +242,7 @@ void SampleProgram::finish(const GeometryPlan& plan, ConstImageView source, Rect
     const int y = static_cast<int>(plan.y.origin) - region.y;
     sample = ConstImageView(source.row(y) + x * channels_, plan.out.width, plan.out.height, channels_, source.stride);
   } else {
-    if (!resampler_ready) {
+    if (resampler == ResamplerState::kNotSetUp) {
       ws.resampler.setup(ResampleParams{plan.x, plan.y, channels_, plan.filter, plan.antialias, plan.fill});
     }
     ws.scratch.reserve(ws.resampler.scratch_bytes());

@@ -107,7 +107,10 @@ class SampleProgram {
   // The file's bytes, from the cache or read and inserted (kEncoded caches) or just read.
   std::span<const std::uint8_t> encoded_bytes(const Item& item, const SampleKey& key, Workspace& ws,
                                               MemoryCacheStore::Handle& held) const;
-  void finish(const GeometryPlan& plan, ConstImageView source, Rect region, bool resampler_ready, Workspace& ws,
+  // kSetUp: the workspace's resampler already holds this plan's tables (the decode path set it up
+  // to know the region it needs); kNotSetUp: finish() sets it up if the plan resamples.
+  enum class ResamplerState : std::uint8_t { kNotSetUp, kSetUp };
+  void finish(const GeometryPlan& plan, ConstImageView source, Rect region, ResamplerState resampler, Workspace& ws,
               void* out, std::chrono::steady_clock::time_point& t) const;
 
   SampleProgramConfig config_;
