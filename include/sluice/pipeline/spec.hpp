@@ -50,6 +50,9 @@ struct Batch { int size = 0; BatchOptions options; };
 struct Prefetch { int depth = 0; };
 struct ToDevice { DeviceId device; ToDeviceOptions options; };
 
+// Every stage, in the order the JSON schema lists them. This list is the stage registry: each
+// alternative has one descriptor (src/pipeline/descriptors/) with its name, ordering rule, checks,
+// JSON form and geometry, so a new stage is its struct, its entry here and its descriptor file.
 using Stage = std::variant<Read, Cache, DecodeJpeg, ResizeShorter, Resize, CenterCrop, RandomResizedCrop,
                            RandomCrop, FlipHorizontal, Normalize, Shuffle, Batch, Prefetch, ToDevice>;
 
