@@ -57,7 +57,9 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
       disk_cache_ = std::make_unique<stages::DiskCacheStore>(stages::DiskCacheOptions{
           .path = d.path, .max_bytes = d.max_bytes,
           .fingerprint = stages::SampleProgram::cache_fingerprint(plan_.program),
-          .file_ops = options.file_ops});
+          .file_ops = options.file_ops,
+          .max_entry_bytes = stages::SampleProgram::cache_entry_limit(plan_.program),
+          .max_source_bytes = plan_.program.read.max_file_size});
     }
   }
   program_ = std::make_unique<stages::SampleProgram>(plan_.program,

@@ -96,12 +96,14 @@ struct DiskCacheStore::Impl {
         path_(std::move(options.path)),
         index_path_(path_ + ".idx"),
         max_bytes_(options.max_bytes),
-        fingerprint_(options.fingerprint) {
+        fingerprint_(options.fingerprint),
+        limits_{options.max_entry_bytes, options.max_source_bytes} {
     if (path_.empty()) {
       throw Error(ErrorCode::kInvalidArgument, "DiskCacheOptions::path is empty: name the cache file");
     }
     open_file();
     try {
+      refuse_foreign_file();
       if (writer_) {
         open_as_writer();
       } else {
@@ -125,11 +127,13 @@ struct DiskCacheStore::Impl {
   // ---- opening ---------------------------------------------------------------------------
 
   void open_file() {
-    fd_ = ops_.open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // O_NONBLOCK | O_NOCTTY: a FIFO or terminal at the path must not block or adopt us (fstat
+    // refuses it below); neither changes anything for a regular file.
+    fd_ = ops_.open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
     bool read_only = false;
     if (fd_ < 0 && (errno == EACCES || errno == EPERM || errno == EROFS)) {
       const int write_error = errno;
-      fd_ = ops_.open(path_.c_str(), O_RDONLY | O_CLOEXEC, 0);
+      fd_ = ops_.open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0);
       if (fd_ < 0) throw_open_error(errno == ENOENT ? write_error : errno, path_);
       read_only = true;
       add_note(std::string("read-only: cannot write the cache file (") + std::strerror(write_error) + ")");
@@ -155,18 +159,38 @@ struct DiskCacheStore::Impl {
     }
   }
 
+  // Issue 14: a path that holds someone else's file is an error, never truncated. Ours are the
+  // empty file (just created, or a creation that was killed) and files with the cache's magic.
+  // The file's first bytes are kept for read_file_header (one read for both).
+  void refuse_foreign_file() {
+    const ssize_t got = pread_full(ops_, fd_, head_.data(), head_.size(), 0);
+    if (got < 0) throw_open_error(errno, path_);
+    head_bytes_ = static_cast<std::size_t>(got);
+    if (dcf::starts_like_ours(head_.data(), head_bytes_, /*index=*/false)) return;
+    throw Error(ErrorCode::kInvalidArgument,
+                "the disk cache path holds a file that is not a sluice disk cache; it is left as it "
+                "is: point DiskCache at a new path (or delete the file)",
+                path_);
+  }
+
+  // The index may be replaced only when it is ours (or absent), and so may its temporary.
+  bool index_replaceable() {
+    if (dcf::replaceable(ops_, index_path_, /*index=*/true) &&
+        dcf::replaceable(ops_, index_path_ + ".tmp", /*index=*/true)) {
+      return true;
+    }
+    add_note("no index: " + index_path_ + " (or its .tmp) is not a sluice index file and is left as it is");
+    return false;
+  }
+
   std::uint64_t file_bytes() {
     struct stat st {};
     return ops_.fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
   }
 
   std::optional<dcf::FileHeader> read_file_header(std::uint64_t size) {
-    if (size < dcf::kFileHeaderBytes) return std::nullopt;
-    std::uint8_t buffer[dcf::kFileHeaderBytes];
-    if (pread_full(ops_, fd_, buffer, sizeof buffer, 0) != static_cast<ssize_t>(sizeof buffer)) {
-      return std::nullopt;
-    }
-    return dcf::decode_file_header(buffer);
+    if (size < dcf::kFileHeaderBytes || head_bytes_ < dcf::kFileHeaderBytes) return std::nullopt;
+    return dcf::decode_file_header(head_.data());
   }
 
   void open_as_writer() {
@@ -211,7 +235,11 @@ struct DiskCacheStore::Impl {
 
   // A new, empty file: header only, under a new generation so nothing of the old file validates.
   void create_fresh() {
-    ops_.unlink(index_path_.c_str());  // tidiness only: the generation already disowns it
+    if (index_replaceable()) {
+      ops_.unlink(index_path_.c_str());  // tidiness only: the generation already disowns it
+    } else {
+      index_foreign_ = true;
+    }
     generation_ = random_generation();
     std::uint8_t header[dcf::kFileHeaderBytes];
     dcf::encode_file_header({fingerprint_, generation_}, header);
@@ -241,14 +269,19 @@ struct DiskCacheStore::Impl {
   std::uint64_t load(const dcf::FileHeader& header, std::uint64_t size) {
     std::uint64_t data_end = 0;
     const bool indexed = dcf::read_index_file(
-        ops_, index_path_, header, size,
+        ops_, index_path_, header, size, limits_,
         [this](std::string&& path, const dcf::EntryInfo& e) { put(std::move(path), e); }, &data_end);
     if (!indexed) clear();
     const std::uint64_t from = indexed ? data_end : dcf::kFileHeaderBytes;
     const dcf::ScanResult scan = dcf::scan_entries(
-        ops_, fd_, from, size, generation_,
+        ops_, fd_, from, size, generation_, limits_,
         [this](std::string&& path, const dcf::EntryInfo& e) { put(std::move(path), e); });
     index_current_ = indexed && scan.entries == 0 && scan.skipped_bytes == 0;
+    rejected_ += scan.rejected;
+    if (scan.rejected > 0) {
+      add_note("rejected " + std::to_string(scan.rejected) +
+               " entries that claim more than the pipeline's limits (max_file_size, max_image_pixels)");
+    }
     if (scan.skipped_bytes > 0) {
       add_note("recovered: skipped " + format_bytes(scan.skipped_bytes) +
                " of unfinished or damaged entries");
@@ -444,6 +477,7 @@ struct DiskCacheStore::Impl {
   // ---- closing ---------------------------------------------------------------------------
 
   void write_index() {
+    if (index_foreign_ || !index_replaceable()) return;
     // No fsync of the data file first: every payload is checked when read, so an index that
     // outlives unflushed data after a power cut only turns those entries into misses.
     dcf::IndexFileWriter writer(ops_, index_path_, {fingerprint_, generation_}, file_bytes());
@@ -461,6 +495,7 @@ struct DiskCacheStore::Impl {
     s.inserts = inserts_.load(std::memory_order_relaxed);
     s.stale = stale_.load(std::memory_order_relaxed);
     s.dropped_corrupt = dropped_.load(std::memory_order_relaxed);
+    s.rejected = rejected_;
     s.entries = entries_.load(std::memory_order_relaxed);
     s.bytes = bytes_.load(std::memory_order_relaxed);
     s.writable = inserts_enabled_.load(std::memory_order_relaxed);
@@ -474,7 +509,12 @@ struct DiskCacheStore::Impl {
   const std::string index_path_;
   const std::uint64_t max_bytes_;
   const std::uint64_t fingerprint_;
+  const dcf::Limits limits_;
   int fd_ = -1;
+  std::array<std::uint8_t, dcf::kFileHeaderBytes> head_{};  // the file's first bytes at open
+  std::size_t head_bytes_ = 0;
+  bool index_foreign_ = false;  // <path>.idx is someone else's file: never unlinked or replaced
+  std::int64_t rejected_ = 0;   // set while opening only
   bool writer_ = false;         // holds the lock: may append, mark dead, cut, write the index
   bool file_valid_ = false;     // the data file has a valid header of ours
   bool index_current_ = false;  // the index file already describes the file as opened

@@ -14,8 +14,11 @@
 // Files: the cache file and `<path>.idx`, an index the writer writes when it closes (opening then
 // reads it instead of the entries' headers). The first DiskCacheStore to open a file writes it; any
 // other (process, or instance in this process) is a reader that serves the entries complete when
-// it opened and sees none added later. An existing file that is not a cache of this fingerprint
-// and format is truncated and rebuilt by a writer: do not point `path` at anything else.
+// it opened and sees none added later. A cache file of another fingerprint or format version (or
+// a damaged one) is rebuilt by a writer; a file that sluice did not write (non-empty, without the
+// cache's magic; or a FIFO, device, folder) is refused with an Error and left as it is, and so is
+// a `<path>.idx` that is not an index of ours (the cache then runs without one). Entries whose
+// sizes exceed the limits below are never indexed or served, however valid their checksums.
 // Memory: the in-memory index takes about 190 bytes per entry with 55-byte paths (measured by
 // bench/micro/disk_cache_bench, BM_Open100k heap_per_entry).
 #pragma once
@@ -45,6 +48,10 @@ struct DiskCacheOptions {
                                   // 0: bounded by the disk only. The .idx adds ~56 B + path/entry
   std::uint64_t fingerprint = 0;  // of the stages upstream; another fingerprint = another cache
   FileOps* file_ops = nullptr;    // nullptr: the real file system
+  // What an entry read from the file may claim (the pipeline's max_file_size, or its largest
+  // decoded image): larger ones are counted as rejected and ignored. 0: bounded by the file only.
+  std::uint64_t max_entry_bytes = 0;
+  std::uint64_t max_source_bytes = 0;  // the source file size an entry records
 };
 
 struct DiskCacheStats {
@@ -53,6 +60,7 @@ struct DiskCacheStats {
   std::int64_t inserts = 0;
   std::int64_t stale = 0;            // found, but the file changed since
   std::int64_t dropped_corrupt = 0;  // checksum mismatch: dropped, recomputed by the caller
+  std::int64_t rejected = 0;         // entries in the file over max_entry_bytes/max_source_bytes
   std::int64_t entries = 0;
   std::uint64_t bytes = 0;           // payload bytes held
   bool writable = true;              // false: read-only (another process writes) or disabled
@@ -63,7 +71,8 @@ struct DiskCacheStats {
 class DiskCacheStore {
  public:
   // Opens or creates the cache, recovering from a torn tail. Throws sluice::Error (with the path)
-  // only when the cache can be neither read nor created (e.g. its folder does not exist).
+  // when the cache can be neither read nor created (e.g. its folder does not exist), and
+  // kInvalidArgument when the path holds a file that is not a sluice cache.
   explicit DiskCacheStore(DiskCacheOptions options);
   // Writes the index file (writer only, when anything changed) and releases the write lock. No
   // lookup or insert may be running.

@@ -51,6 +51,13 @@ std::uint64_t get64(const std::uint8_t* p) {
 
 XXH3_state_t* state_of(void* p) { return static_cast<XXH3_state_t*>(p); }
 
+// a + b, or nullopt when it wraps.
+std::optional<std::uint64_t> checked_add(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return std::nullopt;
+  return sum;
+}
+
 // Reads the data file for the open-time scan: the bytes asked for come from the current window
 // or from a new read of at least read_bytes() at that offset.
 class ScanReader {
@@ -152,6 +159,26 @@ void encode_file_header(const FileHeader& header, std::uint8_t* out) {
   put64(out + 56, XXH3_64bits(out, 56));
 }
 
+bool starts_like_ours(const std::uint8_t* in, std::size_t bytes, bool index) {
+  return std::memcmp(in, index ? kIndexMagic : kFileMagic, std::min<std::size_t>(bytes, 8)) == 0;
+}
+
+bool replaceable(FileOps& ops, const std::string& path, bool index) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. O_NOFOLLOW: a
+  // symlink planted at our name is not ours, whatever it points to.
+  const int fd = ops.open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY, 0);
+  if (fd < 0) return errno == ENOENT;
+  struct stat st {};
+  bool ours = ops.fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (ours && st.st_size > 0) {
+    std::uint8_t magic[8] = {};
+    const ssize_t got = pread_full(ops, fd, magic, sizeof magic, 0);
+    ours = got > 0 && starts_like_ours(magic, static_cast<std::size_t>(got), index);
+  }
+  ops.close(fd);
+  return ours;
+}
+
 std::optional<FileHeader> decode_file_header(const std::uint8_t* in) {
   if (std::memcmp(in, kFileMagic, 8) != 0) return std::nullopt;
   if (get32(in + 8) != kVersion || get32(in + 12) != kFileHeaderBytes) return std::nullopt;
@@ -161,6 +188,18 @@ std::optional<FileHeader> decode_file_header(const std::uint8_t* in) {
 
 std::uint64_t payload_checksum(const std::uint8_t* data, std::size_t bytes) {
   return XXH3_64bits(data, bytes);
+}
+
+Bounds check_bounds(const EntryInfo& e, std::uint64_t end, const Limits& limits) {
+  if (e.path_bytes == 0 || e.path_bytes > kMaxPathBytes) return Bounds::kBadLayout;
+  if (e.offset < kFileHeaderBytes || e.offset % 8 != 0 || e.offset > end) return Bounds::kBadLayout;
+  if (limits.max_payload_bytes != 0 && e.payload_bytes > limits.max_payload_bytes) return Bounds::kOverLimit;
+  if (limits.max_source_bytes != 0 && e.file_size > limits.max_source_bytes) return Bounds::kOverLimit;
+  // metadata_bytes is at most 48 + 4096 here, so only the sums with offset and payload can wrap.
+  const std::optional<std::uint64_t> payload_at = checked_add(e.offset, metadata_bytes(e.path_bytes));
+  const std::optional<std::uint64_t> last = payload_at ? checked_add(*payload_at, e.payload_bytes) : std::nullopt;
+  if (!last || *last > end) return Bounds::kBadLayout;
+  return Bounds::kOk;
 }
 
 namespace {
@@ -204,21 +243,25 @@ bool entry_checksum_ok(const std::uint8_t* in, const RawEntryHeader& raw, std::u
 
 namespace {
 
-// The entry at `offset`, when its header and path are complete, in bounds and checksummed.
-bool parse_entry(ScanReader& reader, std::uint64_t offset, std::uint64_t size,
-                 std::uint64_t generation, std::string* path, RawEntryHeader* raw) {
+// The entry at `offset`: kOk when its header and path are complete, in bounds and checksummed;
+// kOverLimit when it is checksummed but claims more than the limits allow.
+Bounds parse_entry(ScanReader& reader, std::uint64_t offset, std::uint64_t size, std::uint64_t generation,
+                   const Limits& limits, std::string* path, RawEntryHeader* raw) {
   const std::uint8_t* p = reader.at(offset, kEntryHeaderBytes);
-  if (p == nullptr) return false;
+  if (p == nullptr) return Bounds::kBadLayout;
   *raw = decode_entry_fixed(p);
-  if (raw->magic != kLiveEntry && raw->magic != kDeadEntry) return false;
-  if (raw->info.path_bytes == 0 || raw->info.path_bytes > kMaxPathBytes) return false;
-  if (raw->info.payload_bytes > size) return false;
+  if (raw->magic != kLiveEntry && raw->magic != kDeadEntry) return Bounds::kBadLayout;
   raw->info.offset = offset;
-  if (entry_end(raw->info) > size) return false;
+  // The layout first (the path length decides how many bytes the checksum covers), the limits
+  // after the checksum, so only a header that is really a header counts as rejected.
+  Bounds bounds = check_bounds(raw->info, size, Limits{});
+  if (bounds != Bounds::kOk) return bounds;
   p = reader.at(offset, metadata_bytes(raw->info.path_bytes));
-  if (p == nullptr || !entry_checksum_ok(p, *raw, generation)) return false;
+  if (p == nullptr || !entry_checksum_ok(p, *raw, generation)) return Bounds::kBadLayout;
+  bounds = check_bounds(raw->info, size, limits);
+  if (bounds != Bounds::kOk) return bounds;
   path->assign(reinterpret_cast<const char*>(p + kEntryHeaderBytes), raw->info.path_bytes);
-  return true;
+  return Bounds::kOk;
 }
 
 // The next 8-aligned position at or after `from` that starts with an entry magic.
@@ -239,7 +282,7 @@ std::optional<std::uint64_t> find_magic(ScanReader& reader, std::uint64_t from, 
 }  // namespace
 
 ScanResult scan_entries(FileOps& ops, int fd, std::uint64_t from, std::uint64_t size,
-                        std::uint64_t generation, const EntryEmit& emit) {
+                        std::uint64_t generation, const Limits& limits, const EntryEmit& emit) {
   ScanReader reader(ops, fd, size);
   ScanResult result;
   result.valid_end = from;
@@ -247,7 +290,9 @@ ScanResult scan_entries(FileOps& ops, int fd, std::uint64_t from, std::uint64_t 
   while (offset + kEntryHeaderBytes <= size) {
     std::string path;
     RawEntryHeader raw;
-    if (parse_entry(reader, offset, size, generation, &path, &raw)) {
+    const Bounds bounds = parse_entry(reader, offset, size, generation, limits, &path, &raw);
+    if (bounds == Bounds::kOverLimit) ++result.rejected;
+    if (bounds == Bounds::kOk) {
       if (offset > pad8(result.valid_end)) result.skipped_bytes += offset - pad8(result.valid_end);
       if (raw.magic == kLiveEntry) emit(std::move(path), raw.info);
       ++result.entries;
@@ -264,7 +309,8 @@ ScanResult scan_entries(FileOps& ops, int fd, std::uint64_t from, std::uint64_t 
 }
 
 bool read_index_file(FileOps& ops, const std::string& path, const FileHeader& data_header,
-                     std::uint64_t data_file_bytes, const EntryEmit& emit, std::uint64_t* data_end) {
+                     std::uint64_t data_file_bytes, const Limits& limits, const EntryEmit& emit,
+                     std::uint64_t* data_end) {
   const int fd = ops.open(path.c_str(), O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return false;
   struct stat st {};
@@ -281,7 +327,7 @@ bool read_index_file(FileOps& ops, const std::string& path, const FileHeader& da
     ok = ok && end >= kFileHeaderBytes && end <= data_file_bytes;
     std::uint64_t count = 0;
     while (ok && in.position() < records_end) {
-      const std::uint8_t* r = in.take(kIndexRecordBytes);
+      const std::uint8_t* r = records_end - in.position() >= kIndexRecordBytes ? in.take(kIndexRecordBytes) : nullptr;
       if (r == nullptr) {
         ok = false;
         break;
@@ -295,9 +341,7 @@ bool read_index_file(FileOps& ops, const std::string& path, const FileHeader& da
       e.path_bytes = get32(r + 40);
       // Bounds first, so a damaged length cannot make us read (or allocate) absurd amounts
       // before the checksum at the end would have caught it.
-      if (e.path_bytes == 0 || e.path_bytes > kMaxPathBytes || e.offset < kFileHeaderBytes ||
-          e.offset > end || e.payload_bytes > end || entry_end(e) > end ||
-          in.position() + pad8(e.path_bytes) > records_end) {
+      if (check_bounds(e, end, limits) != Bounds::kOk || pad8(e.path_bytes) > records_end - in.position()) {
         ok = false;
         break;
       }

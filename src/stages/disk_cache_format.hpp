@@ -35,6 +35,12 @@
 //   trailer: u64 record count, u64 XXH3-64 of every byte before it
 //   It is used only when its fingerprint and generation match the data file's and data_end is
 //   within it; entries past data_end (appended by a run that did not close) are then scanned.
+//
+// Trust (issue 14): checksums say a header is intact, not that its numbers are sane, since anyone
+// can write a file with valid XXH3s. Every length read from either file is bounded (Limits, the
+// file's own size, kMaxPathBytes) before it takes part in any arithmetic, and the sums are
+// checked for overflow, so a crafted file can neither make a reader allocate or read absurd
+// amounts nor wrap an offset around.
 #pragma once
 
 #include <cstddef>
@@ -66,6 +72,14 @@ struct FileHeader {
 };
 
 void encode_file_header(const FileHeader& header, std::uint8_t* out);  // kFileHeaderBytes
+// True when the first `bytes` bytes of a file (any number, 0 included) could be the start of a
+// file sluice wrote: a data file (`index` false) or an index file. What is not is never
+// truncated, overwritten or unlinked.
+bool starts_like_ours(const std::uint8_t* in, std::size_t bytes, bool index);
+// The same for the file at `path`, read through `ops` without blocking (a FIFO there is not ours)
+// and without following a symlink for the last component: true when it does not exist, or is an
+// empty regular file or a regular file with our magic.
+bool replaceable(FileOps& ops, const std::string& path, bool index);
 // nullopt: not a sluice cache, another format version, or a damaged header.
 std::optional<FileHeader> decode_file_header(const std::uint8_t* in);
 
@@ -87,6 +101,19 @@ constexpr std::uint64_t payload_offset(const EntryInfo& e) { return e.offset + m
 constexpr std::uint64_t entry_end(const EntryInfo& e) { return payload_offset(e) + e.payload_bytes; }
 
 std::uint64_t payload_checksum(const std::uint8_t* data, std::size_t bytes);
+
+// What an entry may claim, from the pipeline's own limits (a decoded image is at most
+// max_image_pixels x channels + its header; an encoded file at most max_file_size). 0: no bound
+// beyond the file's size.
+struct Limits {
+  std::uint64_t max_payload_bytes = 0;
+  std::uint64_t max_source_bytes = 0;
+};
+
+// Why an entry's numbers are refused, or kOk; `end` bounds the entry's last byte. Checked 64-bit
+// arithmetic: no sum wraps.
+enum class Bounds : std::uint8_t { kOk, kBadLayout, kOverLimit };
+Bounds check_bounds(const EntryInfo& entry, std::uint64_t end, const Limits& limits);
 
 // Writes the header and the zero-padded path into `out` (metadata_bytes(path) bytes).
 void encode_entry_header(const EntryInfo& entry, std::uint32_t magic, std::string_view path,
@@ -110,16 +137,19 @@ struct ScanResult {
   std::uint64_t valid_end = 0;      // end of the last valid entry (`from` when none)
   std::uint64_t skipped_bytes = 0;  // in regions between valid entries that held none
   std::int64_t entries = 0;         // valid headers seen, dead ones included
+  std::int64_t rejected = 0;        // valid checksums, but sizes over the Limits: not indexed
 };
 using EntryEmit = std::function<void(std::string&& path, const EntryInfo& entry)>;
 ScanResult scan_entries(FileOps& ops, int fd, std::uint64_t from, std::uint64_t size,
-                        std::uint64_t generation, const EntryEmit& emit);
+                        std::uint64_t generation, const Limits& limits, const EntryEmit& emit);
 
 // The index file. read_index_file calls `emit` for each record as it streams through the file and
 // returns false (the caller then discards what was emitted) when the file is absent, damaged or
-// belongs to another data file; on success *data_end says where the data file's scan resumes.
+// belongs to another data file, or when any record is out of bounds (check_bounds); on success
+// *data_end says where the data file's scan resumes.
 bool read_index_file(FileOps& ops, const std::string& path, const FileHeader& data_header,
-                     std::uint64_t data_file_bytes, const EntryEmit& emit, std::uint64_t* data_end);
+                     std::uint64_t data_file_bytes, const Limits& limits, const EntryEmit& emit,
+                     std::uint64_t* data_end);
 
 // Streams records to `<path>.tmp`; commit() adds the trailer, fsyncs and renames it over `path`.
 // Any failure (a full disk included) leaves no file behind and is reported as false, silently:

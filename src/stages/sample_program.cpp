@@ -4,7 +4,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 
@@ -59,13 +61,20 @@ struct DecodedHeader {
 constexpr std::uint32_t kDecodedMagic = 0x49444c53;  // "SLDI"
 constexpr std::size_t kDecodedHeaderBytes = 64;      // keeps the pixels 64-byte aligned
 
-std::optional<ConstImageView> parse_decoded(std::span<const std::uint8_t> bytes, int channels) {
+// A cache entry is input like any file (a disk cache can be crafted): each dimension is bounded
+// by max_image_pixels before they are multiplied, so the product neither wraps nor exceeds it.
+std::optional<ConstImageView> parse_decoded(std::span<const std::uint8_t> bytes, int channels,
+                                            std::uint64_t max_image_pixels) {
   if (bytes.size() < kDecodedHeaderBytes) return std::nullopt;
   DecodedHeader h;
   std::memcpy(&h, bytes.data(), sizeof h);
+  if (h.magic != kDecodedMagic || static_cast<int>(h.channels) != channels || h.width == 0 || h.height == 0 ||
+      h.width > max_image_pixels || h.height > max_image_pixels || h.width > INT32_MAX || h.height > INT32_MAX ||
+      std::uint64_t{h.width} * h.height > max_image_pixels) {
+    return std::nullopt;
+  }
   const std::uint64_t pixels = std::uint64_t{h.width} * h.height * h.channels;
-  if (h.magic != kDecodedMagic || static_cast<int>(h.channels) != channels || h.width == 0 ||
-      bytes.size() != kDecodedHeaderBytes + pixels) {
+  if (bytes.size() != kDecodedHeaderBytes + pixels) {
     return std::nullopt;
   }
   return ConstImageView(bytes.data() + kDecodedHeaderBytes, static_cast<int>(h.width), static_cast<int>(h.height),
@@ -120,6 +129,13 @@ std::uint64_t SampleProgram::cache_fingerprint(const SampleProgramConfig& config
   return h;
 }
 
+std::uint64_t SampleProgram::cache_entry_limit(const SampleProgramConfig& config) {
+  if (config.cache_point != CachePoint::kDecoded) return config.read.max_file_size;
+  const std::uint64_t channels = config.decode.color == Color::kGrey ? 1 : 3;
+  const std::uint64_t pixels = std::min<std::uint64_t>(config.decode.max_image_pixels, UINT64_MAX / 8);
+  return kDecodedHeaderBytes + pixels * channels;
+}
+
 void SampleProgram::run(const Item& item, const SampleKey& key, Workspace& ws, void* out) const {
   try {
     run_unchecked(item, key, ws, out);
@@ -153,7 +169,7 @@ ConstImageView SampleProgram::cached_image(const Item& item, const SampleKey& ke
   if (caches_.memory != nullptr) {
     held = caches_.memory->lookup(key.item);
     if (held) {
-      if (const auto image = parse_decoded(held.bytes(), channels_)) return *image;
+      if (const auto image = parse_decoded(held.bytes(), channels_, config_.decode.max_image_pixels)) return *image;
       held = {};
     }
   }
@@ -161,7 +177,9 @@ ConstImageView SampleProgram::cached_image(const Item& item, const SampleKey& ke
   if (caches_.disk != nullptr) {
     disk = disk_key(item);
     if (const auto size = caches_.disk->lookup(disk, ws.decoded)) {
-      if (const auto image = parse_decoded({ws.decoded.data(), *size}, channels_)) return *image;
+      if (const auto image = parse_decoded({ws.decoded.data(), *size}, channels_, config_.decode.max_image_pixels)) {
+        return *image;
+      }
     }
   }
   MemoryCacheStore::Handle none;

@@ -98,6 +98,9 @@ class SampleProgram {
 
   // A fingerprint of the stages before the cache point: what a disk cache entry depends on.
   static std::uint64_t cache_fingerprint(const SampleProgramConfig& config);
+  // The largest cache entry this program writes (max_file_size for encoded entries, the largest
+  // decoded image with its header for decoded ones): what a disk cache file may claim.
+  static std::uint64_t cache_entry_limit(const SampleProgramConfig& config);
 
  private:
   void run_unchecked(const Item& item, const SampleKey& key, Workspace& ws, void* out) const;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -395,13 +396,16 @@ TEST(DiskCacheStore, BadPathsThrowWithThePath) {
   EXPECT_THROW(DiskCacheStore(options_for("")), Error);
 }
 
-TEST(DiskCacheStore, GarbageFileIsRebuilt) {
+// A damaged file of ours (the cache's magic, then garbage) is rebuilt; a file without the magic
+// is someone else's and refused (disk_cache_trust_test.cpp).
+TEST(DiskCacheStore, DamagedFileOfOursIsRebuilt) {
   TempDir dir;
   const fs::path path = dir / "c.cache";
-  for (const std::size_t size : {std::size_t{5}, std::size_t{64}, std::size_t{100000}}) {
+  for (const std::size_t size : {std::size_t{8}, std::size_t{64}, std::size_t{100000}}) {
     std::vector<std::uint8_t> garbage(size);
     std::mt19937 rng(static_cast<unsigned>(size));
     for (auto& b : garbage) b = static_cast<std::uint8_t>(rng());
+    std::memcpy(garbage.data(), "SLUICEDC", 8);
     test::write_bytes(path, garbage);
     {
       DiskCacheStore cache(options_for(path));
@@ -416,8 +420,10 @@ TEST(DiskCacheStore, GarbageFileIsRebuilt) {
     DiskCacheStore cache(options_for(path));
     EXPECT_EQ(count_hits(cache, 0, 10), 10);
   }
-  // A reader of a garbage file that another instance holds: empty, read-only, no crash.
-  test::write_bytes(path, std::vector<std::uint8_t>(1000, 0xAB));
+  // A reader of a damaged file that another instance holds: empty, read-only, no crash.
+  std::vector<std::uint8_t> damaged(1000, 0xAB);
+  std::memcpy(damaged.data(), "SLUICEDC", 8);
+  test::write_bytes(path, damaged);
   const int fd = ::open(path.c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX), 0);
