@@ -7,9 +7,9 @@
 
 namespace sluice {
 
-Pipeline Pipeline::from_folder(std::string dir) {
+Pipeline Pipeline::from_folder(std::string dir, FolderOptions options) {
   PipelineSpec spec;
-  spec.source = spec::Folder{std::move(dir)};
+  spec.source = spec::Folder{std::move(dir), options.allow_outside_root};
   return Pipeline(std::move(spec));
 }
 

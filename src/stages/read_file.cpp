@@ -26,6 +26,9 @@ namespace {
       throw Error(ErrorCode::kPermissionDenied, std::string(what) + ": permission denied", path);
     case EISDIR:
       throw Error(ErrorCode::kIo, "is a folder, not a file", path);
+    case ESPIPE:  // pread on a FIFO
+    case ENXIO:   // open of a socket
+      throw Error(ErrorCode::kIo, "not a regular file (a FIFO, socket or device)", path);
     default:
       throw Error(ErrorCode::kIo, std::string(what) + ": " + std::strerror(err), path);
   }
@@ -47,6 +50,11 @@ class FileDescriptor {
   int fd_;
 };
 
+// O_NONBLOCK: a FIFO named in a list (or swapped in after listing) opens at once instead of
+// waiting for a writer, and reads as empty or EAGAIN, an error naming it; a socket fails to open
+// (ENXIO). O_NOCTTY: a terminal never becomes ours. Neither changes reads of regular files.
+constexpr int kOpenFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+
 std::uint64_t checked_size(FileOps& ops, int fd, const std::string& path) {
   struct stat st {};
   if (ops.fstat(fd, &st) != 0) throw_errno(errno, "cannot stat", path);
@@ -62,7 +70,7 @@ std::uint64_t checked_size(FileOps& ops, int fd, const std::string& path) {
 // benchmark tells it from direct calls (docs/performance.md, "Figures behind choices in the code").
 std::uint64_t file_size(const std::string& path, FileOps* ops_or_null) {
   FileOps& ops = ops_or_null != nullptr ? *ops_or_null : real_file_ops();
-  FileDescriptor fd(ops, ops.open(path.c_str(), O_RDONLY | O_CLOEXEC, 0));
+  FileDescriptor fd(ops, ops.open(path.c_str(), kOpenFlags, 0));
   if (fd.get() < 0) throw_errno(errno, "cannot open", path);
   return checked_size(ops, fd.get(), path);
 }
@@ -70,7 +78,7 @@ std::uint64_t file_size(const std::string& path, FileOps* ops_or_null) {
 std::size_t read_file(const std::string& path, AlignedBuffer& buffer, std::uint64_t max_bytes,
                       FileOps* ops_or_null) {
   FileOps& ops = ops_or_null != nullptr ? *ops_or_null : real_file_ops();
-  FileDescriptor fd(ops, ops.open(path.c_str(), O_RDONLY | O_CLOEXEC, 0));
+  FileDescriptor fd(ops, ops.open(path.c_str(), kOpenFlags, 0));
   if (fd.get() < 0) throw_errno(errno, "cannot open", path);
   // No fstat in the common case: a pread into a buffer larger than the file returns short, and a
   // short read of a regular file means end of file. Only a full buffer (a file at least as large
@@ -102,7 +110,10 @@ std::size_t read_file(const std::string& path, AlignedBuffer& buffer, std::uint6
     done += static_cast<std::size_t>(n);
     if (done < buffer.capacity()) break;  // short read: end of file
   }
-  if (done == 0) throw Error(ErrorCode::kCorruptData, "empty file", path);
+  if (done == 0) {
+    checked_size(ops, fd.get(), path);  // /dev/null reads empty too: say what it is
+    throw Error(ErrorCode::kCorruptData, "empty file", path);
+  }
   if (done > max_bytes) {
     throw Error(ErrorCode::kTooLarge,
                 "file is larger than the maximum file size (" + format_bytes(max_bytes) + ")", path);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -29,7 +31,43 @@ bool hidden(const fs::path& p) {
   return !name.empty() && name[0] == '.';
 }
 
-void append_images(const fs::path& dir, std::int32_t label, std::vector<Item>& out) {
+// The folder being listed: its canonical path, for telling whether a symlink's target leaves it.
+struct Root {
+  fs::path canonical;
+  bool allow_outside = false;
+};
+
+bool inside(const fs::path& canonical_target, const fs::path& root) {
+  auto t = canonical_target.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++t) {
+    if (t == canonical_target.end() || *t != *r) return false;
+  }
+  return true;
+}
+
+// A symlink's target must stay inside the root (issue 14) unless allowed. A dangling symlink is
+// left to the read, which names it ("no such file").
+void check_symlink(const fs::directory_entry& entry, const Root& root) {
+  std::error_code ec;
+  if (root.allow_outside || !entry.is_symlink(ec)) return;
+  const fs::path target = fs::canonical(entry.path(), ec);
+  if (ec || inside(target, root.canonical)) return;
+  throw Error(ErrorCode::kInvalidArgument,
+              "symlink to " + target.string() + " leaves the data set's folder; use from_folder(dir, "
+              "{.allow_outside_root = true}) (JSON: \"allow_outside_root\": true) if that is intended",
+              entry.path().string());
+}
+
+// What a folder lists: regular files (through symlinks too) and names that do not resolve (the
+// read reports them). FIFOs, sockets and devices named .jpg are not listed: reading one would
+// block a worker or never end.
+bool listable(const fs::directory_entry& entry) {
+  std::error_code ec;
+  const fs::file_status status = entry.status(ec);
+  return fs::is_regular_file(status) || status.type() == fs::file_type::not_found;
+}
+
+void append_images(const fs::path& dir, std::int32_t label, const Root& root, std::vector<Item>& out) {
   std::vector<std::string> paths;
   std::error_code ec;
   fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec);
@@ -40,9 +78,11 @@ void append_images(const fs::path& dir, std::int32_t label, std::vector<Item>& o
       if (it->is_directory(ec)) it.disable_recursion_pending();
       continue;
     }
-    if (!it->is_directory(ec) && has_jpeg_extension(it->path().filename().string())) {
-      paths.push_back(it->path().string());
-    }
+    const bool folder = it->is_directory(ec);
+    if (!folder && !has_jpeg_extension(it->path().filename().string())) continue;
+    if (!folder && !listable(*it)) continue;
+    check_symlink(*it, root);  // a folder symlink before the walk enters it
+    if (!folder) paths.push_back(it->path().string());
   }
   std::sort(paths.begin(), paths.end());
   for (auto& p : paths) out.push_back(Item{std::move(p), label});
@@ -56,9 +96,16 @@ Dataset load_folder(const spec::Folder& folder) {
     throw Error(ErrorCode::kInvalidArgument, "not a folder (use from_list for a list file)",
                 folder.path);
   }
+  // The root itself may be a symlink (data/train -> /mnt/big/train): what is inside is judged
+  // against where it resolves.
+  const Root checked{fs::canonical(root, ec), folder.allow_outside_root};
+  if (ec) throw Error(ErrorCode::kIo, "cannot resolve folder: " + ec.message(), folder.path);
   std::vector<fs::path> classes;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
-    if (!hidden(entry.path()) && entry.is_directory()) classes.push_back(entry.path());
+    if (!hidden(entry.path()) && entry.is_directory()) {
+      check_symlink(entry, checked);
+      classes.push_back(entry.path());
+    }
   }
   if (ec) throw Error(ErrorCode::kIo, "cannot list folder: " + ec.message(), folder.path);
   std::sort(classes.begin(), classes.end());
@@ -66,11 +113,11 @@ Dataset load_folder(const spec::Folder& folder) {
   Dataset dataset;
   if (classes.empty()) {
     dataset.class_names.push_back(root.filename().string());
-    append_images(root, 0, dataset.items);
+    append_images(root, 0, checked, dataset.items);
   } else {
     for (std::size_t i = 0; i < classes.size(); ++i) {
       dataset.class_names.push_back(classes[i].filename().string());
-      append_images(classes[i], static_cast<std::int32_t>(i), dataset.items);
+      append_images(classes[i], static_cast<std::int32_t>(i), checked, dataset.items);
     }
   }
   if (dataset.items.empty()) {
@@ -82,6 +129,13 @@ Dataset load_folder(const spec::Folder& folder) {
 }
 
 Dataset load_list(const spec::ListFile& list) {
+  // Only a regular file: opening a FIFO would wait for a writer, a device might never end.
+  struct stat st {};
+  if (::stat(list.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                S_ISDIR(st.st_mode) ? "is a folder, not a list file (use from_folder)" : "not a regular file",
+                list.path);
+  }
   std::ifstream in(list.path);
   if (!in) {
     std::error_code ec;

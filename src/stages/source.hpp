@@ -16,7 +16,9 @@ struct Dataset {
 
 // Folder: labels are the indices of the sorted class sub-folder names; files are taken
 // recursively within each class folder, sorted by path; only .jpg/.jpeg/.jpe/.jfif names
-// (any case), hidden files skipped. A folder without sub-folders is one class, label 0.
+// (any case), hidden files skipped. A folder without sub-folders is one class, label 0. Only
+// regular files are listed (FIFOs, sockets, devices are not); a symlink whose target leaves the
+// folder throws unless Folder::allow_outside_root.
 // List file: "path<TAB>label" per line, '#' comments and blank lines ignored, relative paths
 // resolved against the list's folder. Throws sluice::Error naming the path (and line).
 Dataset load_dataset(const spec::Source& source);

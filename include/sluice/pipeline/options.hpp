@@ -32,6 +32,13 @@ enum class Color : std::uint8_t { kRGB, kGrey };
 // area each output pixel covers (OpenCV's INTER_AREA, Pillow's BOX).
 enum class Filter : std::uint8_t { kBilinear, kArea };
 
+// Pipeline::from_folder(dir, {...}).
+struct FolderOptions {
+  // Follow symlinks (to files or folders) whose targets lie outside `dir`. Off by default: a
+  // data set handed over by someone else should not reach files beside or above it.
+  bool allow_outside_root = false;
+};
+
 // Pipeline::from_list(file, {...}).
 struct ListOptions {
   // Accept relative entries that climb out of the list's folder with "..". Off by default: a

@@ -31,7 +31,9 @@ class Loader;
 
 class Pipeline {
  public:
-  static Pipeline from_folder(std::string dir);
+  // Only regular files are listed (a FIFO, socket or device named .jpg is not); symlinks whose
+  // targets leave `dir` are refused unless FolderOptions::allow_outside_root says otherwise.
+  static Pipeline from_folder(std::string dir, FolderOptions options = {});
   // Relative entries that climb out of the list's folder with ".." are refused unless
   // ListOptions::allow_outside_root says otherwise.
   static Pipeline from_list(std::string list_file, ListOptions options = {});

@@ -23,6 +23,8 @@ namespace spec {
 // Where the items come from.
 struct Folder {
   std::string path;  // class sub-folders; a folder of files alone is one class, label 0
+  // Symlinks inside whose targets lie outside `path` are refused unless this is set.
+  bool allow_outside_root = false;
 };
 struct ListFile {
   std::string path;  // "path<TAB>label" per line; relative paths resolve against its folder
