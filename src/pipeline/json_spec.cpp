@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "pipeline/json_limits.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 #include "sluice/core/error.hpp"
@@ -55,7 +56,13 @@ spec::Source read_source(const json* v, const std::string& base_dir) {
     bad("source: expected exactly one of folder, list, items, got " + describe(*v));
   }
   const auto resolve = [&base_dir](const std::string& path) { return resolve_path(base_dir, path); };
-  if (const json* f = o.find("folder")) return spec::Folder{resolve(as_string(*f, "source.folder"))};
+  if (const json* f = o.find("folder")) {
+    // "DIR", or {"path": DIR, "allow_outside_root": true} for folders whose symlinks leave it.
+    if (!f->is_object()) return spec::Folder{resolve(as_string(*f, "source.folder")), false};
+    const Object folder(*f, "source.folder", {"path", "allow_outside_root"});
+    return spec::Folder{resolve(folder.require<std::string>("path", "a non-empty string", as_string)),
+                        folder.flag("allow_outside_root", false)};
+  }
   if (const json* l = o.find("list")) {
     // "FILE", or {"path": FILE, "allow_outside_root": true} for lists whose entries climb out.
     if (!l->is_object()) return spec::ListFile{resolve(as_string(*l, "source.list")), false};
@@ -101,11 +108,13 @@ BuildOptions read_build(const json* v) {
 }  // namespace
 
 PipelineDocument parse_pipeline_json(std::string_view text, const std::string& base_dir) {
+  json_limits::check_text(text);  // size, nesting depth and string lengths, before parsing
   json root;
   try {
     root = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    bad(std::string("not valid JSON: ") + e.what());
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number past double's range ("1e999": json_spec_fuzzer).
+    bad("not valid JSON: " + json_limits::clip(e.what(), 200));
   }
   const Object top(root, "spec", {"source", "shard", "shuffle_files", "stages", "build"});
   if (!root.is_object()) expected("spec", "a JSON object with source, stages and build", root);
@@ -148,6 +157,17 @@ PipelineDocument parse_pipeline_json(std::string_view text, const std::string& b
 }
 
 PipelineDocument load_pipeline_json(const std::string& path) {
+  // A regular file of bounded size only: a FIFO would block the open, a device never end.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw Error(ErrorCode::kInvalidArgument, "the pipeline spec is not a regular file", path);
+  }
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > json_limits::kMaxSpecBytes) {
+    throw Error(ErrorCode::kTooLarge, "the pipeline spec is " + std::to_string(size) + " bytes, more than the " +
+                std::to_string(json_limits::kMaxSpecBytes >> 20) + " MiB a spec may have", path);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCode::kNotFound, "cannot open the pipeline spec file", path);
   std::ostringstream text;

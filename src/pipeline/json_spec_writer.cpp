@@ -14,7 +14,10 @@ namespace {
 using nlohmann::ordered_json;
 
 ordered_json write_source(const spec::Source& source) {
-  if (const auto* f = std::get_if<spec::Folder>(&source)) return {{"folder", f->path}};
+  if (const auto* f = std::get_if<spec::Folder>(&source)) {
+    if (!f->allow_outside_root) return {{"folder", f->path}};
+    return {{"folder", {{"path", f->path}, {"allow_outside_root", true}}}};
+  }
   if (const auto* l = std::get_if<spec::ListFile>(&source)) {
     if (!l->allow_outside_root) return {{"list", l->path}};
     return {{"list", {{"path", l->path}, {"allow_outside_root", true}}}};

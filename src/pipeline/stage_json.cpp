@@ -4,6 +4,7 @@
 #include <cctype>
 #include <climits>
 
+#include "pipeline/json_limits.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 
@@ -11,17 +12,9 @@ namespace sluice::json_fields {
 
 void bad(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
 
-std::string describe(const json& value) {
-  std::string text = value.dump();
-  constexpr std::size_t kMax = 60;
-  if (text.size() > kMax) {
-    std::size_t cut = kMax;
-    // Not inside a UTF-8 sequence: messages reach Python, which decodes them strictly.
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-    text = text.substr(0, cut) + "...";
-  }
-  return text;
-}
+// What a bad value was, short enough for one line of a message: only that much is serialised
+// (json_limits.hpp), however large the value.
+std::string describe(const json& value) { return json_limits::describe(value); }
 
 void expected(const std::string& path, const std::string& what, const json& got) {
   bad(path + ": expected " + what + ", got " + describe(got));

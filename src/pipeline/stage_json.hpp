@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipeline/json_limits.hpp"
 #include "sluice/core/device_id.hpp"
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/spec.hpp"
@@ -77,7 +78,7 @@ class Object {
     for (const auto& [key, unused] : value_.items()) {
       if (std::none_of(known.begin(), known.end(), [&key = key](const char* k) { return key == k; })) {
         std::vector<std::string> names(known.begin(), known.end());
-        bad(path_ + ": unknown key \"" + key + "\" (known: " + join(names) + ")");
+        bad(path_ + ": unknown key " + json_limits::quote(key) + " (known: " + join(names) + ")");
       }
     }
   }
