@@ -36,6 +36,10 @@ gzFile open_gzip(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path, ec)) {
     throw Error(ErrorCode::kInvalidArgument, "is a directory, expected an IDX file", path.string());
   }
+  // gzopen on a FIFO would wait for a writer, on a device might never end.
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw Error(ErrorCode::kInvalidArgument, "not a regular file, expected an IDX file", path.string());
+  }
   errno = 0;
   gzFile file = gzopen(path.c_str(), "rb");
   if (file == nullptr) {
@@ -151,7 +155,11 @@ IdxImages parse_idx_images(std::vector<std::uint8_t> bytes, const std::filesyste
                     std::to_string(images.cols),
                 path.string());
   }
-  const std::uint64_t payload = std::uint64_t{images.count} * images.rows * images.cols;
+  // Checked: 2^32 images of 65535x65535 would not wrap 64 bits, but the bound is cheap to state.
+  std::uint64_t payload = 0;
+  if (__builtin_mul_overflow(std::uint64_t{images.count}, std::uint64_t{images.rows} * images.cols, &payload)) {
+    throw Error(ErrorCode::kCorruptData, "the header announces more bytes than 64 bits count", path.string());
+  }
   check_payload(bytes, kHeader, payload,
                 std::to_string(images.count) + " images of " + std::to_string(images.rows) + "x" +
                     std::to_string(images.cols),

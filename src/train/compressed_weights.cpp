@@ -159,14 +159,22 @@ CompressedWeights CompressedWeights::load(const std::string& path) {
     const int rank = r.get<std::uint8_t>();
     if (rank > Shape::kMaxRank) throw Error(ErrorCode::kCorruptData, "tensor " + t.name + " has rank " + std::to_string(rank), path);
     std::array<std::int64_t, Shape::kMaxRank> dims{};
+    // The element count in checked arithmetic, bounded by what the blob can hold (a bit per
+    // element at the sparsest), before anything multiplies or allocates by it.
+    std::int64_t elements = 1;
     for (int d = 0; d < rank; ++d) {
       dims[static_cast<std::size_t>(d)] = r.get<std::int64_t>();
-      if (dims[static_cast<std::size_t>(d)] < 0 || dims[static_cast<std::size_t>(d)] > (std::int64_t{1} << 40)) {
+      if (dims[static_cast<std::size_t>(d)] < 0 || dims[static_cast<std::size_t>(d)] > (std::int64_t{1} << 40) ||
+          __builtin_mul_overflow(elements, dims[static_cast<std::size_t>(d)], &elements)) {
         throw Error(ErrorCode::kCorruptData, "tensor " + t.name + " has an impossible dimension", path);
       }
     }
+    if (static_cast<std::uint64_t>(elements) / 8 > blob_bytes) {
+      throw Error(ErrorCode::kCorruptData, "tensor " + t.name + " has more elements (" + std::to_string(elements) +
+                                               ") than the blob could hold", path);
+    }
     t.shape = shape_of(dims, rank);
-    const auto encoding = r.get<std::uint8_t>();
+    const auto encoding = r.get<std::uint8_t>();  // dims and offsets are checked before use
     const auto offset = r.get<std::uint64_t>();
     const auto bitmap_bytes = r.get<std::uint64_t>();
     const auto value_bytes = r.get<std::uint64_t>();

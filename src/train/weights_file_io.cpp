@@ -41,10 +41,23 @@ void write_container(const std::string& path, const ContainerFormat& format, std
 
 Container read_container(const std::string& path, const ContainerFormat& format) {
   const std::string noun = format.noun;
+  // A regular file only: a FIFO would block the open, a device might never end.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw Error(ErrorCode::kInvalidArgument, "the " + noun + " is not a regular file", path);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCode::kNotFound, "cannot open the " + noun, path);
   Container c;
   c.file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return parse_container(std::move(c.file), path, format);
+}
+
+Container parse_container(std::vector<std::uint8_t> bytes, const std::string& path, const ContainerFormat& format) {
+  const std::string noun = format.noun;
+  Container c;
+  c.file = std::move(bytes);
   const std::vector<std::uint8_t>& file = c.file;
   if (file.size() < kContainerHeaderBytes) {
     throw Error(ErrorCode::kCorruptData, "truncated " + noun + ": " + std::to_string(file.size()) +

@@ -95,6 +95,9 @@ struct Container {
 // for another magic or version, kCorruptData when truncated, longer than announced or when the
 // checksum does not match.
 Container read_container(const std::string& path, const ContainerFormat& format);
+// The same checks on bytes already in memory (`path` names them in errors): what read_container
+// runs after reading, and what fuzz/weights_fuzzer feeds.
+Container parse_container(std::vector<std::uint8_t> bytes, const std::string& path, const ContainerFormat& format);
 
 // A Shape of `rank` from stored dimensions (Shape grows only through its initializer list).
 inline Shape shape_of(const std::array<std::int64_t, Shape::kMaxRank>& d, int rank) {
