@@ -35,7 +35,7 @@ PYBIND11_MODULE(sluice, m) {
         out["source"] = r.source;
         return out;
       },
-      "The rank and world size mpirun or srun gave this process, as {\"rank\", \"world\", \"source\"} "
+      "The rank and world size torchrun, mpirun or srun gave this process, as {\"rank\", \"world\", \"source\"} "
       "(rank 0 of 1 and source \"\" without a launcher); spec[\"shard\"] = {\"rank\": r[\"rank\"], "
       "\"world\": r[\"world\"]} gives each process its disjoint slice (docs/distributed.md).");
 }
