@@ -413,5 +413,36 @@ class DeviceAndSpecTest(unittest.TestCase):
             self.assertEqual(loader.pipeline.spec["source"]["folder"], os.path.join(tmp, "data"))
 
 
+@unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
+@unittest.skipUnless(torch is not None, "torch is not importable by this interpreter (use /usr/bin/python3)")
+class ExampleTest(unittest.TestCase):
+    """examples/torch_loader.py stays runnable: both loaders, and a resume from its checkpoint."""
+
+    EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "torch_loader.py")
+
+    def run_example(self, *args):
+        import subprocess
+        import sys
+
+        run = subprocess.run([sys.executable, self.EXAMPLE, "--data", CIFAR_TEST, "--steps", "3", "--batch", "32",
+                              "--device", "cpu", *args], capture_output=True, text=True, check=False, timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr[-4000:])
+        return run.stdout.splitlines()
+
+    def test_sluice_then_resume_then_torch(self):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            checkpoint = os.path.join(tmp, "checkpoint.pt")
+            lines = self.run_example("--epochs", "1", "--checkpoint", checkpoint)
+            self.assertEqual(len(lines), 1)
+            self.assertTrue(lines[0].startswith("epoch 0: 96 images"), lines)
+            lines = self.run_example("--epochs", "2", "--checkpoint", checkpoint)
+            self.assertEqual(lines[0], "resumed at epoch 0, batch 3")  # the loop stopped after 3 steps
+            self.assertTrue(lines[1].startswith("epoch 0: 96 images") and lines[2].startswith("epoch 1: 96 images"), lines)
+        lines = self.run_example("--loader", "torch", "--workers", "0")
+        self.assertTrue(lines[0].startswith("epoch 0: 96 images") and "(torch," in lines[0], lines)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
