@@ -370,6 +370,11 @@ class DeviceAndSpecTest(unittest.TestCase):
         with self.assertRaises(sluice.Error) as caught:
             sluice_torch.Loader(self.spec(), device="cuda")
         self.assertIn("cuda", str(caught.exception).lower())
+        spec = self.spec()  # the spec's own to_device stage (names are case-insensitive there)
+        spec["stages"].append({"to_device": {"device": "CUDA:0"}})
+        with self.assertRaises(sluice.Error) as caught:
+            sluice_torch.Loader(spec)
+        self.assertIn("cuda", str(caught.exception).lower())
 
     @unittest.skipUnless(torch is not None and torch.cuda.is_available(), "no CUDA device")
     def test_cuda_batches_equal_the_cpu_ones(self):

@@ -114,7 +114,7 @@ def _spec_device(document):
         if _stage_name(stage) == "to_device" and isinstance(stage, Mapping):
             options = stage["to_device"]
             if isinstance(options, Mapping) and isinstance(options.get("device"), str):
-                return options["device"]
+                return options["device"].lower()  # spec names are case-insensitive; torch's are not
     return None
 
 
@@ -127,7 +127,7 @@ def _set_device(document, device):
         raise _invalid(f"device: expected \"cpu\", \"cuda\" or \"cuda:N\", got {device!r}") from None
     spec_device = _spec_device(document)
     if wanted.type == "cpu":
-        if spec_device is not None and spec_device.lower() != "host":
+        if spec_device is not None and spec_device != "host":
             raise _invalid(f"device: \"cpu\", but the spec's to_device stage sends batches to {spec_device}")
         return wanted
     if wanted.type != "cuda":
@@ -196,8 +196,10 @@ class Loader:
             self._device = _set_device(document, device)
         else:
             spec_device = _spec_device(document)
-            named = spec_device is not None and spec_device.lower() != "host"
-            self._device = torch.device(spec_device if named else "cpu")
+            try:
+                self._device = torch.device("cpu" if spec_device in (None, "host") else spec_device)
+            except RuntimeError:  # not a device name: the spec parser says what it expects
+                self._device = torch.device("cpu")
         cuda_stream = None
         if self._device.type == "cuda" and torch.cuda.is_available():
             # The stream batches are handed over on: torch's current one for that device (the
