@@ -277,6 +277,7 @@ class PipelineApiTest(unittest.TestCase):
         resumed = sluice.Pipeline(spec)
         resumed.restore(state)
         self.assertEqual(resumed.next_epoch, 0)
+        self.assertEqual(resumed.state(), state)  # until the epoch starts: the state it restored
         rest = [bytes(np_bytes(b)) for b in resumed]
         self.assertEqual(rest, full[2:])
         with self.assertRaises(ValueError) as caught:
