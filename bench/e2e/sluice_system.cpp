@@ -22,13 +22,15 @@ sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc, Encod
   // Keeping the encoded files in memory is what the decode limit does (it preloads them).
   if (files == EncodedFiles::kInMemory) pipe.cache(sluice::MemoryCache{});
   pipe.decode_jpeg({.fast_dct = true});
+  const sluice::ResizeOptions resize{.filter = sluice::Filter::kBilinear,
+                                     .antialias = sc.resampling == Resampling::kAntialiased};
   switch (sc.transform) {
     case Transform::kEval:
-      pipe.resize_shorter(eval_resize_size(sc.size)).center_crop(sc.size);
+      pipe.resize_shorter(eval_resize_size(sc.size), resize).center_crop(sc.size);
       break;
     case Transform::kTrain:
       // RandomResizedCropOptions' defaults are torchvision's: scale (0.08, 1), ratio (3/4, 4/3).
-      pipe.random_resized_crop(sc.size).flip_horizontal(kFlipProbability);
+      pipe.random_resized_crop(sc.size, {.resize = resize}).flip_horizontal(kFlipProbability);
       break;
     case Transform::kCifar:
       pipe.random_crop(sc.size, {.padding = kCifarPadding}).flip_horizontal(kFlipProbability);

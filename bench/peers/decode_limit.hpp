@@ -27,8 +27,8 @@ struct DecodeLimitResult {
   std::int64_t max_pixels = 0;        // the largest image, width x height
 };
 
-// tjDecompress2 (TJPF_RGB, TJFLAG_FASTDCT, scale 1/1, one tjhandle reused) over every file in
-// list order, on the calling thread. Throws std::runtime_error naming the file that fails.
+// tjDecompress2 (TJPF_RGB, TJFLAG_FASTDCT, scale 1/1, one tjhandle reused; CMYK files to
+// TJPF_CMYK, which TurboJPEG 2.1 cannot convert to RGB) over every file in list order, on the calling thread. Throws std::runtime_error naming the file that fails.
 DecodeLimitResult measure_decode_limit(const ImageList& list,
                                        const DecodeLimitOptions& options = {});
 

@@ -59,7 +59,8 @@ struct Scratch {
   std::array<cv::Mat, 3> planes;  // B, G, R (u8)
 };
 
-int interpolation_for(cv::Size from, cv::Size to) {
+int interpolation_for(cv::Size from, cv::Size to, Resampling resampling) {
+  if (resampling == Resampling::kBilinear) return cv::INTER_LINEAR;
   // INTER_AREA is the right filter (and fast) only when shrinking; enlarging wants bilinear.
   return (to.width < from.width && to.height < from.height) ? cv::INTER_AREA : cv::INTER_LINEAR;
 }
@@ -133,7 +134,7 @@ void transform_one(const std::string& path, const Scenario& sc, std::int64_t epo
       const int longer = wide ? bgr.cols : bgr.rows;
       const int new_long = static_cast<int>(static_cast<double>(target) * longer / shorter);
       const cv::Size to = wide ? cv::Size(new_long, target) : cv::Size(target, new_long);
-      cv::resize(bgr, s.resized, to, 0, 0, interpolation_for(bgr.size(), to));
+      cv::resize(bgr, s.resized, to, 0, 0, interpolation_for(bgr.size(), to, sc.resampling));
       const int top = static_cast<int>(std::nearbyint((to.height - size) / 2.0));
       const int left = static_cast<int>(std::nearbyint((to.width - size) / 2.0));
       crop = s.resized(cv::Rect(left, top, size, size));
@@ -142,7 +143,7 @@ void transform_one(const std::string& path, const Scenario& sc, std::int64_t epo
     case Transform::kTrain: {
       const cv::Rect r = random_resized_crop_rect(bgr.cols, bgr.rows, rng);
       const cv::Size to(size, size);
-      cv::resize(bgr(r), s.resized, to, 0, 0, interpolation_for(r.size(), to));
+      cv::resize(bgr(r), s.resized, to, 0, 0, interpolation_for(r.size(), to, sc.resampling));
       crop = s.resized;
       break;
     }

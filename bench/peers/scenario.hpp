@@ -27,8 +27,15 @@ inline constexpr double kRrcRatioMin = 3.0 / 4.0;
 inline constexpr double kRrcRatioMax = 4.0 / 3.0;
 inline constexpr int kRrcTries = 10;  // torchvision's get_params tries this often, then falls back
 
+// How eval and train resize. kAntialiased: each system's default downscaling filter (sluice and
+// torchvision: bilinear widened by the scale, Pillow's; OpenCV: INTER_AREA). kBilinear: plain
+// 2-tap bilinear without antialiasing in both sluice (ResizeOptions::antialias = false) and
+// OpenCV (INTER_LINEAR), so the two compare like for like. cifar does not resize.
+enum class Resampling : std::uint8_t { kAntialiased, kBilinear };
+
 struct Scenario {
   Transform transform = Transform::kEval;
+  Resampling resampling = Resampling::kAntialiased;
   int size = 224;        // output side
   int batch = 64;
   int threads = 2;       // worker threads every system gets
