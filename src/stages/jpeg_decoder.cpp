@@ -12,13 +12,13 @@
 #include <csetjmp>
 #include <cstdio>  // jpeglib.h needs FILE and size_t declared first
 #include <string>
-#include <string_view>
 
 #include <jerror.h>
 #include <jpeglib.h>
 
 #include "sluice/core/error.hpp"
 #include "sluice/memory/aligned_buffer.hpp"
+#include "stages/jpeg_errors.hpp"
 #include "stages/ycc_planes.hpp"
 
 namespace sluice::stages {
@@ -54,113 +54,6 @@ std::size_t planes_bytes(int width, int height) {
 constexpr int kLumaR = 19595;
 constexpr int kLumaG = 38470;
 constexpr int kLumaB = 7471;
-
-// The error manager of our libjpeg decompressor. libjpeg's default one calls exit() on an error and
-// prints warnings to stderr; this one jumps back to the guarded call and keeps the message here,
-// in fixed storage, so a failure allocates nothing until the caller builds the sluice::Error.
-struct ErrorManager {
-  jpeg_error_mgr pub;  // first member: libjpeg hands back &pub and we cast it to ErrorManager
-  std::jmp_buf jump;
-  bool stop_on_warning = true;  // !accept_warnings: a warning ends the decode like an error
-  bool failed_on_warning = false;
-  int failed_code = 0;          // libjpeg's msg_code of what stopped the decode
-  int warnings = 0;
-  int first_warning_code = 0;
-  char message[JMSG_LENGTH_MAX] = {};  // what stopped the decode
-  char warning[JMSG_LENGTH_MAX] = {};  // the first warning
-
-  void arm(bool stop) {
-    stop_on_warning = stop;
-    failed_on_warning = false;
-    failed_code = first_warning_code = warnings = 0;
-    message[0] = warning[0] = '\0';
-  }
-};
-
-ErrorManager& manager_of(j_common_ptr cinfo) { return *reinterpret_cast<ErrorManager*>(cinfo->err); }
-
-[[noreturn]] void on_libjpeg_error(j_common_ptr cinfo) {
-  ErrorManager& err = manager_of(cinfo);
-  err.failed_code = cinfo->err->msg_code;
-  cinfo->err->format_message(cinfo, err.message);
-  std::longjmp(err.jump, 1);
-}
-
-void on_libjpeg_message(j_common_ptr cinfo, int level) {
-  if (level >= 0) return;  // trace messages
-  ErrorManager& err = manager_of(cinfo);
-  if (err.warnings++ == 0) {
-    err.first_warning_code = cinfo->err->msg_code;
-    cinfo->err->format_message(cinfo, err.warning);
-  }
-  if (err.stop_on_warning) {
-    err.failed_on_warning = true;
-    err.failed_code = cinfo->err->msg_code;
-    std::snprintf(err.message, sizeof err.message, "%s", err.warning);
-    std::longjmp(err.jump, 1);
-  }
-}
-
-void on_libjpeg_output(j_common_ptr /*cinfo*/) {}  // never print: the message reaches the Error
-
-// libjpeg codes that mean "a valid JPEG this build does not decode", not damage.
-bool is_unsupported(int code) {
-  return code == JERR_BAD_PRECISION || code == JERR_SOF_UNSUPPORTED || code == JERR_NOT_COMPILED ||
-         code == JERR_CONVERSION_NOTIMPL || code == JERR_ARITH_NOTIMPL;
-}
-
-// The cause of a failed header read or decode. A file cut short is named as such: libjpeg first
-// warns "Premature end of JPEG file", then (with accept_warnings) fails on the fake EOI marker it
-// inserted with errors such as "Bogus Huffman table definition" that hide the real problem.
-Error failure(bool in_header, bool on_warning, bool truncated, std::string_view message,
-              std::string_view first_warning) {
-  std::string cause;
-  if (truncated) {
-    cause = in_header ? "truncated JPEG: the file ends inside its header ("
-                      : "truncated JPEG: the file ends before the last row to decode (";
-    cause += first_warning;
-    if (!on_warning) cause += std::string(", then: ") + std::string(message);
-    cause += ")";
-    if (on_warning && !in_header) cause += "; DecodeOptions::accept_warnings decodes what is there";
-  } else {
-    cause = std::string(in_header ? "damaged JPEG header: " : "corrupt JPEG data: ") + std::string(message);
-    if (on_warning) cause += " (a libjpeg warning; DecodeOptions::accept_warnings ignores it)";
-  }
-  return Error(ErrorCode::kCorruptData, cause);
-}
-
-Error libjpeg_failure(const ErrorManager& err, bool in_header) {
-  if (!err.failed_on_warning && is_unsupported(err.failed_code)) {
-    return Error(ErrorCode::kUnsupportedFormat, "unsupported JPEG: " + std::string(err.message));
-  }
-  const bool truncated = err.warnings > 0 && err.first_warning_code == JWRN_JPEG_EOF;
-  return failure(in_header, err.failed_on_warning, truncated, err.message, err.warning);
-}
-
-bool starts_with(std::span<const std::uint8_t> data, std::size_t offset, std::string_view sig) {
-  if (data.size() < offset + sig.size()) return false;
-  return std::equal(sig.begin(), sig.end(), data.begin() + static_cast<std::ptrdiff_t>(offset),
-                    [](char a, std::uint8_t b) { return static_cast<std::uint8_t>(a) == b; });
-}
-
-// The cause for data without the SOI marker: name the format when its signature is known, since
-// "not a JPEG" on a .jpg file is usually a mislabelled PNG or WebP.
-std::string describe_non_jpeg(std::span<const std::uint8_t> data) {
-  using namespace std::string_view_literals;
-  if (starts_with(data, 0, "\x89PNG\r\n\x1a\n"sv)) return "PNG image, not a JPEG";
-  if (starts_with(data, 0, "GIF87a"sv) || starts_with(data, 0, "GIF89a"sv)) return "GIF image, not a JPEG";
-  if (starts_with(data, 0, "RIFF"sv) && starts_with(data, 8, "WEBP"sv)) return "WebP image, not a JPEG";
-  if (starts_with(data, 0, "BM"sv)) return "BMP image, not a JPEG";
-  if (starts_with(data, 0, "II*\0"sv) || starts_with(data, 0, "MM\0*"sv)) return "TIFF image, not a JPEG";
-  if (starts_with(data, 4, "ftyp"sv)) return "HEIF/AVIF or other ISO media file, not a JPEG";
-  std::string cause = "not a JPEG: does not start with the SOI marker FF D8 (starts with";
-  char hex[4];
-  for (std::size_t i = 0; i < std::min<std::size_t>(data.size(), 4); ++i) {
-    std::snprintf(hex, sizeof hex, " %02X", data[i]);
-    cause += hex;
-  }
-  return cause + ")";
-}
 
 // Rounded a * b / 255 for bytes, exact (no ties exist since 255 is odd): Pillow's MULDIV255.
 inline int mul_div255(int a, int b) {
@@ -288,7 +181,7 @@ enum class RowStatus { kOk, kLibjpegFailed, kHeaderMismatch, kGeometryMismatch }
 
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo{};
-  ErrorManager err{};
+  JpegErrorManager err{};
   bool cinfo_created = false;
   AlignedBuffer cmyk_rows;  // CMYK scanlines awaiting conversion; grows to the widest image
   AlignedBuffer planes;     // component planes of small images; grows to the largest of them
@@ -315,13 +208,13 @@ namespace {
 // The setjmp guards. Each returns to its caller with the decompressor reset (jpeg_abort_decompress)
 // whatever happened, so the next image starts clean; the caller throws from err.
 
-bool create_guarded(jpeg_decompress_struct& cinfo, ErrorManager& err) {
+bool create_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& err) {
   if (setjmp(err.jump) != 0) return false;
   jpeg_create_decompress(&cinfo);
   return true;
 }
 
-bool read_header_guarded(jpeg_decompress_struct& cinfo, ErrorManager& err,
+bool read_header_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& err,
                          std::span<const std::uint8_t> jpeg) {
   if (setjmp(err.jump) != 0) {
     jpeg_abort_decompress(&cinfo);
@@ -333,7 +226,7 @@ bool read_header_guarded(jpeg_decompress_struct& cinfo, ErrorManager& err,
   return true;
 }
 
-RowStatus decode_rows_guarded(jpeg_decompress_struct& cinfo, ErrorManager& err, RowJob& job) {
+RowStatus decode_rows_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& err, RowJob& job) {
   if (setjmp(err.jump) != 0) {
     jpeg_abort_decompress(&cinfo);
     return RowStatus::kLibjpegFailed;
@@ -421,11 +314,7 @@ RowStatus decode_rows_guarded(jpeg_decompress_struct& cinfo, ErrorManager& err, 
 JpegDecoder::JpegDecoder(const DecodeOptions& options)
     : state_(std::make_unique<State>()), options_(options) {
   State& s = *state_;
-  s.cinfo.err = jpeg_std_error(&s.err.pub);
-  s.err.pub.error_exit = on_libjpeg_error;
-  s.err.pub.emit_message = on_libjpeg_message;
-  s.err.pub.output_message = on_libjpeg_output;
-  s.err.arm(true);
+  s.err.install(s.cinfo);
   if (!create_guarded(s.cinfo, s.err)) {
     throw Error(ErrorCode::kInternal, std::string("jpeg_create_decompress failed: ") + s.err.message);
   }
@@ -456,8 +345,8 @@ JpegHeader JpegDecoder::read_header(std::span<const std::uint8_t> jpeg) {
 
   State& s = *state_;
   s.drop_pending();
-  s.err.arm(!options_.accept_warnings);
-  if (!read_header_guarded(s.cinfo, s.err, jpeg)) throw libjpeg_failure(s.err, true);
+  s.err.arm(options_.accept_warnings ? OnWarning::kContinue : OnWarning::kStop);
+  if (!read_header_guarded(s.cinfo, s.err, jpeg)) throw libjpeg_failure(s.err, JpegPhase::kHeader);
 
   const jpeg_decompress_struct& c = s.cinfo;
   JpegHeader header;
@@ -593,7 +482,7 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
     job.planes_capacity = bytes - ycc_scratch_bytes(header.width);
   }
 
-  s.err.arm(!options_.accept_warnings);
+  s.err.arm(options_.accept_warnings ? OnWarning::kContinue : OnWarning::kStop);
   switch (decode_rows_guarded(s.cinfo, s.err, job)) {
     case RowStatus::kOk:
       if (job.plane_count == 3 && !grey) {
@@ -602,7 +491,7 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
         luma_to_output(job.plane[0], out);
       }
       return;
-    case RowStatus::kLibjpegFailed: throw libjpeg_failure(s.err, false);
+    case RowStatus::kLibjpegFailed: throw libjpeg_failure(s.err, JpegPhase::kScan);
     case RowStatus::kHeaderMismatch:
       throw invalid("the header passed to decode() says " + std::to_string(header.width) + "x" +
                     std::to_string(header.height) + " but the data is another image");
