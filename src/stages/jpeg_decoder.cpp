@@ -1,8 +1,9 @@
 // JpegDecoder: the decode_jpeg kernel on libjpeg-turbo 2.1, through its libjpeg API: whole images,
 // DCT scaling, regions with crop and skip, and an early stop. read_header() leaves the parsed
 // header in the decompressor, and a decode() of the same bytes right after it starts from there,
-// so each image's markers are parsed once (loader_compare on cifar10: 79k -> 88k images/s when
-// the second parse went). Everything runs on state made once per decoder, so a warmed-up
+// so each image's markers are parsed once: on small images the second parse was a good part of
+// the decode (docs/performance.md, "Figures behind choices in the code"). Everything runs on
+// state made once per decoder, so a warmed-up
 // decoder makes no C++ heap allocation per image. What remains is malloc'd inside libjpeg-turbo,
 // where we cannot pool it: its per-image pool (tables, row buffers and, for a progressive file,
 // the whole image's DCT coefficients: 2 bytes per sample), freed when each image ends.
@@ -33,8 +34,8 @@ constexpr int kFancyMargin = 2;
 
 // Whole images up to this many pixels are decoded to component planes (libjpeg's raw-data mode)
 // and given their colour by ycc_planes.cpp instead of libjpeg-turbo's upsampler and converter
-// (see ycc_planes.hpp for why). The bound keeps the planes buffer small (50 KB); larger images
-// keep libjpeg-turbo's own path (the gain was measured on cifar10's 32x32 images).
+// (see ycc_planes.hpp for why). The bound keeps the planes buffer small (a few tens of KB); larger
+// images keep libjpeg-turbo's own path, since the gain was measured on small images only.
 constexpr std::int64_t kPlanesMaxPixels = 128 * 128;
 
 // The most rows of one component one jpeg_read_raw_data call asks for: v_samp_factor <= 2.
@@ -419,8 +420,8 @@ Rect JpegDecoder::columns_for_libjpeg(const JpegHeader& header, const JpegReques
                   std::to_string(full.height) + " image (at 1/" + std::to_string(denom) + ")");
   }
   // Fancy chroma upsampling treats a crop's left and right edges as image edges, so the column
-  // next to each interior edge would differ from a full decode (by up to 63 levels on
-  // wallpaper-crops). Widening the crop by a column on the left (which moves the iMCU-aligned
+  // next to each interior edge would differ from a full decode (by how much: docs/performance.md,
+  // "Figures behind choices in the code"). Widening the crop by a column on the left (which moves the iMCU-aligned
   // edge one iMCU left when the request starts on one) and kFancyMargin on the right keeps those
   // columns outside the request, so the requested pixels equal the full decode's. (Grey output
   // of a YCbCr file needs no margin, but the header does not say YCbCr from RGB; it is cheap.)
