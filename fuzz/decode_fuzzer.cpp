@@ -25,7 +25,7 @@
 //   [0]  op chain (bits 0-2), flip first/last (3-4), area filter (5), no antialias (6),
 //        square output (7)      [1] [2] output width, height: 1 + b % 48
 //   [3]  the chain's extra parameter (resize size, padding, crop, scale range)
-//   [4]  decode: grey (bit 0), fast_dct, fast_upsample, no dct_scaling, no roi, accept_warnings
+//   [4]  decode: grey (bit 0), fast_dct, fast_upsample, no dct_scaling, no roi, not strict
 //   [5]  normalize: dtype (bits 0-1: u8 f32 f16 bf16), NCHW (2), mean/std (3-7)
 //   [6]  DCT scale (bits 0-1), skip attempt (2-3), epoch (4-7), the kernel paths' ISA (6-7)
 //   [7]  item
@@ -117,7 +117,7 @@ DecodeOptions decode_options(const Params& p) {
   d.fast_upsample = (p.b[4] & 4) != 0;
   d.dct_scaling = (p.b[4] & 8) == 0;
   d.roi = (p.b[4] & 16) == 0;
-  d.accept_warnings = (p.b[4] & 32) != 0;
+  d.strict = (p.b[4] & 32) == 0;  // bit 5 was accept_warnings: corpora keep their meaning
   d.max_image_pixels = kMaxImagePixels;
   return d;
 }
@@ -331,7 +331,7 @@ bool run_kernels(std::span<const std::uint8_t> jpeg, const Params& p) {
     const ImageView out = guarded_view(region_arena, r, ch, 0);
     decoder.decode(jpeg, header, region_request, out);
     // Where both decodes succeeded on strict settings, the region must equal the whole image.
-    if (whole && !options.accept_warnings) {
+    if (whole && options.strict) {
       const int x0 = std::max(wanted.x, 0);
       const int y0 = std::max(wanted.y, 0);
       const int x1 = std::min(wanted.x + wanted.width, scaled.width);

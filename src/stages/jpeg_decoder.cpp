@@ -114,6 +114,7 @@ struct RowJob {
   int plane_count = 0;
   SamplePlane plane[3];
   ChromaLayout chroma = ChromaLayout::k444;
+  Truncation truncation = Truncation::kNone;  // out: what the data lacked, when it ended early
 };
 
 // The planes ycc_planes.cpp can colour as libjpeg would: grey, or YCbCr at 4:4:4 or 4:2:0 with
@@ -176,7 +177,7 @@ bool read_planes(jpeg_decompress_struct& cinfo, RowJob& job) {
   return true;
 }
 
-enum class RowStatus { kOk, kLibjpegFailed, kHeaderMismatch, kGeometryMismatch };
+enum class RowStatus { kOk, kLibjpegFailed, kTruncated, kHeaderMismatch, kGeometryMismatch };
 
 }  // namespace
 
@@ -227,6 +228,25 @@ bool read_header_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& err,
   return true;
 }
 
+// After the last row: fails a decode whose rows would be made up (the data ended too early), else
+// ends it. Called from inside a guard.
+RowStatus end_decode(jpeg_decompress_struct& cinfo, const JpegErrorManager& err, RowJob& job) {
+  job.truncation = truncation_of(cinfo, err);
+  if (job.truncation != Truncation::kNone) {
+    jpeg_abort_decompress(&cinfo);
+    return RowStatus::kTruncated;
+  }
+  if (job.whole) {
+    // Reads on to the EOI marker, so damage after the last row is reported as TurboJPEG's
+    // tjDecompress2 reports it.
+    jpeg_finish_decompress(&cinfo);
+  } else {
+    // Stop early: rows below the region are never decoded (for a baseline file, never even read).
+    jpeg_abort_decompress(&cinfo);
+  }
+  return RowStatus::kOk;
+}
+
 RowStatus decode_rows_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& err, RowJob& job) {
   if (setjmp(err.jump) != 0) {
     jpeg_abort_decompress(&cinfo);
@@ -256,8 +276,7 @@ RowStatus decode_rows_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& e
   if (job.whole && job.denom == 1 && job.planes != nullptr && !job.fast_upsample && planes_apply(cinfo, job) &&
       read_planes(cinfo, job)) {
     job.produced = job.region;
-    jpeg_finish_decompress(&cinfo);  // on to the EOI marker, as below
-    return RowStatus::kOk;
+    return end_decode(cinfo, err, job);
   }
   jpeg_start_decompress(&cinfo);
 
@@ -299,15 +318,7 @@ RowStatus decode_rows_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& e
     }
     done += got;
   }
-  if (job.whole) {
-    // Reads on to the EOI marker, so damage after the last row is reported as TurboJPEG's
-    // tjDecompress2 reports it.
-    jpeg_finish_decompress(&cinfo);
-  } else {
-    // Stop early: rows below the region are never decoded (for a baseline file, never even read).
-    jpeg_abort_decompress(&cinfo);
-  }
-  return RowStatus::kOk;
+  return end_decode(cinfo, err, job);
 }
 
 }  // namespace
@@ -325,6 +336,13 @@ JpegDecoder::JpegDecoder(const DecodeOptions& options)
 JpegDecoder::~JpegDecoder() = default;
 
 int JpegDecoder::channels() const { return options_.color == Color::kGrey ? 1 : 3; }
+
+OnWarning JpegDecoder::on_warning() const { return options_.strict ? OnWarning::kStop : OnWarning::kContinue; }
+
+JpegWarnings JpegDecoder::warnings() const {
+  const JpegErrorManager& err = state_->err;
+  return JpegWarnings{err.warnings, err.warnings > 0 ? std::string_view(err.warning) : std::string_view()};
+}
 
 void JpegDecoder::attach(MemoryBudget& budget, MemoryUse use, std::chrono::milliseconds wait) {
   state_->planes.attach(budget, use, wait);
@@ -346,7 +364,7 @@ JpegHeader JpegDecoder::read_header(std::span<const std::uint8_t> jpeg) {
 
   State& s = *state_;
   s.drop_pending();
-  s.err.arm(options_.accept_warnings ? OnWarning::kContinue : OnWarning::kStop);
+  s.err.arm(on_warning());
   if (!read_header_guarded(s.cinfo, s.err, jpeg)) throw libjpeg_failure(s.err, JpegPhase::kHeader);
 
   const jpeg_decompress_struct& c = s.cinfo;
@@ -483,7 +501,8 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
     job.planes_capacity = bytes - ycc_scratch_bytes(header.width);
   }
 
-  s.err.arm(options_.accept_warnings ? OnWarning::kContinue : OnWarning::kStop);
+  // Going on from read_header() keeps its warnings: they belong to this image.
+  if (!job.header_read) s.err.arm(on_warning());
   switch (decode_rows_guarded(s.cinfo, s.err, job)) {
     case RowStatus::kOk:
       if (job.plane_count == 3 && !grey) {
@@ -493,6 +512,7 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
       }
       return;
     case RowStatus::kLibjpegFailed: throw libjpeg_failure(s.err, JpegPhase::kScan);
+    case RowStatus::kTruncated: throw truncation_failure(job.truncation);
     case RowStatus::kHeaderMismatch:
       throw invalid("the header passed to decode() says " + std::to_string(header.width) + "x" +
                     std::to_string(header.height) + " but the data is another image");

@@ -13,12 +13,15 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "sluice/core/image.hpp"
 #include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/options.hpp"
 
 namespace sluice::stages {
+
+enum class OnWarning : std::uint8_t;  // stages/jpeg_errors.hpp
 
 struct JpegHeader {
   int width = 0;
@@ -32,6 +35,14 @@ struct JpegHeader {
   // Set by read_header(): a decode() of the same bytes with this header, before any other call
   // to the decoder, starts from the header already parsed. 0 (a header made by hand) re-parses.
   std::uint64_t token = 0;
+};
+
+// What libjpeg warned about while reading the last header or decoding the last image, when that
+// call succeeded: a file decoded in spite of warnings is "recovered" (Stats::recovered). `first`
+// points into the decoder and is valid until its next call.
+struct JpegWarnings {
+  int count = 0;
+  std::string_view first;
 };
 
 struct JpegRequest {
@@ -72,14 +83,20 @@ class JpegDecoder {
   static std::size_t working_bytes(int width, int height);
 
   // Decodes into out (decoded_region() size, channels() channels, any stride). Throws
-  // sluice::Error without a path: kCorruptData for damaged data, including libjpeg warnings such
-  // as a premature end of file unless options.accept_warnings.
+  // sluice::Error without a path: kCorruptData for damaged data and for a file that ends before
+  // the rows asked for (libjpeg would make them up); with options.strict, for any libjpeg warning
+  // too. Without it, warnings are counted in warnings() and the decode goes on, as Pillow's does.
   void decode(std::span<const std::uint8_t> jpeg, const JpegHeader& header,
               const JpegRequest& request, ImageView out);
+
+  // What libjpeg warned about in the last read_header() or decode() (a decode that goes on from
+  // read_header() includes the header's warnings).
+  JpegWarnings warnings() const;
 
  private:
   // The columns asked of jpeg_crop_scanline (before its alignment) and the rows to decode.
   Rect columns_for_libjpeg(const JpegHeader& header, const JpegRequest& request) const;
+  OnWarning on_warning() const;
 
   struct State;
   std::unique_ptr<State> state_;

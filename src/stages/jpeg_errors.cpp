@@ -22,6 +22,13 @@ JpegErrorManager& manager_of(j_common_ptr cinfo) { return *reinterpret_cast<Jpeg
 void on_libjpeg_message(j_common_ptr cinfo, int level) {
   if (level >= 0) return;  // trace messages
   JpegErrorManager& err = manager_of(cinfo);
+  const int code = cinfo->err->msg_code;
+  if (code == JWRN_JPEG_EOF && !err.data_ended) {
+    err.data_ended = true;
+    if (cinfo->is_decompressor) err.data_end_imcu_row = reinterpret_cast<j_decompress_ptr>(cinfo)->input_iMCU_row;
+  } else if (code == JWRN_HIT_MARKER && err.data_ended) {
+    err.bits_made_up = true;  // the marker it hit is the fake EOI: the bits it needed are past the end
+  }
   if (err.warnings++ == 0) {
     err.first_warning_code = cinfo->err->msg_code;
     cinfo->err->format_message(cinfo, err.warning);
@@ -36,6 +43,9 @@ void on_libjpeg_message(j_common_ptr cinfo, int level) {
 
 void on_libjpeg_output(j_common_ptr /*cinfo*/) {}  // never print: the message reaches the Error
 
+// libjpeg's text for JWRN_JPEG_EOF, which jpeg_mem_src raises when the data ends before EOI.
+constexpr const char* kEndOfData = "Premature end of JPEG file";
+
 // libjpeg codes that mean "a valid JPEG this build does not decode", not damage.
 bool is_unsupported(int code) {
   return code == JERR_BAD_PRECISION || code == JERR_SOF_UNSUPPORTED || code == JERR_NOT_COMPILED ||
@@ -43,18 +53,19 @@ bool is_unsupported(int code) {
 }
 
 // A file cut short, named as such: libjpeg first warns "Premature end of JPEG file", then (when
-// warnings do not stop it) fails on the fake EOI marker it inserted with errors such as "Bogus
+// warnings do not stop it) may fail on the fake EOI marker it inserted with errors such as "Bogus
 // Huffman table definition" that hide the real problem.
 std::string truncation_cause(const JpegErrorManager& err, JpegPhase phase) {
+  if (phase == JpegPhase::kScan && err.failed_on_warning) {
+    // Strict: stopped at the end of the data, before knowing whether any row would be missing.
+    return std::string("truncated JPEG: the file ends before its EOI marker (") + kEndOfData +
+           "); DecodeOptions::strict refuses it even when every row is there";
+  }
   std::string cause = phase == JpegPhase::kHeader ? "truncated JPEG: the file ends inside its header ("
                                                   : "truncated JPEG: the file ends before the last row to decode (";
-  cause += err.warning;
+  cause += kEndOfData;
   if (!err.failed_on_warning) cause += std::string(", then: ") + err.message;
-  cause += ")";
-  if (err.failed_on_warning && phase == JpegPhase::kScan) {
-    cause += "; DecodeOptions::accept_warnings decodes what is there";
-  }
-  return cause;
+  return cause + ")";
 }
 
 bool starts_with(std::span<const std::uint8_t> data, std::size_t offset, std::string_view sig) {
@@ -78,19 +89,50 @@ void JpegErrorManager::arm(OnWarning policy) {
   failed_on_warning = false;
   failed_code = first_warning_code = warnings = 0;
   message[0] = warning[0] = '\0';
+  data_ended = bits_made_up = false;
+  data_end_imcu_row = 0;
 }
 
 Error libjpeg_failure(const JpegErrorManager& err, JpegPhase phase) {
   if (!err.failed_on_warning && is_unsupported(err.failed_code)) {
     return Error(ErrorCode::kUnsupportedFormat, "unsupported JPEG: " + std::string(err.message));
   }
-  if (err.warnings > 0 && err.first_warning_code == JWRN_JPEG_EOF) {
+  if (err.data_ended) {
     return Error(ErrorCode::kCorruptData, truncation_cause(err, phase));
   }
   std::string cause = std::string(phase == JpegPhase::kHeader ? "damaged JPEG header: " : "corrupt JPEG data: ") +
                       err.message;
-  if (err.failed_on_warning) cause += " (a libjpeg warning; DecodeOptions::accept_warnings ignores it)";
+  if (err.failed_on_warning) cause += " (a libjpeg warning: DecodeOptions::strict makes it an error)";
   return Error(ErrorCode::kCorruptData, cause);
+}
+
+// Huffman decoders warn when they run out of bits (JWRN_HIT_MARKER); arithmetic decoders stuff
+// zeros without a word, and their last bytes legitimately run into the next marker, so for them
+// only an end above the last iMCU row is certain to lose rows (a cut inside the last row cannot be
+// told from a missing EOI). A progressive image is complete when every coefficient of every
+// component has been refined down to bit 0 (coef_bits 0); a sequential image in several scans
+// does not say which scans exist, so an early end there counts as missing scans.
+Truncation truncation_of(jpeg_decompress_struct& cinfo, const JpegErrorManager& err) {
+  if (!err.data_ended) return Truncation::kNone;
+  if (err.bits_made_up) return Truncation::kRowsMissing;
+  if (cinfo.arith_code && err.data_end_imcu_row + 1 < cinfo.total_iMCU_rows) return Truncation::kRowsMissing;
+  if (cinfo.progressive_mode) {
+    if (cinfo.coef_bits == nullptr) return Truncation::kScansMissing;
+    for (int c = 0; c < cinfo.num_components; ++c) {
+      for (int k = 0; k < DCTSIZE2; ++k) {
+        if (cinfo.coef_bits[c][k] != 0) return Truncation::kScansMissing;
+      }
+    }
+    return Truncation::kNone;
+  }
+  return jpeg_has_multiple_scans(&cinfo) ? Truncation::kScansMissing : Truncation::kNone;
+}
+
+Error truncation_failure(Truncation truncation) {
+  const char* what = truncation == Truncation::kScansMissing
+                         ? "truncated JPEG: the file ends before the last scan of its image ("
+                         : "truncated JPEG: the file ends before the last row to decode (";
+  return Error(ErrorCode::kCorruptData, std::string(what) + kEndOfData + ")");
 }
 
 // "not a JPEG" on a .jpg file is usually a mislabelled PNG or WebP: say which.

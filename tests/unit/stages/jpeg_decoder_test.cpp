@@ -388,37 +388,52 @@ TEST(JpegDecoderRegion, DecodedRegionAlignsLeftEdgeToScaledImcuColumn) {
 TEST(JpegDecoderRegion, StopsEarlyAboveTheDamageOfATruncatedFile) {
   const Bytes intact = encode_jpeg(make_pattern(640, 480, 3, 5), 640, 480, 3);
   const Bytes cut(intact.begin(), intact.begin() + static_cast<std::ptrdiff_t>(intact.size() / 2));
-  JpegDecoder decoder({});
-  const Image full = decode(decoder, intact);
-  // The top rows are still in the cut file: decoding stops before libjpeg reaches the cut.
-  expect_region_matches(decoder, cut, full, 1, {100, 0, 200, 64}, "top of a file cut in half");
-  for (const JpegRequest below : {JpegRequest{1, {100, 400, 200, 64}}, JpegRequest{1, {}}}) {
-    try {
-      decode(decoder, cut, below);
-      FAIL() << "rows below the cut decoded";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
-      EXPECT_EQ(e.cause().rfind("truncated JPEG: the file ends before the last row to decode (Premature end "
-                                "of JPEG file); DecodeOptions::accept_warnings decodes what is there", 0),
-                0u)
-          << e.cause();
+  for (const bool strict : {false, true}) {
+    DecodeOptions o;
+    o.strict = strict;
+    JpegDecoder decoder(o);
+    const Image full = decode(decoder, intact);
+    // The top rows are still in the cut file: decoding stops before libjpeg reaches the cut.
+    expect_region_matches(decoder, cut, full, 1, {100, 0, 200, 64}, "top of a file cut in half");
+    EXPECT_EQ(decoder.warnings().count, 0);
+    for (const JpegRequest below : {JpegRequest{1, {100, 400, 200, 64}}, JpegRequest{1, {}}}) {
+      try {
+        decode(decoder, cut, below);
+        FAIL() << "rows below the cut decoded";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+        EXPECT_EQ(e.cause(), strict ? "truncated JPEG: the file ends before its EOI marker (Premature end of JPEG "
+                                      "file); DecodeOptions::strict refuses it even when every row is there"
+                                    : "truncated JPEG: the file ends before the last row to decode (Premature end "
+                                      "of JPEG file)");
+      }
     }
   }
 }
 
-TEST(JpegDecoderRegion, MissingEoiFailsOnlyDecodesThatReachTheLastImcuRow) {
-  // libjpeg's bit reader reads ahead past the last MCU and warns when the EOI marker is missing,
-  // so a file missing only its EOI fails any decode that reaches its last iMCU row (rows 48-63,
-  // which fancy 4:2:0 upsampling also decodes for the context of rows 46-47), and decodes above.
+TEST(JpegDecoderRegion, MissingEoiIsRecoveredAndStrictFailsOnlyDecodesThatReachTheLastImcuRow) {
+  // libjpeg's bit reader reads ahead past the last MCU and warns when the EOI marker is missing.
+  // Every row is there: by default the file decodes to the intact file's pixels, with the warning
+  // reported. Strict fails any decode that reaches its last iMCU row (rows 48-63, which fancy 4:2:0
+  // upsampling also decodes for the context of rows 46-47), and decodes above.
   const Bytes intact = encode_jpeg(make_pattern(64, 64, 3, 5), 64, 64, 3);
   const Bytes no_eoi(intact.begin(), intact.end() - 2);
   JpegDecoder decoder({});
   const Image full = decode(decoder, intact);
-  expect_region_matches(decoder, no_eoi, full, 1, {0, 0, 64, 32}, "rows 0-31");
-  expect_region_matches(decoder, no_eoi, full, 1, {8, 8, 40, 24}, "rows 8-31");
-  expect_region_matches(decoder, no_eoi, full, 1, {0, 40, 64, 2}, "rows 40-41");
-  EXPECT_THROW(decode(decoder, no_eoi, {1, {0, 50, 64, 2}}), Error);
-  EXPECT_THROW(decode(decoder, no_eoi), Error);
+  EXPECT_EQ(decoder.warnings().count, 0);
+  EXPECT_TRUE(decode(decoder, no_eoi).pixels == full.pixels);
+  EXPECT_EQ(decoder.warnings().count, 1);
+  EXPECT_EQ(decoder.warnings().first, "Premature end of JPEG file");
+  expect_region_matches(decoder, no_eoi, full, 1, {0, 50, 64, 2}, "rows 50-51");
+
+  DecodeOptions o;
+  o.strict = true;
+  JpegDecoder strict(o);
+  expect_region_matches(strict, no_eoi, full, 1, {0, 0, 64, 32}, "rows 0-31");
+  expect_region_matches(strict, no_eoi, full, 1, {8, 8, 40, 24}, "rows 8-31");
+  expect_region_matches(strict, no_eoi, full, 1, {0, 40, 64, 2}, "rows 40-41");
+  EXPECT_THROW(decode(strict, no_eoi, {1, {0, 50, 64, 2}}), Error);
+  EXPECT_THROW(decode(strict, no_eoi), Error);
 }
 
 TEST(JpegDecoderColor, CmykDecodesToPillowRgbWithinJpegTolerance) {
@@ -547,60 +562,65 @@ TEST(JpegDecoderErrors, RandomBytesAreNotAJpegAndRandomBytesAfterSoiAreCorrupt) 
 TEST(JpegDecoderErrors, DatasetTruncatedJpegIsCorruptData) {
   SLUICE_REQUIRE_DATASET(path, "corrupt/truncated.jpg");
   const Bytes jpeg = read_bytes(path);
-  for (const bool accept : {false, true}) {
+  for (const bool strict : {false, true}) {
     DecodeOptions o;
-    o.accept_warnings = accept;
+    o.strict = strict;
     // Cut inside its third Huffman table, before any scan: no option can decode it.
     const Error e = error_of(jpeg, o);
     EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
-    EXPECT_EQ(e.cause(), accept ? "truncated JPEG: the file ends inside its header (Premature end of JPEG "
-                                  "file, then: Bogus Huffman table definition)"
-                                : "truncated JPEG: the file ends inside its header (Premature end of JPEG file)");
+    EXPECT_EQ(e.cause(), strict ? "truncated JPEG: the file ends inside its header (Premature end of JPEG file)"
+                                : "truncated JPEG: the file ends inside its header (Premature end of JPEG "
+                                  "file, then: Bogus Huffman table definition)");
   }
 }
 
+// A file cut anywhere fails, strict or not, with a cause that says where it ends; only a file that
+// lacks nothing but its EOI marker decodes (by default), to the intact file's pixels.
 TEST(JpegDecoderErrors, TruncationsAtEveryStageAreCorruptData) {
   const Bytes jpeg = encode_jpeg(make_pattern(256, 192, 3, 8), 256, 192, 3);
   std::size_t sos = 0;
   while (!(jpeg[sos] == 0xFF && jpeg[sos + 1] == 0xDA)) ++sos;
   const std::size_t data = sos + 2 + (jpeg[sos + 2] << 8 | jpeg[sos + 3]);
+  JpegDecoder reference({});
+  const Image intact = decode(reference, jpeg);
   for (const std::size_t cut : {std::size_t{2}, std::size_t{11}, std::size_t{100}, sos - 20,
                                 sos + 5, data, data + 40, (data + jpeg.size()) / 2, jpeg.size() - 40,
-                                jpeg.size() - 2}) {
-    for (const bool accept : {false, true}) {
+                                jpeg.size() - 4, jpeg.size() - 2}) {
+    for (const bool strict : {false, true}) {
       DecodeOptions o;
-      o.accept_warnings = accept;
+      o.strict = strict;
       const Bytes part(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(cut));
-      if (accept && cut >= data) {  // the scan has begun: libjpeg decodes what is there
+      if (!strict && cut == jpeg.size() - 2) {  // only the EOI marker is missing
         JpegDecoder decoder(o);
-        EXPECT_NO_THROW(decode(decoder, part)) << "cut at " << cut;
+        EXPECT_TRUE(decode(decoder, part).pixels == intact.pixels);
+        EXPECT_EQ(decoder.warnings().first, "Premature end of JPEG file");
         continue;
       }
       const Error e = error_of(part, o);
       EXPECT_EQ(e.code(), ErrorCode::kCorruptData) << "cut at " << cut << ": " << e.cause();
-      EXPECT_EQ(e.cause().rfind(cut < data ? "truncated JPEG: the file ends inside its header"
-                                           : "truncated JPEG: the file ends before the last row",
-                                0),
-                0u)
-          << "cut at " << cut << ": " << e.cause();
+      const char* expected = cut < data ? "truncated JPEG: the file ends inside its header"
+                             : strict   ? "truncated JPEG: the file ends before its EOI marker"
+                                        : "truncated JPEG: the file ends before the last row";
+      EXPECT_EQ(e.cause().rfind(expected, 0), 0u) << "cut at " << cut << ": " << e.cause();
     }
   }
 }
 
-TEST(JpegDecoderErrors, AcceptWarningsDecodesTruncatedScanDataLikeTurboJpeg) {
+TEST(JpegDecoderErrors, TruncatedScanDataIsNeverMadeUp) {
+  // libjpeg (and tjDecompress2, which returns -1 with an image) fills the rows past the cut with
+  // grey; a training sample of made-up rows is worse than a skipped one, so sluice refuses it.
   const Bytes intact = encode_jpeg(make_pattern(256, 192, 3, 8), 256, 192, 3);
   const Bytes cut(intact.begin(), intact.begin() + static_cast<std::ptrdiff_t>(intact.size() * 3 / 4));
-  const Error e = error_of(cut);
-  EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
-  EXPECT_NE(e.cause().find("(Premature end of JPEG file)"), std::string::npos) << e.cause();
-  EXPECT_NE(e.cause().find("accept_warnings"), std::string::npos) << e.cause();
-  DecodeOptions o;
-  o.accept_warnings = true;
-  JpegDecoder decoder(o);
   int rc = 0;
-  const Image ref = turbo_decode(cut, 1, TJPF_RGB, 0, &rc);  // fills the missing rows, rc -1
+  (void)turbo_decode(cut, 1, TJPF_RGB, 0, &rc);
   EXPECT_EQ(rc, -1);
-  EXPECT_TRUE(decode(decoder, cut).pixels == ref.pixels);
+  for (const bool strict : {false, true}) {
+    DecodeOptions o;
+    o.strict = strict;
+    const Error e = error_of(cut, o);
+    EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+    EXPECT_NE(e.cause().find("(Premature end of JPEG file)"), std::string::npos) << e.cause();
+  }
 }
 
 TEST(JpegDecoderErrors, HeaderClaiming60000x60000IsTooLargeBeforeDecoding) {
