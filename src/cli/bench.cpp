@@ -43,6 +43,7 @@ struct BenchOptions {
   std::string out = "f32";
   std::string layout = "nchw";
   std::string on_error = "fail";
+  bool strict_decode = false;  // libjpeg warnings fail the file (DecodeOptions::strict)
   std::string budget;
   std::string cache = "none";
   std::string dct = "fast";
@@ -135,7 +136,8 @@ Pipeline make_pipeline(const BenchOptions& o) {
   const CacheChoice cache = parse_cache(o.cache);
   p.read();
   if (cache.cache && !cache.decoded) add_cache(p, *cache.cache);
-  p.decode_jpeg({.color = o.color == "grey" ? Color::kGrey : Color::kRGB, .fast_dct = o.dct == "fast"});
+  p.decode_jpeg({.color = o.color == "grey" ? Color::kGrey : Color::kRGB, .fast_dct = o.dct == "fast",
+                 .strict = o.strict_decode});
   if (cache.cache && cache.decoded) add_cache(p, *cache.cache);
   if (o.transform == "eval") {
     p.resize_shorter(o.size * 256 / 224).center_crop(o.size);
@@ -279,6 +281,8 @@ int run_bench(const BenchOptions& given) {
   for (const auto& m : stats.memory) memory[m.use] = {{"used", m.used}, {"peak", m.peak}};
   json skipped_paths = json::array();
   for (const auto& s : stats.skipped_samples) skipped_paths.push_back(s.path);
+  json recovered = json::array();
+  for (const auto& r : stats.recovered_samples) recovered.push_back({{"path", r.path}, {"warning", r.warning}});
   char checksum_hex[17];
   std::snprintf(checksum_hex, sizeof checksum_hex, "%016llx", static_cast<unsigned long long>(checksum));
 
@@ -298,6 +302,8 @@ int run_bench(const BenchOptions& given) {
       {"out", o.out},
       {"skipped", stats.skipped},
       {"skipped_paths", skipped_paths},
+      {"recovered", stats.recovered},
+      {"recovered_samples", recovered},
       {"consumer_wait_seconds", stats.consumer_wait_seconds},
       {"baseline_rss_bytes", baseline_rss},
       {"memory_budget", stats.memory_budget},
@@ -358,6 +364,11 @@ int run_bench(const BenchOptions& given) {
   std::cout << "  skipped " << stats.skipped << " sample(s)";
   for (const auto& s : stats.skipped_samples) std::cout << "\n    " << s.path << ": " << s.cause;
   std::cout << "\n";
+  if (stats.recovered > 0) {
+    std::cout << "  recovered " << stats.recovered << " file(s) in spite of libjpeg warnings (--strict-decode fails them)";
+    for (const auto& r : stats.recovered_samples) std::cout << "\n    " << r.path << ": " << r.warning;
+    std::cout << "\n";
+  }
   if (o.json) {
     json out = result;
     if (o.per_batch) out["batch_checksums"] = batch_checksums;
@@ -398,6 +409,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--shuffle-buffer", options->shuffle_buffer, "Shuffle buffer of N samples (0: none)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--on-error", options->on_error, "fail or skip bad files")->check(CLI::IsMember({"fail", "skip"}))->capture_default_str();
+  cmd->add_flag("--strict-decode", options->strict_decode,
+                "Fail files libjpeg warns about (default: decode them when every row is there, and count them)");
   cmd->add_option("--budget", options->budget, "Memory budget every buffer fits in, e.g. 512MiB");
   cmd->add_option("--cache", options->cache, "none | memory | memory:SIZE | disk:PATH, optionally ,decoded")
       ->capture_default_str();
@@ -417,8 +430,8 @@ void add_bench_command(CLI::App& app) {
     if (!options->spec.empty()) {
       for (const char* name : {"--data", "--list", "--transform", "--size", "--padding", "--batch", "--seed",
                                "--shuffle", "--out", "--layout", "--dct", "--color", "--mean", "--std", "--prefetch",
-                               "--in-flight", "--shuffle-buffer", "--on-error", "--budget", "--cache", "--device",
-                               "--normalize-on-device"}) {
+                               "--in-flight", "--shuffle-buffer", "--on-error", "--strict-decode", "--budget", "--cache",
+                               "--device", "--normalize-on-device"}) {
         if (cmd->count(name) > 0) {
           throw CLI::ValidationError("--spec", std::string("excludes ") + name + ": the spec describes the whole pipeline");
         }

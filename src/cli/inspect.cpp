@@ -1,7 +1,7 @@
-// `sluice inspect DIR [--json] [--decode]`: what an image folder holds before a pipeline reads
-// it: files and classes (labelled as from_folder labels them), bytes, file-size and dimension
-// histograms, greyscale / progressive / CMYK counts, and every file that would fail, with its
-// cause. Headers are parsed with the pipeline's own JpegDecoder, so "fails here" means "fails
+// `sluice inspect DIR [--json] [--decode] [--strict-decode]`: what an image folder holds before a
+// pipeline reads it: files and classes (labelled as from_folder labels them), bytes, file-size and
+// dimension histograms, greyscale / progressive / CMYK counts, every file that would fail, with its
+// cause, and every file read in spite of libjpeg warnings ("recovered"), with the first. Headers are parsed with the pipeline's own JpegDecoder, so "fails here" means "fails
 // there"; --decode also runs the full decode, which catches truncated and corrupt scan data.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
@@ -44,6 +44,7 @@ struct InspectOptions {
   fs::path dir;
   bool json = false;
   bool decode = false;
+  bool strict_decode = false;  // libjpeg warnings are failures, as with DecodeOptions::strict
   int threads = 0;
 };
 
@@ -62,6 +63,7 @@ struct FileReport {
   stages::JpegHeader header;
   const char* failed_at = nullptr;  // "read", "header" or "decode"; null when the file is fine
   std::string cause;
+  std::string warning;  // libjpeg's first, for a file read in spite of warnings ("recovered")
 };
 
 bool is_hidden(const fs::path& path) { return path.filename().string().starts_with('.'); }
@@ -172,6 +174,7 @@ void inspect_file(const fs::path& path, bool decode, stages::JpegDecoder& decode
   try {
     report.header = decoder.read_header(bytes);
     report.header_ok = true;
+    if (const stages::JpegWarnings w = decoder.warnings(); w.count > 0) report.warning = w.first;
   } catch (const Error& e) {
     report.failed_at = "header";
     report.cause = e.cause();
@@ -189,6 +192,7 @@ void inspect_file(const fs::path& path, bool decode, stages::JpegDecoder& decode
     const ImageView out{pixels.data(), region.width, region.height, channels,
                         static_cast<std::ptrdiff_t>(region.width) * channels};
     decoder.decode(bytes, report.header, whole, out);
+    if (const stages::JpegWarnings w = decoder.warnings(); w.count > 0) report.warning = w.first;
   } catch (const Error& e) {
     report.failed_at = "decode";
     report.cause = e.cause();
@@ -202,7 +206,7 @@ std::vector<FileReport> inspect_files(const Listing& listing, const InspectOptio
   const int threads = worker_count(options.threads, 8);
   ProgressLine progress(options.decode ? "inspect (decode)" : "inspect", reports.size(), done);
   auto worker = [&] {
-    stages::JpegDecoder decoder(DecodeOptions{});
+    stages::JpegDecoder decoder(DecodeOptions{.strict = options.strict_decode});
     std::vector<std::uint8_t> bytes;
     std::vector<std::uint8_t> pixels;
     for (std::size_t i; (i = next.fetch_add(1)) < reports.size();) {
@@ -307,8 +311,12 @@ void report(const InspectOptions& options, const Listing& listing,
   std::uint64_t pixels = 0;
   int min_w = 0, max_w = 0, min_h = 0, max_h = 0;
   json failures = json::array();
+  json recovered = json::array();
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const FileReport& r = reports[i];
+    if (r.failed_at == nullptr && !r.warning.empty()) {
+      recovered.push_back({{"path", listing.files[i].string()}, {"warning", r.warning}});
+    }
     classes[listing.labels[i]].files += 1;
     classes[listing.labels[i]].bytes += r.bytes;
     bytes += r.bytes;
@@ -369,6 +377,8 @@ void report(const InspectOptions& options, const Listing& listing,
     out["decoded"] = options.decode;
     out["failed"] = failures.size();
     out["failures"] = failures;
+    out["recovered"] = recovered.size();
+    out["recovered_files"] = recovered;
     out["seconds"] = seconds;
     std::cout << out.dump() << '\n';
     return;
@@ -416,6 +426,17 @@ void report(const InspectOptions& options, const Listing& listing,
   if (failures.size() > kListedFailures) {
     out << "  ... and " << failures.size() - kListedFailures << " more (--json lists all)\n";
   }
+  if (!recovered.empty()) {
+    out << "recovered: " << recovered.size() << " (read in spite of libjpeg warnings, as Pillow reads them; "
+        << "--strict-decode counts them as failures)\n";
+    for (std::size_t i = 0; i < recovered.size() && i < kListedFailures; ++i) {
+      out << "  " << recovered[i]["path"].get<std::string>() << ": " << recovered[i]["warning"].get<std::string>()
+          << '\n';
+    }
+    if (recovered.size() > kListedFailures) {
+      out << "  ... and " << recovered.size() - kListedFailures << " more (--json lists all)\n";
+    }
+  }
   out << "inspected in " << format_seconds(seconds) << '\n';
 }
 
@@ -444,6 +465,8 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_flag("--json", options->json, "Print one JSON object (the last line of stdout)");
   cmd->add_flag("--decode", options->decode,
                 "Decode every file too (finds truncated or corrupt image data; slower)");
+  cmd->add_flag("--strict-decode", options->strict_decode,
+                "Count files libjpeg warns about as failures (default: as recovered, when every row is there)");
   cmd->add_option("--threads", options->threads, "Worker threads (default: cores, at most 8)")
       ->check(CLI::NonNegativeNumber);
   cmd->callback([options] { run_inspect(*options); });

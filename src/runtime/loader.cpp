@@ -556,6 +556,8 @@ Stats LoaderImpl::stats() const {
   }
   stats.tuning = TuningStats{in_flight_.load(), prefetch_.load(), autotuner_ != nullptr,
                              autotuner_ ? autotuner_->decisions() : 0};
+  stats.recovered = program_->recovered().count();
+  stats.recovered_samples = program_->recovered().listed();
   std::lock_guard lock(skip_mutex_);
   stats.skipped = skipped_;
   stats.skipped_samples = skipped_samples_;

@@ -92,6 +92,27 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) { return derive_key(h ^ v, 0
 
 }  // namespace
 
+void RecoveryLog::record(std::int64_t item, const std::string& path, std::string_view warning) {
+  if (item < 0) return;
+  const auto index = static_cast<std::size_t>(item);
+  std::lock_guard lock(mutex_);
+  if (index >= seen_.size()) seen_.resize(index + 1);
+  if (seen_[index]) return;
+  seen_[index] = true;
+  ++count_;
+  if (listed_.size() < kListed) listed_.push_back(RecoveredSample{path, std::string(warning)});
+}
+
+std::int64_t RecoveryLog::count() const {
+  std::lock_guard lock(mutex_);
+  return count_;
+}
+
+std::vector<RecoveredSample> RecoveryLog::listed() const {
+  std::lock_guard lock(mutex_);
+  return listed_;
+}
+
 const char* StageCounters::name(int stage) {
   switch (stage) {
     case kRead: return "read";
@@ -189,6 +210,8 @@ ConstImageView SampleProgram::cached_image(const Item& item, const SampleKey& ke
   const JpegHeader header = ws.decoder.read_header(bytes);
   const ImageView image = view_of(ws.decoded, header.width, header.height, channels_, kDecodedHeaderBytes);
   ws.decoder.decode(bytes, header, JpegRequest{1, Rect{}}, image);
+  // Cached as it is: recovered once, whatever later samples of it do.
+  if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, item.path, w.first);
   const DecodedHeader h{kDecodedMagic, static_cast<std::uint32_t>(header.width), static_cast<std::uint32_t>(header.height),
                         static_cast<std::uint32_t>(channels_)};
   std::memset(ws.decoded.data(), 0, kDecodedHeaderBytes);
@@ -239,9 +262,11 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
   ws.decoded.reserve(static_cast<std::size_t>(scaled.width) * scaled.height * channels_);
   const ImageView decoded = view_of(ws.decoded, region.width, region.height, channels_);
   ws.decoder.decode(bytes, header, request, decoded);
+  const JpegWarnings warnings = ws.decoder.warnings();  // valid until the decoder's next call
   ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
                   static_cast<std::int64_t>(region.width) * region.height * channels_);
   finish(plan, decoded, region, copy ? ResamplerState::kNotSetUp : ResamplerState::kSetUp, ws, out, t);
+  if (warnings.count > 0) recovered_.record(key.item, item.path, warnings.first);
 }
 
 // Resample (unless a plain copy) and normalize into the slot. `source` holds source pixels

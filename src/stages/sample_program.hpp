@@ -12,12 +12,15 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "sluice/core/shape.hpp"
 #include "sluice/memory/aligned_buffer.hpp"
 #include "sluice/pipeline/spec.hpp"
+#include "sluice/pipeline/stats.hpp"
 #include "stages/disk_cache.hpp"
 #include "stages/file_ops.hpp"
 #include "stages/geometry.hpp"
@@ -43,6 +46,23 @@ struct StageCounters {
     items[stage].fetch_add(1, std::memory_order_relaxed);
     bytes[stage].fetch_add(produced, std::memory_order_relaxed);
   }
+};
+
+// The files decoded in spite of libjpeg warnings (Stats::recovered), each once, by item. Workers
+// record into it only for damaged files, so a mutex costs nothing in the common case.
+class RecoveryLog {
+ public:
+  static constexpr std::size_t kListed = 1000;  // paths kept with their warning; the count goes on
+
+  void record(std::int64_t item, const std::string& path, std::string_view warning);
+  std::int64_t count() const;
+  std::vector<RecoveredSample> listed() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<bool> seen_;  // by item index: a bit a file, however large the data set
+  std::int64_t count_ = 0;
+  std::vector<RecoveredSample> listed_;
 };
 
 // Where a cache sits: after read (encoded file bytes) or after decode_jpeg (whole decoded images).
@@ -98,6 +118,9 @@ class SampleProgram {
 
   // A fingerprint of the stages before the cache point: what a disk cache entry depends on.
   static std::uint64_t cache_fingerprint(const SampleProgramConfig& config);
+  // The files decoded so far in spite of libjpeg warnings.
+  const RecoveryLog& recovered() const { return recovered_; }
+
   // The largest cache entry this program writes (max_file_size for encoded entries, the largest
   // decoded image with its header for decoded ones): what a disk cache file may claim.
   static std::uint64_t cache_entry_limit(const SampleProgramConfig& config);
@@ -120,6 +143,8 @@ class SampleProgram {
   SampleCaches caches_;
   NormalizeKernel normalize_;
   int channels_ = 3;
+  // Shared by the workers like the caches: what they found, not how they run.
+  mutable RecoveryLog recovered_;
 };
 
 }  // namespace sluice::stages

@@ -117,7 +117,7 @@ Bytes with_junk_before_marker(const Bytes& jpeg, std::uint8_t marker, std::size_
   for (const JpegSegment& s : jpeg_segments(jpeg)) {
     if (s.marker == marker) {
       Bytes junk(count);
-      for (std::size_t k = 0; k < count; ++k) junk[k] = static_cast<std::uint8_t>(0x11 * (k + 1));
+      for (std::size_t k = 0; k < count; ++k) junk[k] = static_cast<std::uint8_t>(0x21 + k % 64);  // never FF
       return splice(jpeg, s.offset, s.offset, junk);
     }
   }
@@ -144,6 +144,11 @@ Bytes with_cut_scan(const Bytes& jpeg, int scan, double keep) {
   std::size_t from = data.offset + kept;
   if (from > data.offset && jpeg[from - 1] == 0xFF) --from;  // never leave half a marker or stuffed byte
   return splice(jpeg, from, data.offset + data.length);
+}
+
+Bytes cut_in_scan(const Bytes& jpeg, int scan, double keep) {
+  const JpegSegment& data = nth_scan_data(jpeg_segments(jpeg), scan);
+  return cut_at(jpeg, data.offset + static_cast<std::size_t>(static_cast<double>(data.length) * keep));
 }
 
 Bytes with_zeroed_scan_bytes(const Bytes& jpeg, int scan, double at, std::size_t count) {

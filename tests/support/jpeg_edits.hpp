@@ -32,6 +32,8 @@ Bytes without_eoi(const Bytes& jpeg);
 Bytes cut_at(const Bytes& jpeg, std::size_t size);  // the first `size` bytes, nothing after
 // The scan's data cut to `keep` (0-1) of its length; the rest of the file (next markers, EOI) kept.
 Bytes with_cut_scan(const Bytes& jpeg, int scan, double keep);
+// The file cut inside the scan's data, at `keep` (0-1) of its length: nothing after.
+Bytes cut_in_scan(const Bytes& jpeg, int scan, double keep);
 // `count` bytes of the scan's data from `at` (0-1) of its length set to zero.
 Bytes with_zeroed_scan_bytes(const Bytes& jpeg, int scan, double at, std::size_t count);
 Bytes without_scan(const Bytes& jpeg, int scan);  // its SOS and data (and DHTs right before it kept)

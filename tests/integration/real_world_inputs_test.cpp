@@ -1,0 +1,149 @@
+// Whole pipelines on the damaged files users' data sets hold (issue 14). A file libjpeg warns
+// about but decodes every row of is decoded, as Pillow decodes it, and counted once in
+// Stats::recovered with its path and the warning; DecodeOptions::strict fails it (kFail) or skips
+// it (kSkip). A file whose rows are missing fails or is skipped either way. The sample size never
+// depends on the first file: build() probes on past a damaged one under kSkip.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include "jpeg_edits.hpp"
+#include "pipeline_support.hpp"
+#include "sluice/sluice.hpp"
+#include "test_support.hpp"
+
+namespace sluice {
+namespace {
+
+using test::TempDir;
+
+// 40 coded items (24x16, pixels encode the label); items 5, 12, 23 and 31 rewritten with damage
+// libjpeg warns about and works around, item 17 optionally cut mid-scan.
+struct DamagedSet {
+  enum class Truncated : std::uint8_t { kNo, kYes };
+
+  explicit DamagedSet(Truncated truncated) {
+    items = test::make_coded_items(dir.path(), 40);
+    damage(5, [](const test::Bytes& b) { return test::with_junk_before_marker(b, 0xDB, 5); });
+    // Enough junk that libjpeg cannot have read it ahead as scan data.
+    damage(12, [](const test::Bytes& b) { return test::with_junk_before_marker(b, 0xD9, 16); });
+    damage(23, [](const test::Bytes& b) { return test::without_eoi(b); });
+    damage(31, [](const test::Bytes& b) { return test::with_cut_scan(b, 0, 0.5); });
+    if (truncated == Truncated::kYes) {
+      const auto& path = items[17].path;
+      test::write_bytes(path, test::cut_in_scan(test::read_bytes(path), 0, 0.5));
+    }
+  }
+  template <class Edit>
+  void damage(int index, Edit edit) {
+    const auto& path = items[static_cast<std::size_t>(index)].path;
+    test::write_bytes(path, edit(test::read_bytes(path)));
+    recovered.insert(path);
+  }
+  Loader build(int threads, OnError on_error, bool strict = false) const {
+    return Pipeline::from_items(items)
+        .read()
+        .decode_jpeg({.strict = strict})
+        .normalize({.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8})
+        .batch(8)
+        .build({.threads = threads, .on_error = on_error});
+  }
+
+  TempDir dir;
+  std::vector<Item> items;
+  std::set<std::string> recovered;  // the paths of the files libjpeg warns about
+};
+
+TEST(RealWorldInputs, WarnedFilesDecodeAndAreCountedOnceWithTheirWarningAtOneAndTwoThreads) {
+  const DamagedSet set(DamagedSet::Truncated::kNo);
+  std::uint64_t checksum[2] = {};
+  for (const int threads : {1, 2}) {
+    Loader loader = set.build(threads, OnError::kFail);
+    for (const std::int64_t epoch : {0, 1}) {
+      int samples = 0;
+      for (Batch& b : loader.epoch(epoch)) {
+        const auto* pixels = static_cast<const std::uint8_t*>(b.data().data);
+        for (int i = 0; i < b.size(); ++i) {
+          const int label = b.labels()[static_cast<std::size_t>(i)];
+          // The cut scan's lower rows are libjpeg's grey, as Pillow's; the others are exact.
+          if (label != 31) {
+            EXPECT_EQ(test::index_of_colour(pixels + i * 24 * 16 * 3), label);
+          }
+          ++samples;
+        }
+      }
+      EXPECT_EQ(samples, 40);
+    }
+    const Stats s = loader.stats();
+    EXPECT_EQ(s.recovered, 4) << "each file once, over two epochs";
+    ASSERT_EQ(s.recovered_samples.size(), 4u);
+    std::set<std::string> paths;
+    for (const RecoveredSample& r : s.recovered_samples) {
+      paths.insert(r.path);
+      EXPECT_FALSE(r.warning.empty());
+    }
+    EXPECT_EQ(paths, set.recovered);
+    const auto warning_of = [&s](const std::string& path) {
+      for (const RecoveredSample& r : s.recovered_samples) {
+        if (r.path == path) return r.warning;
+      }
+      return std::string();
+    };
+    EXPECT_EQ(warning_of(set.items[5].path), "Corrupt JPEG data: 5 extraneous bytes before marker 0xdb");
+    EXPECT_EQ(warning_of(set.items[23].path), "Premature end of JPEG file");
+    EXPECT_EQ(warning_of(set.items[31].path), "Corrupt JPEG data: premature end of data segment");
+    EXPECT_TRUE(s.skipped_samples.empty());
+    checksum[threads - 1] = test::epoch_checksum(loader, 2);
+  }
+  EXPECT_EQ(checksum[0], checksum[1]);
+}
+
+TEST(RealWorldInputs, StrictDecodeFailsOrSkipsWarnedFiles) {
+  const DamagedSet set(DamagedSet::Truncated::kNo);
+  Loader failing = set.build(2, OnError::kFail, /*strict=*/true);
+  try {
+    for (Batch& b : failing.epoch(0)) (void)b;
+    FAIL() << "a strict decode took a file libjpeg warns about";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+    EXPECT_EQ(e.path(), set.items[5].path);  // the first in order
+    EXPECT_NE(e.cause().find("DecodeOptions::strict"), std::string::npos) << e.cause();
+  }
+  for (const int threads : {1, 2}) {
+    Loader skipping = set.build(threads, OnError::kSkip, /*strict=*/true);
+    int samples = 0;
+    for (Batch& b : skipping.epoch(0)) samples += b.size();
+    EXPECT_EQ(samples, 40);
+    const Stats s = skipping.stats();
+    EXPECT_EQ(s.recovered, 0);
+    std::set<std::string> skipped;
+    for (const SkippedSample& k : s.skipped_samples) skipped.insert(k.path);
+    EXPECT_EQ(skipped, set.recovered);
+  }
+}
+
+TEST(RealWorldInputs, ATruncatedFileFailsOrIsSkippedBesideRecoveredOnes) {
+  const DamagedSet set(DamagedSet::Truncated::kYes);
+  Loader failing = set.build(2, OnError::kFail);
+  try {
+    for (Batch& b : failing.epoch(0)) (void)b;
+    FAIL() << "the truncated file decoded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.path(), set.items[17].path);
+    EXPECT_EQ(e.cause(), "truncated JPEG: the file ends before the last row to decode (Premature end of JPEG file)");
+  }
+  Loader skipping = set.build(2, OnError::kSkip);
+  int samples = 0;
+  for (Batch& b : skipping.epoch(0)) samples += b.size();
+  EXPECT_EQ(samples, 40);
+  const Stats s = skipping.stats();
+  ASSERT_EQ(s.skipped_samples.size(), 1u);
+  EXPECT_EQ(s.skipped_samples[0].path, set.items[17].path);
+  // A replacement may draw a warned file twice; it is still one file.
+  EXPECT_EQ(s.recovered, 4);
+}
+
+}  // namespace
+}  // namespace sluice
