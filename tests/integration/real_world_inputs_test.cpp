@@ -145,5 +145,54 @@ TEST(RealWorldInputs, ATruncatedFileFailsOrIsSkippedBesideRecoveredOnes) {
   EXPECT_EQ(s.recovered, 4);
 }
 
+// build() fixes the sample size from the first image the pipeline reads that gives a header, when
+// no op fixes it; a damaged first file is skipped or fails by the policy, never decides the size.
+TEST(RealWorldInputs, ADamagedFirstFileNeverFixesTheSampleSize) {
+  TempDir dir;
+  std::vector<Item> items = test::make_coded_items(dir.path(), 20);  // all 24x16
+  const test::Bytes other = test::encode_jpeg(test::make_pattern(50, 40, 3, 1), 50, 40, 3);
+  const auto first = dir / "first.jpg";
+  test::write_bytes(first, test::cut_at(other, 100));  // ends inside its header: no size at all
+  items.insert(items.begin(), Item{first.string(), 0});
+  const auto pipeline = [&items] { return Pipeline::from_items(items).read().decode_jpeg().batch(7); };
+
+  try {
+    (void)pipeline().build({.threads = 2, .on_error = OnError::kFail});
+    FAIL() << "build() took a first file without a header under kFail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCorruptData);
+    EXPECT_EQ(e.path(), first.string());
+    EXPECT_NE(e.cause().find("inside its header"), std::string::npos) << e.cause();
+    EXPECT_NE(e.cause().find("OnError::kSkip"), std::string::npos) << e.cause();
+  }
+  for (const int threads : {1, 2}) {
+    Loader loader = pipeline().build({.threads = threads, .on_error = OnError::kSkip});
+    EXPECT_EQ(loader.batch_shape(), (Shape{7, 16, 24, 3}));  // from the second file
+    int samples = 0;
+    for (Batch& b : loader.epoch(0)) samples += b.size();
+    EXPECT_EQ(samples, 21);
+    ASSERT_EQ(loader.stats().skipped_samples.size(), 1u);
+    EXPECT_EQ(loader.stats().skipped_samples[0].path, first.string());
+  }
+
+  // A first file with header damage libjpeg works around fixes the size by default; strict treats
+  // it as bad input.
+  test::write_bytes(first, test::with_junk_before_marker(test::read_bytes(items[1].path), 0xDB, 2));
+  EXPECT_EQ(pipeline().build({.threads = 1}).batch_shape(), (Shape{7, 16, 24, 3}));
+  const auto strict = [&items] { return Pipeline::from_items(items).read().decode_jpeg({.strict = true}).batch(7); };
+  EXPECT_THROW((void)strict().build({.threads = 1, .on_error = OnError::kFail}), Error);
+  EXPECT_EQ(strict().build({.threads = 1, .on_error = OnError::kSkip}).batch_shape(), (Shape{7, 16, 24, 3}));
+
+  // Nothing but bad files: build() says so under kSkip too, naming the last one probed.
+  std::vector<Item> bad(3, Item{first.string(), 0});
+  test::write_bytes(first, test::cut_at(other, 100));
+  try {
+    (void)Pipeline::from_items(bad).read().decode_jpeg().batch(2).build({.threads = 1, .on_error = OnError::kSkip});
+    FAIL() << "build() without a single header";
+  } catch (const Error& e) {
+    EXPECT_NE(e.cause().find("none of the first 3 images"), std::string::npos) << e.cause();
+  }
+}
+
 }  // namespace
 }  // namespace sluice
