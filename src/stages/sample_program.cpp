@@ -133,6 +133,17 @@ std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace() const 
   return std::make_unique<Workspace>(config_.decode);
 }
 
+std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBudget& budget,
+                                                                        const WorkspaceShare& share) const {
+  auto ws = make_workspace();
+  ws->file.attach_share(budget, MemoryUse::kReadBuffers, share.file);
+  ws->decoded.attach_share(budget, MemoryUse::kDecodeBuffers, share.decoded);
+  ws->resized.attach_share(budget, MemoryUse::kDecodeBuffers, share.resized);
+  ws->scratch.attach_share(budget, MemoryUse::kDecodeBuffers, share.scratch);
+  ws->decoder.attach(budget, MemoryUse::kDecodeBuffers, share.decoder);
+  return ws;
+}
+
 Shape SampleProgram::sample_shape() const {
   const Size2 s = config_.output;
   if (layout() == Layout::kNCHW) return Shape{channels_, s.height, s.width};

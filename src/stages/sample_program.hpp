@@ -74,6 +74,18 @@ struct SampleCaches {
   DiskCacheStore* disk = nullptr;
 };
 
+// What the memory plan gives each worker's buffers (runtime/memory_plan.cpp), as AlignedBuffer
+// rounds capacities: reserved when the workspace is made, so a worker never waits for memory the
+// plan counted on, and a batch slot or a cache cannot take it first.
+struct WorkspaceShare {
+  std::uint64_t file = 0;          // encoded bytes
+  std::uint64_t decoded = 0;       // the decoded region (or the whole image, for a decoded cache)
+  std::uint64_t resized = 0;       // the resampled sample
+  std::uint64_t scratch = 0;       // the resampler's rows
+  DecoderShare decoder;            // component planes, libjpeg's coefficient buffer
+  std::uint64_t total() const { return file + decoded + resized + scratch + decoder.planes + decoder.coefficients; }
+};
+
 struct SampleProgramConfig {
   CachePoint cache_point = CachePoint::kNone;
   ReadOptions read;
@@ -103,6 +115,8 @@ class SampleProgram {
   SampleProgram(SampleProgramConfig config, SampleCaches caches = {});
 
   std::unique_ptr<Workspace> make_workspace() const;
+  // A workspace whose buffers count against `budget`, each holding its share from the start.
+  std::unique_ptr<Workspace> make_workspace(MemoryBudget& budget, const WorkspaceShare& share) const;
 
   Size2 output_size() const { return config_.output; }
   int channels() const { return channels_; }

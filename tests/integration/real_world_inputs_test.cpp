@@ -194,5 +194,43 @@ TEST(RealWorldInputs, ADamagedFirstFileNeverFixesTheSampleSize) {
   }
 }
 
+// from_folder: the class list comes from the folders, whatever the first file holds.
+TEST(RealWorldInputs, ClassListAndMemoryPlanDoNotDependOnTheFirstFile) {
+  TempDir dir;
+  for (const char* cls : {"apple", "banana", "cherry"}) {
+    std::filesystem::create_directories(dir / cls);
+    for (int i = 0; i < 4; ++i) {
+      test::write_bytes(dir / cls / ("img" + std::to_string(i) + ".jpg"),
+                        test::encode_jpeg(test::make_pattern(32, 24, 3, static_cast<std::uint32_t>(i)), 32, 24, 3));
+    }
+  }
+  const test::Bytes intact = test::read_bytes(dir / "apple" / "img0.jpg");
+  test::write_bytes(dir / "apple" / "img0.jpg", test::cut_at(intact, 60));
+  // The smallest budget the pipeline accepts, found the way a user would: from the error.
+  std::uint64_t minimum = 0;
+  try {
+    (void)Pipeline::from_folder(dir.path().string()).read().decode_jpeg().batch(4).build(
+        {.memory_budget = 1024, .threads = 1, .on_error = OnError::kSkip});
+  } catch (const Error& e) {
+    ASSERT_EQ(e.code(), ErrorCode::kOutOfBudget) << e.what();
+    std::smatch m;
+    const std::string what = e.what();
+    ASSERT_TRUE(std::regex_search(what, m, std::regex("raise the budget to .* \\(([0-9]+) bytes\\)"))) << what;
+    minimum = std::stoull(m[1].str());
+  }
+  ASSERT_GT(minimum, 0u);
+  Loader loader = Pipeline::from_folder(dir.path().string()).read().decode_jpeg().batch(4).build(
+      {.memory_budget = minimum, .threads = 1, .on_error = OnError::kSkip});
+  std::multiset<int> labels;
+  for (Batch& b : loader.epoch(0)) {
+    for (const std::int32_t label : b.labels()) labels.insert(label);
+  }
+  EXPECT_EQ(labels.size(), 12u);
+  EXPECT_EQ(labels.count(1), 4u);
+  EXPECT_EQ(labels.count(2), 4u);
+  EXPECT_EQ(loader.stats().skipped_samples.size(), 1u);
+  EXPECT_LE(loader.stats().memory_peak, minimum);
+}
+
 }  // namespace
 }  // namespace sluice

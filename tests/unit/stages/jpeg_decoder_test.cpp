@@ -211,7 +211,8 @@ TEST(JpegDecoderFull, SmallImagesOfEverySubsamplingAndSizeMatchTjDecompress2) {
 }
 
 // The component planes of a small image are the decoder's own memory: planned by working_bytes(),
-// reserved against an attached budget, and refused (kOutOfBudget) when the budget cannot hold them.
+// reserved against an attached budget; when the budget cannot hold them the decode takes libjpeg's
+// own path instead, with the same pixels.
 TEST(JpegDecoderMemory, ComponentPlanesAreReservedAgainstTheAttachedBudget) {
   const Bytes small = encode_jpeg(make_pattern(32, 32, 3, 5), 32, 32, 3);
   const Bytes large = encode_jpeg(make_pattern(200, 150, 3, 5), 200, 150, 3);
@@ -220,7 +221,7 @@ TEST(JpegDecoderMemory, ComponentPlanesAreReservedAgainstTheAttachedBudget) {
 
   MemoryBudget budget(1 << 20);
   JpegDecoder decoder(options(Color::kRGB, true));
-  decoder.attach(budget, MemoryUse::kDecodeBuffers, std::chrono::milliseconds(0));
+  decoder.attach(budget, MemoryUse::kDecodeBuffers, {});
   (void)decode(decoder, large);
   EXPECT_EQ(budget.used(), 0u);
   (void)decode(decoder, small);
@@ -229,16 +230,47 @@ TEST(JpegDecoderMemory, ComponentPlanesAreReservedAgainstTheAttachedBudget) {
 
   MemoryBudget tiny(1024);
   JpegDecoder starved(options(Color::kRGB, true));
-  starved.attach(tiny, MemoryUse::kDecodeBuffers, std::chrono::milliseconds(0));
-  try {
-    (void)decode(starved, small);
-    FAIL() << "decoded without room for its planes";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kOutOfBudget) << e.what();
-  }
+  starved.attach(tiny, MemoryUse::kDecodeBuffers, {});
+  EXPECT_TRUE(decode(starved, small).pixels == turbo_decode(small, 1, TJPF_RGB, TJFLAG_FASTDCT).pixels);
   EXPECT_EQ(tiny.used(), 0u);
-  // The decoder is still usable after the refusal.
   EXPECT_TRUE(decode(decoder, small).pixels == turbo_decode(small, 1, TJPF_RGB, TJFLAG_FASTDCT).pixels);
+}
+
+// libjpeg's whole-image coefficient buffer of a progressive file (allocated at any DCT scale) is
+// counted from the header, held from the share or the free budget while the decode runs, and a
+// file that cannot have it fails with kTooLarge naming the bytes, not a deadline.
+TEST(JpegDecoderMemory, ProgressiveCoefficientsAreAccountedBeforeLibjpegAllocatesThem) {
+  const Bytes progressive =
+      encode_jpeg(make_pattern(320, 240, 3, 5), 320, 240, 3, {.subsampling = 2, .progressive = true});
+  const Bytes baseline = encode_jpeg(make_pattern(320, 240, 3, 5), 320, 240, 3, {.subsampling = 2});
+  JpegDecoder probe({});
+  // 4:2:0: luma 40x30 blocks, chroma 20x15 each (rounded to the sampling factors), 128 bytes a block.
+  EXPECT_EQ(probe.read_header(progressive).coefficient_bytes, (40u * 30 + 2 * 20 * 15) * 128);
+  EXPECT_EQ(probe.read_header(baseline).coefficient_bytes, 0u);
+  const Image reference = decode(probe, progressive, {4, {}});
+
+  MemoryBudget budget(300'000);
+  JpegDecoder decoder({});
+  decoder.attach(budget, MemoryUse::kDecodeBuffers, {.planes = 0, .coefficients = 100'000});
+  EXPECT_EQ(budget.used(), 100'000u);
+  EXPECT_TRUE(decode(decoder, progressive, {4, {}}).pixels == reference.pixels);
+  EXPECT_EQ(budget.used(), 230'400u);  // grown to what the image needed, and kept
+  auto rest = budget.try_reserve(budget.available(), MemoryUse::kBatches);
+  EXPECT_TRUE(decode(decoder, progressive, {8, {}}).pixels.size() > 0);  // within what it holds
+
+  MemoryBudget small(150'000);
+  JpegDecoder starved({});
+  starved.attach(small, MemoryUse::kDecodeBuffers, {.planes = 0, .coefficients = 100'000});
+  try {
+    (void)decode(starved, progressive, {8, {}});
+    FAIL() << "decoded without room for the coefficients";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTooLarge);
+    EXPECT_NE(e.cause().find("needs 225.00 KiB for libjpeg's coefficients at any scale"), std::string::npos)
+        << e.cause();
+  }
+  EXPECT_EQ(small.used(), 100'000u);
+  EXPECT_TRUE(decode(starved, baseline).pixels.size() > 0);  // the decoder is still usable
 }
 
 TEST(JpegDecoderFull, StridedOutputMatchesPackedOutputAndLeavesPaddingAlone) {
@@ -509,6 +541,83 @@ TEST(JpegDecoderColor, RgbColourspaceJpegToGreyIsLibjpegLuma) {
       ASSERT_EQ(g.pixels[i], (19595 * p[0] + 38470 * p[1] + 7471 * p[2] + 32768) >> 16) << i;
     }
   }
+}
+
+// Row bands (begin_rows / read_rows / end_rows), the decoder's way through an image larger than the
+// memory at hand: any band height gives decode()'s pixels, for every subsampling, CMYK, progressive
+// files, at every scale, whole and for regions.
+Image decode_in_bands(JpegDecoder& decoder, const Bytes& jpeg, JpegRequest request, int band) {
+  const JpegHeader h = decoder.read_header(jpeg);
+  const Rect r = decoder.begin_rows(jpeg, h, request);
+  EXPECT_EQ(r, decoder.decoded_region(h, request));
+  Image image{r.width, r.height, decoder.channels(), {}};
+  image.pixels.resize(static_cast<std::size_t>(r.width) * r.height * image.channels);
+  const std::ptrdiff_t stride = static_cast<std::ptrdiff_t>(r.width) * image.channels;
+  for (int y = 0; y < r.height; y += band) {
+    const int rows = std::min(band, r.height - y);
+    decoder.read_rows(ImageView{image.pixels.data() + y * stride, r.width, rows, image.channels, stride});
+  }
+  decoder.end_rows();
+  return image;
+}
+
+TEST(JpegDecoderBands, RowBandsOfAnyHeightEqualTheWholeDecode) {
+  struct Case { int subsampling; bool progressive; int channels; };
+  const Case cases[] = {{0, false, 3}, {1, false, 3}, {2, false, 3}, {3, false, 1}, {4, false, 3}, {5, false, 3},
+                        {2, true, 3}, {0, true, 3}, {2, false, 4}};
+  int checked = 0;
+  for (const Case& c : cases) {
+    const Bytes jpeg = encode_jpeg(make_pattern(157, 93, c.channels, 4), 157, 93, c.channels,
+                                   {.quality = 85, .subsampling = c.subsampling, .progressive = c.progressive,
+                                    .cmyk = c.channels == 4});
+    for (const Color color : {Color::kRGB, Color::kGrey}) {
+      JpegDecoder decoder(options(color));
+      for (const int denom : {1, 2, 8}) {
+        for (const Rect region : {Rect{}, Rect{13, 9, 60, 40}}) {
+          const JpegRequest request{denom, denom == 8 && region.width > 0 ? Rect{1, 1, 10, 6} : region};
+          const Image whole = decode(decoder, jpeg, request);
+          for (const int band : {1, 7, 16, 1000}) {
+            ASSERT_TRUE(decode_in_bands(decoder, jpeg, request, band).pixels == whole.pixels)
+                << "subsampling " << c.subsampling << (c.progressive ? " progressive" : "") << " channels "
+                << c.channels << " 1/" << denom << " band " << band;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 9 * 2 * 3 * 2 * 4);
+}
+
+TEST(JpegDecoderBands, AbandonedTruncatedAndWarnedBandDecodesBehaveAsDecodeDoes) {
+  const Bytes jpeg = encode_jpeg(make_pattern(320, 240, 3, 2), 320, 240, 3);
+  JpegDecoder decoder({});
+  const Image whole = decode(decoder, jpeg);
+  // Abandoned half-way: the next call starts clean.
+  const JpegHeader h = decoder.read_header(jpeg);
+  const Rect r = decoder.begin_rows(jpeg, h, {});
+  Bytes rows(static_cast<std::size_t>(r.width) * 3 * 50);
+  decoder.read_rows(ImageView{rows.data(), r.width, 50, 3, r.width * 3});
+  EXPECT_TRUE(decode(decoder, jpeg).pixels == whole.pixels);
+  EXPECT_THROW(decoder.read_rows(ImageView{rows.data(), r.width, 1, 3, r.width * 3}), Error);
+  EXPECT_THROW(decoder.end_rows(), Error);
+  // Truncated: the band that reaches the cut fails as decode() would; the decoder stays usable.
+  const Bytes cut(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(jpeg.size() / 2));
+  try {
+    (void)decode_in_bands(decoder, cut, {}, 16);
+    FAIL() << "the cut file decoded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.cause(), "truncated JPEG: the file ends before the last row to decode (Premature end of JPEG file)");
+  }
+  EXPECT_TRUE(decode_in_bands(decoder, jpeg, {}, 16).pixels == whole.pixels);
+  // Warned: decoded, and the warning reported.
+  const Bytes no_eoi(jpeg.begin(), jpeg.end() - 2);
+  EXPECT_TRUE(decode_in_bands(decoder, no_eoi, {}, 5).pixels == whole.pixels);
+  EXPECT_EQ(decoder.warnings().first, "Premature end of JPEG file");
+  // More rows than are left is a caller's error.
+  (void)decoder.begin_rows(jpeg, decoder.read_header(jpeg), {1, {0, 230, 320, 10}});
+  Bytes too_many(static_cast<std::size_t>(320) * 3 * 11);
+  EXPECT_THROW(decoder.read_rows(ImageView{too_many.data(), 320, 11, 3, 320 * 3}), Error);
 }
 
 // Bad input: the code, and a cause that says what is wrong.
