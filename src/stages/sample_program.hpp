@@ -141,9 +141,15 @@ class SampleProgram {
 
  private:
   void run_unchecked(const Item& item, const SampleKey& key, Workspace& ws, void* out) const;
-  // The whole image at full scale, from the cache or decoded and inserted (kDecoded caches).
-  ConstImageView cached_image(const Item& item, const SampleKey& key, Workspace& ws,
-                              MemoryCacheStore::Handle& held) const;
+  // The whole image at full scale, from the cache or decoded and inserted (kDecoded caches);
+  // nullopt when it is too large for the memory the worker holds or can get now.
+  std::optional<ConstImageView> cached_image(const Item& item, const SampleKey& key, Workspace& ws,
+                                             MemoryCacheStore::Handle& held) const;
+  // An image whose decoded region does not fit the memory the worker holds or can get now: decoded
+  // in row bands, each resampled into `out` as it comes, with the pixels of the whole-region path
+  // (sample_bands.cpp).
+  void decode_in_bands(const GeometryPlan& plan, std::span<const std::uint8_t> bytes, const JpegHeader& header,
+                       int denom, Workspace& ws, void* out) const;
   // The file's bytes, from the cache or read and inserted (kEncoded caches) or just read.
   std::span<const std::uint8_t> encoded_bytes(const Item& item, const SampleKey& key, Workspace& ws,
                                               MemoryCacheStore::Handle& held) const;
