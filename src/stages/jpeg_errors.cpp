@@ -106,16 +106,17 @@ Error libjpeg_failure(const JpegErrorManager& err, JpegPhase phase) {
   return Error(ErrorCode::kCorruptData, cause);
 }
 
-// Huffman decoders warn when they run out of bits (JWRN_HIT_MARKER); arithmetic decoders stuff
-// zeros without a word, and their last bytes legitimately run into the next marker, so for them
-// only an end above the last iMCU row is certain to lose rows (a cut inside the last row cannot be
-// told from a missing EOI). A progressive image is complete when every coefficient of every
-// component has been refined down to bit 0 (coef_bits 0); a sequential image in several scans
-// does not say which scans exist, so an early end there counts as missing scans.
+// Huffman decoders warn when they run out of bits (JWRN_HIT_MARKER). Arithmetic decoders stuff
+// zeros without a word, and legitimately so at the end of every scan (the encoder drops trailing
+// zero bytes), so an end of data while a scan's rows are being read cannot be told from a cut in
+// them: it counts as rows missing (a cut three bytes before EOI changes the last row's pixels; Pillow
+// refuses both). A progressive image is complete when every coefficient of every component has
+// been refined down to bit 0 (coef_bits 0); a sequential image in several scans does not say which
+// scans exist, so an early end there counts as missing scans.
 Truncation truncation_of(jpeg_decompress_struct& cinfo, const JpegErrorManager& err) {
   if (!err.data_ended) return Truncation::kNone;
   if (err.bits_made_up) return Truncation::kRowsMissing;
-  if (cinfo.arith_code && err.data_end_imcu_row + 1 < cinfo.total_iMCU_rows) return Truncation::kRowsMissing;
+  if (cinfo.arith_code && err.data_end_imcu_row < cinfo.total_iMCU_rows) return Truncation::kRowsMissing;
   if (cinfo.progressive_mode) {
     if (cinfo.coef_bits == nullptr) return Truncation::kScansMissing;
     for (int c = 0; c < cinfo.num_components; ++c) {
