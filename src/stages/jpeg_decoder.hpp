@@ -112,8 +112,8 @@ class JpegDecoder {
   void read_rows(ImageView rows);
   void end_rows();
 
-  // What libjpeg warned about in the last read_header() or decode() (a decode that goes on from
-  // read_header() includes the header's warnings).
+  // What libjpeg warned about in the last read_header(), decode() or band decode (one that goes
+  // on from read_header() includes the header's warnings).
   JpegWarnings warnings() const;
 
  private:
