@@ -139,7 +139,8 @@ Bytes cut_at(const Bytes& jpeg, std::size_t size) {
 }
 
 Bytes with_cut_scan(const Bytes& jpeg, int scan, double keep) {
-  const JpegSegment& data = nth_scan_data(jpeg_segments(jpeg), scan);
+  const auto segments = jpeg_segments(jpeg);
+  const JpegSegment& data = nth_scan_data(segments, scan);
   const auto kept = static_cast<std::size_t>(static_cast<double>(data.length) * keep);
   std::size_t from = data.offset + kept;
   if (from > data.offset && jpeg[from - 1] == 0xFF) --from;  // never leave half a marker or stuffed byte
@@ -147,12 +148,14 @@ Bytes with_cut_scan(const Bytes& jpeg, int scan, double keep) {
 }
 
 Bytes cut_in_scan(const Bytes& jpeg, int scan, double keep) {
-  const JpegSegment& data = nth_scan_data(jpeg_segments(jpeg), scan);
+  const auto segments = jpeg_segments(jpeg);
+  const JpegSegment& data = nth_scan_data(segments, scan);
   return cut_at(jpeg, data.offset + static_cast<std::size_t>(static_cast<double>(data.length) * keep));
 }
 
 Bytes with_zeroed_scan_bytes(const Bytes& jpeg, int scan, double at, std::size_t count) {
-  const JpegSegment& data = nth_scan_data(jpeg_segments(jpeg), scan);
+  const auto segments = jpeg_segments(jpeg);
+  const JpegSegment& data = nth_scan_data(segments, scan);
   Bytes out = jpeg;
   const std::size_t from = data.offset + static_cast<std::size_t>(static_cast<double>(data.length) * at);
   for (std::size_t k = from; k < from + count && k < data.offset + data.length; ++k) {
@@ -170,7 +173,10 @@ Bytes without_scan(const Bytes& jpeg, int scan) {
   return splice(jpeg, sos.offset, data.offset + data.length);
 }
 
-Bytes cut_before_scan(const Bytes& jpeg, int scan) { return cut_at(jpeg, nth_sos(jpeg_segments(jpeg), scan).offset); }
+Bytes cut_before_scan(const Bytes& jpeg, int scan) {
+  const auto segments = jpeg_segments(jpeg);
+  return cut_at(jpeg, nth_sos(segments, scan).offset);
+}
 
 Bytes encode_cmyk_libjpeg(const Bytes& cmyk, int width, int height, InkSpace space, int quality) {
   unsigned char* out = nullptr;
