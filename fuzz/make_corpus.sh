@@ -78,7 +78,7 @@ params() {
   local seed=$1 j byte
   for (( j = 0; j < 12; ++j )); do
     byte=$(( (seed * 37 + j * 101 + seed * j * 13 + (seed >> 2) * 7) & 255 ))
-    # Variant 0 keeps the strict decode settings (no accept_warnings, RGB) on byte 4.
+    # Variant 0 keeps the strict decode settings (strict, RGB) on byte 4.
     if (( j == 4 && seed % 2 == 0 )); then byte=$(( byte & 0xC0 )); fi
     printf "\\x$(printf %02x "$byte")"
   done

@@ -43,6 +43,7 @@ struct BenchOptions {
   std::string out = "f32";
   std::string layout = "nchw";
   std::string on_error = "fail";
+  bool strict_decode = false;  // libjpeg warnings fail the file (DecodeOptions::strict)
   std::string budget;
   std::string cache = "none";
   std::string dct = "fast";
@@ -135,7 +136,8 @@ Pipeline make_pipeline(const BenchOptions& o) {
   const CacheChoice cache = parse_cache(o.cache);
   p.read();
   if (cache.cache && !cache.decoded) add_cache(p, *cache.cache);
-  p.decode_jpeg({.color = o.color == "grey" ? Color::kGrey : Color::kRGB, .fast_dct = o.dct == "fast"});
+  p.decode_jpeg({.color = o.color == "grey" ? Color::kGrey : Color::kRGB, .fast_dct = o.dct == "fast",
+                 .strict = o.strict_decode});
   if (cache.cache && cache.decoded) add_cache(p, *cache.cache);
   if (o.transform == "eval") {
     p.resize_shorter(o.size * 256 / 224).center_crop(o.size);
@@ -194,38 +196,30 @@ PipelineDocument load_spec(BenchOptions& o) {
   return doc;
 }
 
-int run_bench(const BenchOptions& given) {
-  BenchOptions o = given;
-  const std::optional<PipelineDocument> doc = o.spec.empty() ? std::nullopt : std::optional(load_spec(o));
-  const std::uint64_t baseline_rss = peak_rss_bytes();  // before the pipeline holds anything
-  const Pipeline pipeline = doc ? Pipeline(doc->spec) : make_pipeline(o);
-  if (o.drop_cache) drop_page_cache(pipeline.spec());
-  Stopwatch setup;
-  Loader loader = pipeline.build(doc ? doc->build : build_options(o));
-  const double setup_seconds = setup.seconds();
-  const std::int64_t per_epoch = loader.samples_per_epoch();
+// What the epochs delivered: per-epoch rates, the checksum of every batch in order and, with
+// --per-batch, each batch's own.
+struct EpochRun {
+  json epochs = json::array();
+  json batch_checksums = json::array();
+  bool stopped = false;  // --stop-after-batches cut the run short
+  std::uint64_t checksum = 0;
+  std::int64_t images = 0;
+  double seconds = 0;
+};
+
+EpochRun run_epochs(Loader& loader, const BenchOptions& o, std::int64_t first_epoch) {
+  EpochRun run;
   std::atomic<std::uint64_t> done{0};
   XXH3_state_t* hash = XXH3_createState();
   XXH3_64bits_reset(hash);
-
-  std::int64_t first_epoch = 0;
-  if (!o.resume.empty()) {
-    std::ifstream in(o.resume, std::ios::binary);
-    if (!in) throw Error(ErrorCode::kNotFound, "cannot read the state file", o.resume);
-    const std::vector<std::uint8_t> state{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    loader.restore(state);
-    first_epoch = loader.resume_epoch();
-  }
-  json batch_checksums = json::array();
   std::int64_t delivered = 0;
-  bool stopped = false;
-  json epochs = json::array();
   std::int64_t last_hits = 0;
   std::int64_t last_misses = 0;
   Stopwatch clock;
   {
-    ProgressLine progress("bench", static_cast<std::uint64_t>(per_epoch) * o.epochs, done, stderr_is_terminal() && !o.json);
-    for (std::int64_t e = first_epoch; e < o.epochs && !stopped; ++e) {
+    ProgressLine progress("bench", static_cast<std::uint64_t>(loader.samples_per_epoch()) * o.epochs, done,
+                          stderr_is_terminal() && !o.json);
+    for (std::int64_t e = first_epoch; e < o.epochs && !run.stopped; ++e) {
       Stopwatch epoch_clock;
       std::int64_t images = 0;
       for (Batch& b : loader.epoch(e)) {
@@ -236,12 +230,12 @@ int run_bench(const BenchOptions& given) {
           const std::uint64_t one = XXH3_64bits(b.data().data, b.data().bytes()) ^
                                     XXH3_64bits(b.labels().data(), b.labels().size_bytes());
           std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(one));
-          batch_checksums.push_back(hex);
+          run.batch_checksums.push_back(hex);
         }
         images += b.size();
         done.fetch_add(static_cast<std::uint64_t>(b.size()), std::memory_order_relaxed);
         if (o.stop_after_batches > 0 && ++delivered == o.stop_after_batches) {
-          stopped = true;
+          run.stopped = true;
           break;
         }
       }
@@ -253,22 +247,64 @@ int run_bench(const BenchOptions& given) {
       const std::int64_t misses = c.misses - last_misses;
       last_hits = c.hits;
       last_misses = c.misses;
-      epochs.push_back({{"epoch", e}, {"images", images}, {"seconds", s}, {"images_per_sec", images / s},
-                        {"cache_hit_rate", hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0}});
+      run.epochs.push_back({{"epoch", e}, {"images", images}, {"seconds", s}, {"images_per_sec", images / s},
+                            {"cache_hit_rate", hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0}});
     }
   }
-  const double seconds = clock.seconds();
-  if (!o.save_state.empty()) {
-    const std::vector<std::uint8_t> state = loader.state();
-    std::ofstream out(o.save_state, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
-    if (!out) throw Error(ErrorCode::kIo, "cannot write the state file", o.save_state);
-  }
-  const std::uint64_t checksum = XXH3_64bits_digest(hash);
+  run.seconds = clock.seconds();
+  run.checksum = XXH3_64bits_digest(hash);
   XXH3_freeState(hash);
+  run.images = static_cast<std::int64_t>(done.load());
+  return run;
+}
+
+// --resume FILE: the epoch to start from, after restoring the loader's state.
+std::int64_t restore_state(Loader& loader, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::kNotFound, "cannot read the state file", path);
+  const std::vector<std::uint8_t> state{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  loader.restore(state);
+  return loader.resume_epoch();
+}
+
+void save_state(const Loader& loader, const std::string& path) {
+  const std::vector<std::uint8_t> state = loader.state();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
+  if (!out) throw Error(ErrorCode::kIo, "cannot write the state file", path);
+}
+
+void print_stage_times(const Stats& stats) {
+  std::cout << "  busy time per stage (summed over threads):\n";
+  for (const auto& s : stats.stages) {
+    if (s.items == 0) continue;
+    char line[160];
+    std::snprintf(line, sizeof line, "    %-12s %8.2f s  %6.1f us/item  %s\n", s.name.c_str(), s.busy_seconds,
+                  1e6 * s.busy_seconds / static_cast<double>(s.items), format_bytes(static_cast<std::uint64_t>(s.bytes)).c_str());
+    std::cout << line;
+  }
+}
+
+int run_bench(const BenchOptions& given) {
+  BenchOptions o = given;
+  const std::optional<PipelineDocument> doc = o.spec.empty() ? std::nullopt : std::optional(load_spec(o));
+  const std::uint64_t baseline_rss = peak_rss_bytes();  // before the pipeline holds anything
+  const Pipeline pipeline = doc ? Pipeline(doc->spec) : make_pipeline(o);
+  if (o.drop_cache) drop_page_cache(pipeline.spec());
+  Stopwatch setup;
+  Loader loader = pipeline.build(doc ? doc->build : build_options(o));
+  const double setup_seconds = setup.seconds();
+  const std::int64_t first_epoch = o.resume.empty() ? 0 : restore_state(loader, o.resume);
+  const EpochRun run = run_epochs(loader, o, first_epoch);
+  const double seconds = run.seconds;
+  const json& epochs = run.epochs;
+  const json& batch_checksums = run.batch_checksums;
+  const bool stopped = run.stopped;
+  const std::uint64_t checksum = run.checksum;
+  if (!o.save_state.empty()) save_state(loader, o.save_state);
 
   const Stats stats = loader.stats();
-  const std::int64_t images = static_cast<std::int64_t>(done.load());
+  const std::int64_t images = run.images;
   std::int64_t read_bytes = 0;
   json stages = json::array();
   for (const auto& s : stats.stages) {
@@ -279,6 +315,8 @@ int run_bench(const BenchOptions& given) {
   for (const auto& m : stats.memory) memory[m.use] = {{"used", m.used}, {"peak", m.peak}};
   json skipped_paths = json::array();
   for (const auto& s : stats.skipped_samples) skipped_paths.push_back(s.path);
+  json recovered = json::array();
+  for (const auto& r : stats.recovered_samples) recovered.push_back({{"path", r.path}, {"warning", r.warning}});
   char checksum_hex[17];
   std::snprintf(checksum_hex, sizeof checksum_hex, "%016llx", static_cast<unsigned long long>(checksum));
 
@@ -298,6 +336,8 @@ int run_bench(const BenchOptions& given) {
       {"out", o.out},
       {"skipped", stats.skipped},
       {"skipped_paths", skipped_paths},
+      {"recovered", stats.recovered},
+      {"recovered_samples", recovered},
       {"consumer_wait_seconds", stats.consumer_wait_seconds},
       {"baseline_rss_bytes", baseline_rss},
       {"memory_budget", stats.memory_budget},
@@ -326,14 +366,7 @@ int run_bench(const BenchOptions& given) {
     std::cout << "  epoch " << e["epoch"].get<int>() << ": " << static_cast<std::int64_t>(e["images_per_sec"].get<double>())
               << " images/s\n";
   }
-  std::cout << "  busy time per stage (summed over threads):\n";
-  for (const auto& s : stats.stages) {
-    if (s.items == 0) continue;
-    char line[160];
-    std::snprintf(line, sizeof line, "    %-12s %8.2f s  %6.1f us/item  %s\n", s.name.c_str(), s.busy_seconds,
-                  1e6 * s.busy_seconds / static_cast<double>(s.items), format_bytes(static_cast<std::uint64_t>(s.bytes)).c_str());
-    std::cout << line;
-  }
+  print_stage_times(stats);
   std::cout << "  consumer waited " << format_seconds(stats.consumer_wait_seconds) << "; peak RSS "
             << format_bytes(peak_rss_bytes()) << "; checksum " << checksum_hex << "\n";
   std::cout << "  memory: accounted peak " << format_bytes(stats.memory_peak);
@@ -358,6 +391,11 @@ int run_bench(const BenchOptions& given) {
   std::cout << "  skipped " << stats.skipped << " sample(s)";
   for (const auto& s : stats.skipped_samples) std::cout << "\n    " << s.path << ": " << s.cause;
   std::cout << "\n";
+  if (stats.recovered > 0) {
+    std::cout << "  recovered " << stats.recovered << " file(s) in spite of libjpeg warnings (--strict-decode fails them)";
+    for (const auto& r : stats.recovered_samples) std::cout << "\n    " << r.path << ": " << r.warning;
+    std::cout << "\n";
+  }
   if (o.json) {
     json out = result;
     if (o.per_batch) out["batch_checksums"] = batch_checksums;
@@ -398,6 +436,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--shuffle-buffer", options->shuffle_buffer, "Shuffle buffer of N samples (0: none)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--on-error", options->on_error, "fail or skip bad files")->check(CLI::IsMember({"fail", "skip"}))->capture_default_str();
+  cmd->add_flag("--strict-decode", options->strict_decode,
+                "Fail files libjpeg warns about (default: decode them when every row is there, and count them)");
   cmd->add_option("--budget", options->budget, "Memory budget every buffer fits in, e.g. 512MiB");
   cmd->add_option("--cache", options->cache, "none | memory | memory:SIZE | disk:PATH, optionally ,decoded")
       ->capture_default_str();
@@ -417,8 +457,8 @@ void add_bench_command(CLI::App& app) {
     if (!options->spec.empty()) {
       for (const char* name : {"--data", "--list", "--transform", "--size", "--padding", "--batch", "--seed",
                                "--shuffle", "--out", "--layout", "--dct", "--color", "--mean", "--std", "--prefetch",
-                               "--in-flight", "--shuffle-buffer", "--on-error", "--budget", "--cache", "--device",
-                               "--normalize-on-device"}) {
+                               "--in-flight", "--shuffle-buffer", "--on-error", "--strict-decode", "--budget", "--cache",
+                               "--device", "--normalize-on-device"}) {
         if (cmd->count(name) > 0) {
           throw CLI::ValidationError("--spec", std::string("excludes ") + name + ": the spec describes the whole pipeline");
         }

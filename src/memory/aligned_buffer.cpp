@@ -24,8 +24,18 @@ void AlignedBuffer::attach(MemoryBudget& budget, MemoryUse use, std::chrono::mil
   reservation_ = budget.empty(use);
   budget_ = &budget;
   wait_ = wait;
+  growth_ = Growth::kDeadline;
   if (capacity_ > 0 && !budget.try_grow(reservation_, capacity_, Reclaim::kYes)) {
     throw Error(ErrorCode::kOutOfBudget, "a buffer of " + format_bytes(capacity_) + " does not fit the memory budget");
+  }
+}
+
+void AlignedBuffer::attach_share(MemoryBudget& budget, MemoryUse use, std::size_t share) {
+  attach(budget, use, std::chrono::milliseconds(0));
+  growth_ = Growth::kShare;
+  if (share > reservation_.bytes() && !budget.try_grow(reservation_, share - reservation_.bytes(), Reclaim::kYes)) {
+    throw Error(ErrorCode::kOutOfBudget, "a worker's " + std::string(to_string(use)) + " share of " +
+                                             format_bytes(share) + " does not fit the memory budget");
   }
 }
 
@@ -37,16 +47,40 @@ void AlignedBuffer::reserve_exact(std::size_t bytes) {
   if (bytes > capacity_) grow_to(page_capacity(bytes));
 }
 
+bool AlignedBuffer::try_reserve(std::size_t bytes) {
+  if (bytes <= capacity_) return true;
+  const std::size_t rounded = rounded_capacity(bytes);
+  if (budget_ != nullptr && rounded > reservation_.bytes() &&
+      !budget_->try_grow(reservation_, rounded - reservation_.bytes(), Reclaim::kYes)) {
+    return false;
+  }
+  allocate(rounded);
+  return true;
+}
+
 void AlignedBuffer::grow_to(std::size_t rounded) {
   if (budget_ != nullptr && rounded > reservation_.bytes()) {
     const std::uint64_t more = rounded - reservation_.bytes();
-    if (!budget_->grow(reservation_, more, MemoryBudget::Clock::now() + wait_)) {
+    const std::string use(to_string(reservation_.use()));
+    if (growth_ == Growth::kShare) {
+      if (!budget_->grow_while_releases_pending(reservation_, more)) {
+        throw Error(ErrorCode::kTooLarge,
+                    "needs a " + use + " buffer of " + format_bytes(rounded) + ", " + format_bytes(more) +
+                        " more than this worker holds, and the memory budget of " + format_bytes(budget_->limit()) +
+                        " has " + format_bytes(budget_->available()) + " free: raise the budget by at least " +
+                        format_bytes(more));
+      }
+    } else if (!budget_->grow(reservation_, more, MemoryBudget::Clock::now() + wait_)) {
       throw Error(ErrorCode::kOutOfBudget,
-                  "needs " + format_bytes(more) + " more for a " + std::string(to_string(reservation_.use())) +
-                      " buffer, and the memory budget of " + format_bytes(budget_->limit()) + " has " +
-                      format_bytes(budget_->available()) + " free: raise the budget or lower the batch size");
+                  "needs " + format_bytes(more) + " more for a " + use + " buffer, and the memory budget of " +
+                      format_bytes(budget_->limit()) + " has " + format_bytes(budget_->available()) +
+                      " free: raise the budget or lower the batch size");
     }
   }
+  allocate(rounded);
+}
+
+void AlignedBuffer::allocate(std::size_t rounded) {
   auto* p = static_cast<std::uint8_t*>(::operator new(rounded, std::align_val_t{kAlignment}));
   if (data_ != nullptr) ::operator delete(data_, std::align_val_t{kAlignment});
   data_ = p;

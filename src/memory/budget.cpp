@@ -28,8 +28,10 @@ Reservation& Reservation::operator=(Reservation&& other) noexcept {
     budget_ = other.budget_;
     bytes_ = other.bytes_;
     use_ = other.use_;
+    transient_ = other.transient_;
     other.budget_ = nullptr;
     other.bytes_ = 0;
+    other.transient_ = false;
   }
   return *this;
 }
@@ -42,9 +44,14 @@ void Reservation::shrink(std::uint64_t bytes) {
 }
 
 void Reservation::reset() {
-  if (budget_ != nullptr) budget_->give_back(bytes_, use_);
+  if (budget_ != nullptr) {
+    budget_->give_back(bytes_, use_);
+    // After the bytes are back: a waiter that sees no transient left also sees their memory.
+    if (transient_) budget_->end_transient();
+  }
   budget_ = nullptr;
   bytes_ = 0;
+  transient_ = false;
 }
 
 MemoryBudget::MemoryBudget(std::uint64_t limit) : limit_(limit) {}
@@ -146,6 +153,50 @@ bool MemoryBudget::grow(Reservation& r, std::uint64_t more, Clock::time_point de
   if (cancelled_.load(std::memory_order_acquire) && !ok) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
   if (ok) r.bytes_ += more;
   return ok;
+}
+
+bool MemoryBudget::take_while_releases_pending(std::uint64_t bytes, MemoryUse use) {
+  if (cancelled_.load(std::memory_order_acquire)) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
+  if (take_or_reclaim(bytes, use, Reclaim::kYes)) return true;
+  if (limit_ != 0 && bytes > limit_) return false;
+  waiters_.fetch_add(1, std::memory_order_acq_rel);
+  std::unique_lock lock(mutex_);
+  bool ok = false;
+  // Each check under the lock: releases notify under it, and end_transient() changes the count
+  // under it, so a release between a check and the wait cannot be missed.
+  while (!cancelled_.load(std::memory_order_acquire)) {
+    if (take(bytes, use)) {
+      ok = true;
+      break;
+    }
+    if (transients_.load(std::memory_order_acquire) == 0) break;
+    released_.wait(lock);
+  }
+  lock.unlock();
+  waiters_.fetch_sub(1, std::memory_order_acq_rel);
+  if (cancelled_.load(std::memory_order_acquire) && !ok) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
+  return ok;
+}
+
+std::optional<Reservation> MemoryBudget::reserve_transient(std::uint64_t bytes, MemoryUse use) {
+  if (!take_while_releases_pending(bytes, use)) return std::nullopt;
+  {
+    std::lock_guard lock(mutex_);
+    transients_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  return Reservation(this, bytes, use, Reservation::Lifetime::kTransient);
+}
+
+bool MemoryBudget::grow_while_releases_pending(Reservation& r, std::uint64_t more) {
+  if (!take_while_releases_pending(more, r.use_)) return false;
+  r.bytes_ += more;
+  return true;
+}
+
+void MemoryBudget::end_transient() noexcept {
+  std::lock_guard lock(mutex_);
+  transients_.fetch_sub(1, std::memory_order_acq_rel);
+  released_.notify_all();
 }
 
 void MemoryBudget::cancel() {

@@ -65,6 +65,8 @@ std::string stats_to_json(const Stats& stats) {
   }
   ordered_json skipped = ordered_json::array();
   for (const auto& s : stats.skipped_samples) skipped.push_back({{"path", s.path}, {"cause", s.cause}});
+  ordered_json recovered = ordered_json::array();
+  for (const auto& r : stats.recovered_samples) recovered.push_back({{"path", r.path}, {"warning", r.warning}});
   ordered_json memory = ordered_json::object();
   for (const auto& m : stats.memory) memory[m.use] = {{"used", m.used}, {"peak", m.peak}};
   j["stages"] = std::move(stages);
@@ -72,6 +74,8 @@ std::string stats_to_json(const Stats& stats) {
   j["batches"] = stats.batches;
   j["skipped"] = stats.skipped;
   j["skipped_samples"] = std::move(skipped);
+  j["recovered"] = stats.recovered;
+  j["recovered_samples"] = std::move(recovered);
   j["consumer_wait_seconds"] = stats.consumer_wait_seconds;
   j["threads"] = stats.threads;
   j["memory_budget"] = stats.memory_budget;

@@ -23,10 +23,6 @@ constexpr int kMaxReplacements = 64;
 // The deepest prefetch the autotuner may choose, and so the most ring slots.
 constexpr int kMaxPrefetch = 8;
 constexpr int kMaxSlots = kMaxPrefetch + 2;
-// How long a worker waits for room in the budget for a buffer its sample needs. Working memory
-// is given back only by caches (asked before waiting) and retired batch slots, so a long wait
-// rarely helps; the sample then fails with kOutOfBudget, saying what to raise.
-constexpr std::chrono::milliseconds kBufferWait{2000};
 constexpr std::chrono::milliseconds kTuningPeriod{250};
 
 double busy_seconds(const std::vector<std::unique_ptr<stages::SampleProgram::Workspace>>& workspaces) {
@@ -79,15 +75,8 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
   }
   order_reservation_ = *budget_.try_reserve(memory_plan_.index_bytes, MemoryUse::kShuffle);
 
-  for (int i = 0; i < threads_; ++i) {
-    auto ws = program_->make_workspace();
-    ws->file.attach(budget_, MemoryUse::kReadBuffers, kBufferWait);
-    ws->decoded.attach(budget_, MemoryUse::kDecodeBuffers, kBufferWait);
-    ws->resized.attach(budget_, MemoryUse::kDecodeBuffers, kBufferWait);
-    ws->scratch.attach(budget_, MemoryUse::kDecodeBuffers, kBufferWait);
-    ws->decoder.attach(budget_, MemoryUse::kDecodeBuffers, kBufferWait);
-    workspaces_.push_back(std::move(ws));
-  }
+  // Before any batch slot: each worker holds the working memory the plan gave it from the start.
+  for (int i = 0; i < threads_; ++i) workspaces_.push_back(program_->make_workspace(budget_, memory_plan_.share));
 
   slots_.resize(kMaxSlots);
   free_slots_ = std::make_unique<FreeSlots>(static_cast<std::size_t>(kMaxSlots));
@@ -556,6 +545,8 @@ Stats LoaderImpl::stats() const {
   }
   stats.tuning = TuningStats{in_flight_.load(), prefetch_.load(), autotuner_ != nullptr,
                              autotuner_ ? autotuner_->decisions() : 0};
+  stats.recovered = program_->recovered().count();
+  stats.recovered_samples = program_->recovered().listed();
   std::lock_guard lock(skip_mutex_);
   stats.skipped = skipped_;
   stats.skipped_samples = skipped_samples_;

@@ -50,7 +50,6 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   const int channels = config.decode.color == Color::kGrey ? 1 : 3;
   std::uint64_t largest_file = 0;
   std::uint64_t largest_image = 0;
-  std::uint64_t decoder_bytes = 0;  // the decoder's own working memory (component planes)
   const std::int64_t size_step = std::max<std::int64_t>(1, n / kSizeProbes);
   for (std::int64_t i = 0; i < n; i += size_step) {
     try {
@@ -62,6 +61,7 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   }
   AlignedBuffer bytes;
   stages::JpegDecoder decoder(config.decode);
+  stages::DecoderShare decoder_share;
   const std::int64_t header_step = std::max<std::int64_t>(1, n / kHeaderProbes);
   for (std::int64_t i = 0; i < n && m.probed < kHeaderProbes; i += header_step) {
     try {
@@ -70,8 +70,9 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
       const stages::JpegHeader h = decoder.read_header({bytes.data(), size});
       largest_image = std::max<std::uint64_t>(largest_image, static_cast<std::uint64_t>(h.width) * h.height * channels);
       if (const std::size_t planes = stages::JpegDecoder::working_bytes(h.width, h.height); planes > 0) {
-        decoder_bytes = std::max<std::uint64_t>(decoder_bytes, AlignedBuffer::rounded_capacity(planes));
+        decoder_share.planes = std::max<std::uint64_t>(decoder_share.planes, AlignedBuffer::rounded_capacity(planes));
       }
+      decoder_share.coefficients = std::max(decoder_share.coefficients, h.coefficient_bytes);
       ++m.probed;
     } catch (const Error&) {
       // A bad file says nothing about memory; the run will report it.
@@ -82,9 +83,13 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   };
   const std::uint64_t out_row = static_cast<std::uint64_t>(config.output.width) * channels;
   const std::uint64_t out = out_row * static_cast<std::uint64_t>(config.output.height);
-  m.file_bytes = largest_file ? with_headroom(largest_file) : 0;
-  m.decode_bytes = (largest_image ? with_headroom(largest_image) : 0) + decoder_bytes +
-                   AlignedBuffer::rounded_capacity(out) + AlignedBuffer::rounded_capacity(out_row * kScratchPerRowByte);
+  m.share.file = largest_file ? with_headroom(largest_file) : 0;
+  m.share.decoded = largest_image ? with_headroom(largest_image) : 0;
+  m.share.resized = AlignedBuffer::rounded_capacity(out);
+  m.share.scratch = AlignedBuffer::rounded_capacity(out_row * kScratchPerRowByte);
+  // Coefficients are accounted, not allocated by us: the same headroom, no power-of-two rounding.
+  decoder_share.coefficients = static_cast<std::uint64_t>(static_cast<double>(decoder_share.coefficients) * kHeadroom);
+  m.share.decoder = decoder_share;
   return m;
 }
 

@@ -1,8 +1,10 @@
 // MemoryPlan: what a pipeline needs at least, computed by build() before any thread starts, so a
 // pipeline that cannot run inside its budget fails there, with the numbers, rather than halfway
-// through an epoch. Per-worker working memory is estimated from a few probed files (their size
-// and JPEG header); images larger than those grow their worker's buffers at run time, inside
-// the budget (waiting for room, or failing that sample with kOutOfBudget).
+// through an epoch. Per-worker working memory (the share each worker reserves when it is made) is
+// estimated from probed files (their size and JPEG header). An image larger than those takes
+// free budget if there is some; else its decode goes in row bands inside the share, and only
+// what cannot shrink (a larger file, a progressive image's coefficients) waits while another
+// worker's transient memory may come back, or fails that sample (kTooLarge, skippable).
 #pragma once
 
 #include <cstdint>
@@ -15,13 +17,13 @@ namespace sluice::runtime {
 struct MemoryPlan {
   std::uint64_t batch_bytes = 0;      // one ring slot: samples and labels
   int min_slots = 3;                  // prefetch + 2 at the smallest prefetch depth
-  std::uint64_t file_bytes = 0;       // per worker: the largest probed file
-  std::uint64_t decode_bytes = 0;     // per worker: decoded image, decoder planes, resampled sample, scratch
+  stages::WorkspaceShare share;       // per worker: file, decoded image, resampled sample, scratch,
+                                      // decoder planes and libjpeg coefficients
   std::uint64_t index_bytes = 0;      // the epoch order's index arrays
   int threads = 1;
   int probed = 0;                     // files probed for the estimate
 
-  std::uint64_t workspace_bytes() const { return file_bytes + decode_bytes; }
+  std::uint64_t workspace_bytes() const { return share.total(); }
   std::uint64_t minimum() const {
     return batch_bytes * static_cast<std::uint64_t>(min_slots) + workspace_bytes() * static_cast<std::uint64_t>(threads) +
            index_bytes;

@@ -9,16 +9,21 @@
 // decompressor state can.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string_view>
 
 #include "sluice/core/image.hpp"
 #include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/options.hpp"
 
 namespace sluice::stages {
+
+enum class OnWarning : std::uint8_t;  // stages/jpeg_errors.hpp
+struct RowJob;                         // stages/jpeg_rows.hpp
+enum class RowStatus : std::uint8_t;
 
 struct JpegHeader {
   int width = 0;
@@ -29,9 +34,26 @@ struct JpegHeader {
   // single-component image whatever factor it declares, as jpeg_crop_scanline aligns it.
   int imcu_width = 8;
   int imcu_height = 8;
+  // libjpeg's whole-image coefficient buffer, which it allocates for a file in several scans (a
+  // progressive one above all) at any DCT scale, region or band: 128 bytes an 8x8 block.
+  std::uint64_t coefficient_bytes = 0;
   // Set by read_header(): a decode() of the same bytes with this header, before any other call
   // to the decoder, starts from the header already parsed. 0 (a header made by hand) re-parses.
   std::uint64_t token = 0;
+};
+
+// What libjpeg warned about while reading the last header or decoding the last image, when that
+// call succeeded: a file decoded in spite of warnings is "recovered" (Stats::recovered). `first`
+// points into the decoder and is valid until its next call.
+struct JpegWarnings {
+  int count = 0;
+  std::string_view first;
+};
+
+// What the memory plan gives a decoder (runtime/memory_plan.cpp), reserved when it is attached.
+struct DecoderShare {
+  std::uint64_t planes = 0;        // the component planes of small images (working_bytes())
+  std::uint64_t coefficients = 0;  // libjpeg's coefficient buffers (JpegHeader::coefficient_bytes)
 };
 
 struct JpegRequest {
@@ -62,24 +84,49 @@ class JpegDecoder {
 
   int channels() const;  // 3 for Color::kRGB, 1 for Color::kGrey
 
-  // Accounts the decoder's own buffers (the component planes of small images) against `budget`
-  // from now on, as AlignedBuffer::attach does: a decode() that needs more waits up to `wait` for
-  // room, then throws sluice::Error(kOutOfBudget). libjpeg-turbo's internal pool stays outside.
-  void attach(MemoryBudget& budget, MemoryUse use, std::chrono::milliseconds wait);
+  // Accounts the decoder's working memory against `budget` from now on, holding `share` at once:
+  // its own component planes (a small image whose planes do not fit takes libjpeg's path, which
+  // gives the same pixels), and libjpeg's coefficient buffer of a file in several scans, reserved
+  // before libjpeg allocates it (past the share: free budget, else a transient reservation,
+  // MemoryBudget::reserve_transient; failing both, kTooLarge naming the bytes). libjpeg-turbo's
+  // other per-image memory (tables, a few rows) stays outside.
+  void attach(MemoryBudget& budget, MemoryUse use, const DecoderShare& share);
 
   // Working memory this decoder keeps for a whole-image decode of a width x height image beyond
   // libjpeg-turbo's own: the component planes of a small image (see jpeg_decoder.cpp), else 0.
   static std::size_t working_bytes(int width, int height);
 
   // Decodes into out (decoded_region() size, channels() channels, any stride). Throws
-  // sluice::Error without a path: kCorruptData for damaged data, including libjpeg warnings such
-  // as a premature end of file unless options.accept_warnings.
+  // sluice::Error without a path: kCorruptData for damaged data and for a file that ends before
+  // the rows asked for (libjpeg would make them up); with options.strict, for any libjpeg warning
+  // too. Without it, warnings are counted in warnings() and the decode goes on, as Pillow's does.
   void decode(std::span<const std::uint8_t> jpeg, const JpegHeader& header,
               const JpegRequest& request, ImageView out);
+
+  // Row bands, for a region too large to hold at once: begin_rows() sets up the decode of
+  // `request` and returns decoded_region(); read_rows() fills `rows` (the region's width, any
+  // stride) with its next rows, top to bottom, as many as `rows` is high; end_rows() after the
+  // last one. The pixels, errors and warnings are decode()'s. Any other call abandons a band
+  // decode in progress.
+  Rect begin_rows(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request);
+  void read_rows(ImageView rows);
+  void end_rows();
+
+  // What libjpeg warned about in the last read_header(), decode() or band decode (one that goes
+  // on from read_header() includes the header's warnings).
+  JpegWarnings warnings() const;
 
  private:
   // The columns asked of jpeg_crop_scanline (before its alignment) and the rows to decode.
   Rect columns_for_libjpeg(const JpegHeader& header, const JpegRequest& request) const;
+  OnWarning on_warning() const;
+  RowJob prepare(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request,
+                 const Rect& region);
+  void check_rows(RowStatus status, const RowJob& job, const JpegHeader& header, const JpegRequest& request) const;
+  void abandon_rows();
+  // Reserves the coefficient buffer `header` needs beyond what the decoder holds: kept when the
+  // budget has room, else transient (returned); throws kTooLarge when it cannot have it.
+  std::optional<Reservation> reserve_coefficients(const JpegHeader& header);
 
   struct State;
   std::unique_ptr<State> state_;

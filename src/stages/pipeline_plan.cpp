@@ -1,6 +1,7 @@
 // Planning a pipeline: checks the stage chain, loads the data set and assembles the plan.
 #include "stages/pipeline_plan.hpp"
 
+#include <algorithm>
 #include <string>
 #include <variant>
 #include <vector>
@@ -20,21 +21,45 @@ std::string at(std::size_t index, const spec::Stage& stage) {
   return std::string(spec::name_of(stage)) + " (stage " + std::to_string(index + 1) + ")";
 }
 
-// The output size when no op fixes it: the first image's, every other image must match.
-Size2 probe_first_image(const Dataset& dataset, const DecodeOptions& decode, const ReadOptions& read, FileOps* ops) {
-  const Item& first = dataset.items.front();
+// Files probed for the sample size under OnError::kSkip before the data set counts as unreadable
+// (the loader gives up on as many bad replacements in a row).
+constexpr int kMaxSizeProbes = 64;
+
+// The output size when no op fixes it: that of the first image the pipeline reads (epoch 0's
+// order) that gives a JPEG header; every other image must match. A file before it that gives none
+// is bad input like any other: under kFail build() fails naming it (epoch 0 would fail on it
+// first), under kSkip the probe goes on to the next (the epoch will skip and count it).
+Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_options, const DecodeOptions& decode,
+                        const ReadOptions& read, const BuildOptions& options) {
+  std::vector<std::int64_t> order;
+  EpochOrder(order_options).compute(0, order);
   AlignedBuffer bytes;
   JpegDecoder decoder(decode);
-  try {
-    const std::size_t n = read_file(first.path, bytes, read.max_file_size, ops);
-    const JpegHeader h = decoder.read_header({bytes.data(), n});
-    return {h.width, h.height};
-  } catch (const Error& e) {
-    throw Error(e.code(),
-                "cannot fix the sample size from the first image (" + e.cause() +
-                    "); add resize() or a crop so the pipeline fixes it",
-                first.path);
+  const std::size_t probes = std::min<std::size_t>(order.size(), kMaxSizeProbes);
+  for (std::size_t i = 0; i < probes; ++i) {
+    const Item& item = dataset.items[static_cast<std::size_t>(order[i])];
+    try {
+      const std::size_t n = read_file(item.path, bytes, read.max_file_size, options.file_ops);
+      const JpegHeader h = decoder.read_header({bytes.data(), n});
+      return {h.width, h.height};
+    } catch (const Error& e) {
+      if (options.on_error == OnError::kFail) {
+        throw Error(e.code(),
+                    "cannot fix the sample size from the first image the pipeline reads (" + e.cause() +
+                        "); under OnError::kSkip the next image fixes it, or add resize() or a crop so the "
+                        "pipeline fixes it",
+                    item.path);
+      }
+      if (i + 1 == probes) {
+        throw Error(e.code(),
+                    "cannot fix the sample size: none of the first " + std::to_string(probes) +
+                        " images the pipeline reads gives a JPEG header (the last: " + e.cause() +
+                        "); check the data set with `sluice inspect`",
+                    item.path);
+      }
+    }
   }
+  throw Error(ErrorCode::kInternal, "probe_sample_size: no image to probe");  // plan_pipeline refuses empty shards
 }
 
 using stage::Phase;
@@ -173,7 +198,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
 
   program.file_ops = options.file_ops;
   program.output = geometry.out ? *geometry.out
-                                : probe_first_image(plan.dataset, program.decode, program.read, options.file_ops);
+                                : probe_sample_size(plan.dataset, plan.order, program.decode, program.read, options);
   plan.program = std::move(program);
   return plan;
 }

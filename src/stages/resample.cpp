@@ -343,8 +343,44 @@ std::size_t Resampler::scratch_bytes() const {
   return row_bytes * static_cast<std::size_t>(ring_rows());
 }
 
+std::pair<int, int> Resampler::rows_read(int first_row, int last_row) const {
+  int lo = INT_MAX;
+  int hi = INT_MIN;
+  for (int o = first_row; o < last_row; ++o) {
+    lo = std::min(lo, y_.first[o]);
+    hi = std::max(hi, y_.first[o] + y_.count[o]);
+  }
+  return {lo, hi};
+}
+
+// Padding: whole rows above and below, margins left and right of the rest.
+void Resampler::fill_padding(ImageView dst, int row_begin, int row_end) const {
+  const std::size_t out_row_bytes = static_cast<std::size_t>(dst.width) * params_.channels;
+  const std::size_t left = static_cast<std::size_t>(x_.begin) * params_.channels;
+  const std::size_t right = out_row_bytes - static_cast<std::size_t>(x_.end) * params_.channels;
+  for (int o = row_begin; o < row_end; ++o) {
+    std::uint8_t* row = dst.row(o);
+    if (o < y_.begin || o >= y_.end) {
+      std::memset(row, params_.fill, out_row_bytes);
+    } else {
+      if (left != 0) std::memset(row, params_.fill, left);
+      if (right != 0) std::memset(row + out_row_bytes - right, params_.fill, right);
+    }
+  }
+}
+
+std::pair<int, int> Resampler::source_rows(int o) const {
+  if (o < y_.begin || o >= y_.end || x_.end == x_.begin) return {0, 0};
+  return {y_.first[o], y_.first[o] + y_.count[o]};
+}
+
 void Resampler::run(ConstImageView src, int src_x0, int src_y0, ImageView dst,
                     std::span<std::uint8_t> scratch) const {
+  run_rows(src, src_x0, src_y0, dst, 0, params_.y.out_size, scratch);
+}
+
+void Resampler::run_rows(ConstImageView src, int src_x0, int src_y0, ImageView dst, int row_begin, int row_end,
+                         std::span<std::uint8_t> scratch) const {
   const int channels = params_.channels;
   if (params_.x.out_size <= 0) invalid("run() before setup()");
   if (dst.width != params_.x.out_size || dst.height != params_.y.out_size ||
@@ -352,18 +388,27 @@ void Resampler::run(ConstImageView src, int src_x0, int src_y0, ImageView dst,
     invalid("dst must be " + std::to_string(params_.x.out_size) + "x" +
             std::to_string(params_.y.out_size) + "x" + std::to_string(channels));
   }
+  if (row_begin < 0 || row_end > dst.height || row_begin > row_end) {
+    invalid("rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) + ") of a " +
+            std::to_string(dst.height) + "-row output");
+  }
   const std::uint8_t fill = params_.fill;
   const std::size_t out_row_bytes = static_cast<std::size_t>(dst.width) * channels;
   const Rect fp = footprint();
   if (fp.width == 0) {
-    for (int o = 0; o < dst.height; ++o) std::memset(dst.row(o), fill, out_row_bytes);
+    for (int o = row_begin; o < row_end; ++o) std::memset(dst.row(o), fill, out_row_bytes);
     return;
   }
-  if (src.channels != channels || src_x0 > fp.x || src_y0 > fp.y ||
-      src_x0 + src.width < fp.x + fp.width || src_y0 + src.height < fp.y + fp.height) {
-    invalid("src must hold the footprint [" + std::to_string(fp.x) + ", " +
-            std::to_string(fp.x + fp.width) + ") x [" + std::to_string(fp.y) + ", " +
-            std::to_string(fp.y + fp.height) + ") with " + std::to_string(channels) + " channels");
+  // The output rows that read the source, and the source rows they read.
+  const int first_row = std::max(row_begin, y_.begin);
+  const int last_row = std::min(row_end, y_.end);
+  const auto [lo, hi] = rows_read(first_row, last_row);
+  if (first_row < last_row &&
+      (src.channels != channels || src_x0 > fp.x || src_y0 > lo || src_x0 + src.width < fp.x + fp.width ||
+       src_y0 + src.height < hi)) {
+    invalid("src must hold the footprint [" + std::to_string(fp.x) + ", " + std::to_string(fp.x + fp.width) +
+            ") x [" + std::to_string(lo) + ", " + std::to_string(hi) + ") with " + std::to_string(channels) +
+            " channels");
   }
   if (scratch.size() < scratch_bytes()) {
     invalid("scratch holds " + std::to_string(scratch.size()) + " bytes, needs " +
@@ -373,18 +418,8 @@ void Resampler::run(ConstImageView src, int src_x0, int src_y0, ImageView dst,
   if (kernels == nullptr)
     invalid(std::string("this CPU cannot run the ") + to_string(isa_) + " kernels");
 
-  // Padding: whole rows above and below, margins left and right of the rest.
+  fill_padding(dst, row_begin, row_end);
   const std::size_t left = static_cast<std::size_t>(x_.begin) * channels;
-  const std::size_t right = out_row_bytes - static_cast<std::size_t>(x_.end) * channels;
-  for (int o = 0; o < dst.height; ++o) {
-    std::uint8_t* row = dst.row(o);
-    if (o < y_.begin || o >= y_.end) {
-      std::memset(row, fill, out_row_bytes);
-    } else {
-      if (left != 0) std::memset(row, fill, left);
-      if (right != 0) std::memset(row + out_row_bytes - right, fill, right);
-    }
-  }
 
   const int row_bytes = (x_.end - x_.begin) * channels;
   const int src_bytes = src.width * channels;
@@ -406,19 +441,19 @@ void Resampler::run(ConstImageView src, int src_x0, int src_y0, ImageView dst,
   };
 
   if (x_.identity && y_.identity) {  // a crop or pad: row copies
-    for (int o = y_.begin; o < y_.end; ++o) {
+    for (int o = first_row; o < last_row; ++o) {
       std::memcpy(dst.row(o) + left, src_row(y_.first[o]) + x_offset, row_bytes);
     }
     return;
   }
   if (y_.identity) {  // one horizontal pass straight into dst
-    for (int o = y_.begin; o < y_.end; ++o) {
+    for (int o = first_row; o < last_row; ++o) {
       kernels->horizontal(src_row(y_.first[o]), src_x0, src_bytes, taps, dst.row(o) + left);
     }
     return;
   }
   if (x_.identity) {  // one vertical pass straight from src
-    for (int o = y_.begin; o < y_.end; ++o) {
+    for (int o = first_row; o < last_row; ++o) {
       kernels->vertical(src_row(y_.first[o]) + x_offset, src.stride, y_weights(o), y_.count[o],
                         row_bytes, dst.row(o) + left);
     }
@@ -438,12 +473,12 @@ void Resampler::run(ConstImageView src, int src_x0, int src_y0, ImageView dst,
     kernels->horizontal(src_row(y), src_x0, src_bytes, taps, out);
     if (ring) std::memcpy(tmp_row(slot(y) + period), out, row_bytes);
   };
-  int done = y_.lo;  // with monotone taps, rows below `done` are resampled or never needed
+  int done = lo;  // with monotone taps, rows below `done` are resampled or never needed
   if (!y_.monotone) {
-    for (int y = y_.lo; y < y_.hi; ++y) resample_row(y);
-    done = y_.hi;
+    for (int y = lo; y < hi; ++y) resample_row(y);
+    done = hi;
   }
-  for (int o = y_.begin; o < y_.end; ++o) {
+  for (int o = first_row; o < last_row; ++o) {
     const int first = y_.first[o];
     const int end = first + y_.count[o];
     for (int y = std::max(done, first); y < end; ++y) resample_row(y);

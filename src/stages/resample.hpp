@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "sluice/core/image.hpp"
@@ -55,6 +56,14 @@ class Resampler {
   void run(ConstImageView src, int src_x0, int src_y0, ImageView dst,
            std::span<std::uint8_t> scratch) const;
 
+  // The same for output rows [row_begin, row_end) only, so a source decoded in row bands can be
+  // resampled band by band with run()'s pixels: src need hold only the rows those read
+  // (source_rows()) and footprint()'s columns; other rows of dst are left alone.
+  void run_rows(ConstImageView src, int src_x0, int src_y0, ImageView dst, int row_begin, int row_end,
+                std::span<std::uint8_t> scratch) const;
+  // The source rows [first, end) output row `o` reads; first == end for a row of padding.
+  std::pair<int, int> source_rows(int o) const;
+
  private:
   friend struct ResamplerTestPeer;  // resample_kernels.hpp: tests and benches pick the kernel set
 
@@ -78,6 +87,9 @@ class Resampler {
   void build_axis(const AxisMap& map, Axis& axis) const;
   void build_lanes(Axis& axis) const;
   int ring_rows() const;
+  // The source rows [lo, hi) output rows [first_row, last_row) read (all inside [y_.begin, y_.end)).
+  std::pair<int, int> rows_read(int first_row, int last_row) const;
+  void fill_padding(ImageView dst, int row_begin, int row_end) const;
 
   ResampleParams params_;
   Axis x_;

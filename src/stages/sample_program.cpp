@@ -92,6 +92,27 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) { return derive_key(h ^ v, 0
 
 }  // namespace
 
+void RecoveryLog::record(std::int64_t item, const std::string& path, std::string_view warning) {
+  if (item < 0) return;
+  const auto index = static_cast<std::size_t>(item);
+  std::lock_guard lock(mutex_);
+  if (index >= seen_.size()) seen_.resize(index + 1);
+  if (seen_[index]) return;
+  seen_[index] = true;
+  ++count_;
+  if (listed_.size() < kListed) listed_.push_back(RecoveredSample{path, std::string(warning)});
+}
+
+std::int64_t RecoveryLog::count() const {
+  std::lock_guard lock(mutex_);
+  return count_;
+}
+
+std::vector<RecoveredSample> RecoveryLog::listed() const {
+  std::lock_guard lock(mutex_);
+  return listed_;
+}
+
 const char* StageCounters::name(int stage) {
   switch (stage) {
     case kRead: return "read";
@@ -112,6 +133,17 @@ std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace() const 
   return std::make_unique<Workspace>(config_.decode);
 }
 
+std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBudget& budget,
+                                                                        const WorkspaceShare& share) const {
+  auto ws = make_workspace();
+  ws->file.attach_share(budget, MemoryUse::kReadBuffers, share.file);
+  ws->decoded.attach_share(budget, MemoryUse::kDecodeBuffers, share.decoded);
+  ws->resized.attach_share(budget, MemoryUse::kDecodeBuffers, share.resized);
+  ws->scratch.attach_share(budget, MemoryUse::kDecodeBuffers, share.scratch);
+  ws->decoder.attach(budget, MemoryUse::kDecodeBuffers, share.decoder);
+  return ws;
+}
+
 Shape SampleProgram::sample_shape() const {
   const Size2 s = config_.output;
   if (layout() == Layout::kNCHW) return Shape{channels_, s.height, s.width};
@@ -124,7 +156,9 @@ std::uint64_t SampleProgram::cache_fingerprint(const SampleProgramConfig& config
   if (config.cache_point == CachePoint::kDecoded) {
     const DecodeOptions& d = config.decode;
     h = mix(h, static_cast<std::uint64_t>(d.color));
-    h = mix(h, (d.fast_dct ? 1u : 0u) | (d.fast_upsample ? 2u : 0u) | (d.accept_warnings ? 4u : 0u));
+    // Bit 4 was accept_warnings, whose entries may hold made-up rows of truncated files: strict
+    // takes a bit of its own, so no cache written with it is ever read again.
+    h = mix(h, (d.fast_dct ? 1u : 0u) | (d.fast_upsample ? 2u : 0u) | (d.strict ? 8u : 0u));
   }
   return h;
 }
@@ -164,8 +198,8 @@ std::span<const std::uint8_t> SampleProgram::encoded_bytes(const Item& item, con
   return bytes;
 }
 
-ConstImageView SampleProgram::cached_image(const Item& item, const SampleKey& key, Workspace& ws,
-                                           MemoryCacheStore::Handle& held) const {
+std::optional<ConstImageView> SampleProgram::cached_image(const Item& item, const SampleKey& key, Workspace& ws,
+                                                          MemoryCacheStore::Handle& held) const {
   if (caches_.memory != nullptr) {
     held = caches_.memory->lookup(key.item);
     if (held) {
@@ -185,8 +219,13 @@ ConstImageView SampleProgram::cached_image(const Item& item, const SampleKey& ke
   MemoryCacheStore::Handle none;
   const std::span<const std::uint8_t> bytes = encoded_bytes(item, key, ws, none);
   const JpegHeader header = ws.decoder.read_header(bytes);
+  if (!ws.decoded.try_reserve(kDecodedHeaderBytes + static_cast<std::size_t>(header.width) * header.height * channels_)) {
+    return std::nullopt;  // not cached: decoded in bands instead
+  }
   const ImageView image = view_of(ws.decoded, header.width, header.height, channels_, kDecodedHeaderBytes);
   ws.decoder.decode(bytes, header, JpegRequest{1, Rect{}}, image);
+  // Cached as it is: recovered once, whatever later samples of it do.
+  if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, item.path, w.first);
   const DecodedHeader h{kDecodedMagic, static_cast<std::uint32_t>(header.width), static_cast<std::uint32_t>(header.height),
                         static_cast<std::uint32_t>(channels_)};
   std::memset(ws.decoded.data(), 0, kDecodedHeaderBytes);
@@ -195,18 +234,28 @@ ConstImageView SampleProgram::cached_image(const Item& item, const SampleKey& ke
       ws.decoded.data(), kDecodedHeaderBytes + static_cast<std::size_t>(header.width) * header.height * channels_);
   if (caches_.memory != nullptr) caches_.memory->insert(key.item, entry);
   if (caches_.disk != nullptr) caches_.disk->insert(disk, entry);
-  return image;
+  return ConstImageView(image);
 }
 
 void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Workspace& ws, void* out) const {
   auto t = Clock::now();
   MemoryCacheStore::Handle held;  // keeps a memory-cache entry alive while it is the source
   if (config_.cache_point == CachePoint::kDecoded) {
-    const ConstImageView image = cached_image(item, key, ws, held);
-    ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
-                    static_cast<std::int64_t>(image.width) * image.height * channels_);
-    const GeometryPlan plan = plan_geometry(config_.geometry, {image.width, image.height}, key);
-    finish(plan, image, Rect{0, 0, image.width, image.height}, ResamplerState::kNotSetUp, ws, out, t);
+    if (const std::optional<ConstImageView> image = cached_image(item, key, ws, held)) {
+      ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
+                      static_cast<std::int64_t>(image->width) * image->height * channels_);
+      const GeometryPlan plan = plan_geometry(config_.geometry, {image->width, image->height}, key);
+      finish(plan, *image, Rect{0, 0, image->width, image->height}, ResamplerState::kNotSetUp, ws, out, t);
+      return;
+    }
+    // Too large to hold whole: at full scale as the cached samples are, in bands, not cached.
+    MemoryCacheStore::Handle none;
+    const std::span<const std::uint8_t> bytes = encoded_bytes(item, key, ws, none);
+    const JpegHeader header = ws.decoder.read_header(bytes);
+    const GeometryPlan plan = plan_geometry(config_.geometry, {header.width, header.height}, key);
+    decode_in_bands(plan, bytes, header, 1, ws, out);
+    ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(sample_bytes()));
+    if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, item.path, w.first);
     return;
   }
 
@@ -232,14 +281,24 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
   JpegRequest request{denom, Rect{}};
   if (config_.decode.roi && worth_a_region(needed, scaled)) request.region = needed;
   const Rect region = ws.decoder.decoded_region(header, request);
-  // Room for the whole scaled image, not just this region: region sizes vary with every random
-  // crop, image sizes do not, so the buffer stops growing once the largest image has been seen.
-  ws.decoded.reserve(static_cast<std::size_t>(scaled.width) * scaled.height * channels_);
+  // Room for the whole scaled image if the budget has it, not just this region: region sizes vary
+  // with every random crop, image sizes do not, so the buffer stops growing once the largest image
+  // has been seen. Else room for the region; else (an image larger than the plan, a budget with
+  // nothing free) row bands through the buffer as it is.
+  const std::size_t region_bytes = static_cast<std::size_t>(region.width) * region.height * channels_;
+  if (!ws.decoded.try_reserve(static_cast<std::size_t>(scaled.width) * scaled.height * channels_) &&
+      !ws.decoded.try_reserve(region_bytes)) {
+    decode_in_bands(plan, bytes, header, denom, ws, out);
+    ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(region_bytes));
+    if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, item.path, w.first);
+    return;
+  }
   const ImageView decoded = view_of(ws.decoded, region.width, region.height, channels_);
   ws.decoder.decode(bytes, header, request, decoded);
-  ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
-                  static_cast<std::int64_t>(region.width) * region.height * channels_);
+  const JpegWarnings warnings = ws.decoder.warnings();  // valid until the decoder's next call
+  ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(region_bytes));
   finish(plan, decoded, region, copy ? ResamplerState::kNotSetUp : ResamplerState::kSetUp, ws, out, t);
+  if (warnings.count > 0) recovered_.record(key.item, item.path, warnings.first);
 }
 
 // Resample (unless a plain copy) and normalize into the slot. `source` holds source pixels

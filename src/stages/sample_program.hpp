@@ -12,12 +12,15 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "sluice/core/shape.hpp"
 #include "sluice/memory/aligned_buffer.hpp"
 #include "sluice/pipeline/spec.hpp"
+#include "sluice/pipeline/stats.hpp"
 #include "stages/disk_cache.hpp"
 #include "stages/file_ops.hpp"
 #include "stages/geometry.hpp"
@@ -45,6 +48,23 @@ struct StageCounters {
   }
 };
 
+// The files decoded in spite of libjpeg warnings (Stats::recovered), each once, by item. Workers
+// record into it only for damaged files, so a mutex costs nothing in the common case.
+class RecoveryLog {
+ public:
+  static constexpr std::size_t kListed = 1000;  // paths kept with their warning; the count goes on
+
+  void record(std::int64_t item, const std::string& path, std::string_view warning);
+  std::int64_t count() const;
+  std::vector<RecoveredSample> listed() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<bool> seen_;  // by item index: a bit a file, however large the data set
+  std::int64_t count_ = 0;
+  std::vector<RecoveredSample> listed_;
+};
+
 // Where a cache sits: after read (encoded file bytes) or after decode_jpeg (whole decoded images).
 enum class CachePoint : std::uint8_t { kNone, kEncoded, kDecoded };
 
@@ -52,6 +72,18 @@ enum class CachePoint : std::uint8_t { kNone, kEncoded, kDecoded };
 struct SampleCaches {
   MemoryCacheStore* memory = nullptr;
   DiskCacheStore* disk = nullptr;
+};
+
+// What the memory plan gives each worker's buffers (runtime/memory_plan.cpp), as AlignedBuffer
+// rounds capacities: reserved when the workspace is made, so a worker never waits for memory the
+// plan counted on, and a batch slot or a cache cannot take it first.
+struct WorkspaceShare {
+  std::uint64_t file = 0;          // encoded bytes
+  std::uint64_t decoded = 0;       // the decoded region (or the whole image, for a decoded cache)
+  std::uint64_t resized = 0;       // the resampled sample
+  std::uint64_t scratch = 0;       // the resampler's rows
+  DecoderShare decoder;            // component planes, libjpeg's coefficient buffer
+  std::uint64_t total() const { return file + decoded + resized + scratch + decoder.planes + decoder.coefficients; }
 };
 
 struct SampleProgramConfig {
@@ -83,6 +115,8 @@ class SampleProgram {
   SampleProgram(SampleProgramConfig config, SampleCaches caches = {});
 
   std::unique_ptr<Workspace> make_workspace() const;
+  // A workspace whose buffers count against `budget`, each holding its share from the start.
+  std::unique_ptr<Workspace> make_workspace(MemoryBudget& budget, const WorkspaceShare& share) const;
 
   Size2 output_size() const { return config_.output; }
   int channels() const { return channels_; }
@@ -98,15 +132,24 @@ class SampleProgram {
 
   // A fingerprint of the stages before the cache point: what a disk cache entry depends on.
   static std::uint64_t cache_fingerprint(const SampleProgramConfig& config);
+  // The files decoded so far in spite of libjpeg warnings.
+  const RecoveryLog& recovered() const { return recovered_; }
+
   // The largest cache entry this program writes (max_file_size for encoded entries, the largest
   // decoded image with its header for decoded ones): what a disk cache file may claim.
   static std::uint64_t cache_entry_limit(const SampleProgramConfig& config);
 
  private:
   void run_unchecked(const Item& item, const SampleKey& key, Workspace& ws, void* out) const;
-  // The whole image at full scale, from the cache or decoded and inserted (kDecoded caches).
-  ConstImageView cached_image(const Item& item, const SampleKey& key, Workspace& ws,
-                              MemoryCacheStore::Handle& held) const;
+  // The whole image at full scale, from the cache or decoded and inserted (kDecoded caches);
+  // nullopt when it is too large for the memory the worker holds or can get now.
+  std::optional<ConstImageView> cached_image(const Item& item, const SampleKey& key, Workspace& ws,
+                                             MemoryCacheStore::Handle& held) const;
+  // An image whose decoded region does not fit the memory the worker holds or can get now: decoded
+  // in row bands, each resampled into `out` as it comes, with the pixels of the whole-region path
+  // (sample_bands.cpp).
+  void decode_in_bands(const GeometryPlan& plan, std::span<const std::uint8_t> bytes, const JpegHeader& header,
+                       int denom, Workspace& ws, void* out) const;
   // The file's bytes, from the cache or read and inserted (kEncoded caches) or just read.
   std::span<const std::uint8_t> encoded_bytes(const Item& item, const SampleKey& key, Workspace& ws,
                                               MemoryCacheStore::Handle& held) const;
@@ -120,6 +163,8 @@ class SampleProgram {
   SampleCaches caches_;
   NormalizeKernel normalize_;
   int channels_ = 3;
+  // Shared by the workers like the caches: what they found, not how they run.
+  mutable RecoveryLog recovered_;
 };
 
 }  // namespace sluice::stages

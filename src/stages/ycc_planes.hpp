@@ -2,9 +2,9 @@
 // (after the IDCT, before upsampling): libjpeg-turbo's "fancy" triangle-filter chroma upsampling
 // and its fixed-point YCbCr -> RGB conversion, reproduced bit for bit (the decoder's tests hold the
 // result to tjDecompress2's). Why by hand: on small images (a 32x32 cifar10 JPEG) libjpeg-turbo's
-// SIMD upsampler stalls on store forwarding (a `perf record` of loader_compare on cifar10 put 16%
-// of all samples on one of its loads, right after byte stores into the same row); with this path
-// loader_compare went from 88k to 114k-119k images/s on two threads. Internal to src/stages.
+// SIMD upsampler stalls on store forwarding, right after byte stores into the same row, and that
+// stall was a large share of the whole loader's time (the profile and the gain are in
+// docs/performance.md, "Figures behind choices in the code"). Internal to src/stages.
 #pragma once
 
 #include <cstddef>

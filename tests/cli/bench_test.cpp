@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_support.hpp"
+#include "jpeg_edits.hpp"
 #include "pipeline_support.hpp"
 #include "test_support.hpp"
 
@@ -57,6 +58,28 @@ TEST(CliBench, SkipPolicyReportsBadFilesAndFailPolicyExitsOne) {
   const CliRun fail = run_cli({"bench", "--data", dir.path().string(), "--transform", "none", "--batch", "8"});
   EXPECT_EQ(fail.exit_code, 1);
   EXPECT_NE(fail.err.find(bad.string()), std::string::npos) << fail.err;
+}
+
+TEST(CliBench, RecoveredFilesAreReportedAndStrictDecodeSkipsThem) {
+  TempDir dir;
+  const auto items = make_coded_items(dir / "cls", 20);
+  const std::string junk = items[7].path;
+  write_bytes(junk, with_junk_before_marker(read_bytes(junk), 0xDB, 4));
+  const std::vector<std::string> args = {"--data", dir.path().string(), "--transform", "none", "--on-error", "skip",
+                                         "--batch", "8", "--out", "u8", "--threads", "2"};
+  const json j = bench_json(args);
+  EXPECT_EQ(j["images"], 20);
+  EXPECT_EQ(j["skipped"], 0);
+  EXPECT_EQ(j["recovered"], 1);
+  ASSERT_EQ(j["recovered_samples"].size(), 1u);
+  EXPECT_EQ(j["recovered_samples"][0]["path"], junk);
+  EXPECT_EQ(j["recovered_samples"][0]["warning"], "Corrupt JPEG data: 4 extraneous bytes before marker 0xdb");
+  std::vector<std::string> strict = args;
+  strict.push_back("--strict-decode");
+  const json s = bench_json(strict);
+  EXPECT_EQ(s["recovered"], 0);
+  ASSERT_EQ(s["skipped_paths"].size(), 1u);
+  EXPECT_EQ(s["skipped_paths"][0], junk);
 }
 
 TEST(CliBench, StopSaveStateAndResumeGiveTheUninterruptedBatches) {

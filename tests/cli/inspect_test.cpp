@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cli_test_support.hpp"
+#include "jpeg_edits.hpp"
 #include "test_support.hpp"
 
 namespace sluice::test {
@@ -115,6 +116,34 @@ TEST_F(InspectGeneratedFolder, TextReport_NamesEveryBadFileWithItsCause) {
   EXPECT_NE(run.out.find("empty file"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("19 image files"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("3 classes"), std::string::npos) << run.out;
+}
+
+// A file libjpeg warns about but reads whole is listed as recovered (with the warning), not as a
+// failure, as the pipeline treats it; --strict-decode lists it as a failure.
+TEST_F(InspectGeneratedFolder, RecoveredFile_IsListedWithItsWarningAndStrictDecodeFailsIt) {
+  const fs::path junk = good_[1].parent_path() / "junk_between_markers.jpg";
+  write_bytes(junk, with_junk_before_marker(read_bytes(good_[1]), 0xDB, 9));
+  const std::string warning = "Corrupt JPEG data: 9 extraneous bytes before marker 0xdb";
+  for (const char* mode : {"", "--decode"}) {
+    const json report = inspect_json(std::string(mode).empty() ? std::vector<std::string>{}
+                                                               : std::vector<std::string>{mode});
+    EXPECT_EQ(failures_by_path(report).count(junk.string()), 0u) << mode;
+    EXPECT_EQ(report["recovered"], 1) << mode;
+    ASSERT_EQ(report["recovered_files"].size(), 1u) << mode;
+    EXPECT_EQ(report["recovered_files"][0]["path"], junk.string());
+    EXPECT_EQ(report["recovered_files"][0]["warning"], warning);
+  }
+  const json strict = inspect_json({"--strict-decode"});
+  EXPECT_EQ(strict["recovered"], 0);
+  const auto failures = failures_by_path(strict);
+  ASSERT_EQ(failures.count(junk.string()), 1u) << strict["failures"].dump(2);
+  EXPECT_EQ(failures.at(junk.string())["stage"], "header");
+  EXPECT_NE(failures.at(junk.string())["cause"].get<std::string>().find(warning), std::string::npos);
+
+  const CliRun text = run_cli({"inspect", root_.string()});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("recovered: 1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(junk.string() + ": " + warning), std::string::npos) << text.out;
 }
 
 TEST(Inspect, MissingFolder_ExitsOneNamingIt) {

@@ -313,6 +313,35 @@ class PipelineApiTest(unittest.TestCase):
         self.assertEqual(pipeline.stats()["skipped"], 1)
 
 
+@unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
+class RecoveredFilesTest(unittest.TestCase):
+    """A file libjpeg warns about but decodes whole is decoded (as Pillow decodes it) and counted
+    in stats()["recovered"] with its path and warning; "strict" fails it instead (issue 14)."""
+
+    def test_recovered_file_is_counted_and_strict_fails_it(self):
+        items = cifar_items(2)
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(items[3]["path"], "rb") as f:
+                data = f.read()
+            at = data.index(b"\xff\xdb")  # junk before the first quantisation table
+            damaged = os.path.join(tmp, "damaged.jpg")
+            with open(damaged, "wb") as f:
+                f.write(data[:at] + b"\x01\x02\x03\x04\x05" + data[at:])
+            items[3] = {"path": damaged, "label": items[3]["label"]}
+            spec = cifar_spec(items, batch=8)
+            pipeline = sluice.Pipeline(spec)
+            self.assertEqual(sum(len(b) for b in pipeline.epoch(0)), len(items))
+            stats = pipeline.stats()
+            self.assertEqual(stats["recovered"], 1)
+            self.assertEqual(stats["recovered_samples"],
+                             [{"path": damaged, "warning": "Corrupt JPEG data: 5 extraneous bytes before marker 0xdb"}])
+            spec["stages"][1] = {"decode_jpeg": {"strict": True}}
+            with self.assertRaises(sluice.Error) as caught:
+                for _ in sluice.Pipeline(spec).epoch(0):
+                    pass
+            self.assertIn("damaged.jpg", caught.exception.path)
+
+
 class LauncherRankTest(unittest.TestCase):
     """sluice.launcher_rank() reads what mpirun or srun exported (the C++ unit test covers every
     launcher); here: the binding, and a bad value raising ValueError naming the variable."""

@@ -17,7 +17,7 @@ inline std::vector<spec::Stage> stage_examples() {
       spec::Cache{MemoryCache{123456}},
       spec::Cache{DiskCache{"/var/tmp/x.cache", 1_GiB}},
       spec::DecodeJpeg{{.color = Color::kGrey, .fast_dct = true, .fast_upsample = true, .dct_scaling = false,
-                        .roi = false, .accept_warnings = true, .max_image_pixels = 1000}},
+                        .roi = false, .strict = true, .max_image_pixels = 1000}},
       spec::ResizeShorter{40, {.filter = Filter::kArea, .antialias = false}},
       spec::Resize{33, 30, {.filter = Filter::kBilinear, .antialias = false}},
       spec::CenterCrop{30, 28},

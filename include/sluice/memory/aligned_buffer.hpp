@@ -29,6 +29,12 @@ class AlignedBuffer {
   // Accounts this buffer's capacity against `budget` from now on: growth reserves the difference
   // first (waiting up to `wait` for room, then throwing sluice::Error kOutOfBudget).
   void attach(MemoryBudget& budget, MemoryUse use, std::chrono::milliseconds wait);
+  // The same for a worker's working memory: reserves `share` bytes at once (what the memory plan
+  // gave this buffer: growth up to it never waits, and nothing else can take it first; throws
+  // kOutOfBudget if the budget cannot hold it). Growth past the share takes free budget, waiting
+  // only while transient reservations are held (MemoryBudget::grow_while_releases_pending);
+  // failing that it throws kTooLarge: this sample needs more than the budget can ever give.
+  void attach_share(MemoryBudget& budget, MemoryUse use, std::size_t share);
   AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
     AlignedBuffer(std::move(other)).swap(*this);
     return *this;
@@ -38,6 +44,8 @@ class AlignedBuffer {
   // Ensures capacity() >= bytes; contents are not preserved when it grows. With a budget
   // attached, the new capacity is reserved before it is allocated.
   void reserve(std::size_t bytes);
+  // reserve() only if the budget has room now (caches asked first): false, unchanged, if not.
+  bool try_reserve(std::size_t bytes);
   // The same for a buffer whose size is known and fixed (a batch slot): capacity is `bytes`
   // rounded up to a page, not to a power of two.
   void reserve_exact(std::size_t bytes);
@@ -55,16 +63,21 @@ class AlignedBuffer {
     std::swap(reservation_, other.reservation_);
     std::swap(budget_, other.budget_);
     std::swap(wait_, other.wait_);
+    std::swap(growth_, other.growth_);
   }
 
  private:
+  // How growth past the reservation waits for budget: up to wait_, or while releases are pending.
+  enum class Growth : std::uint8_t { kDeadline, kShare };
   void grow_to(std::size_t capacity);
+  void allocate(std::size_t capacity);
 
   std::uint8_t* data_ = nullptr;
   std::size_t capacity_ = 0;
   MemoryBudget* budget_ = nullptr;
   Reservation reservation_;
   std::chrono::milliseconds wait_{0};
+  Growth growth_ = Growth::kDeadline;
 };
 
 }  // namespace sluice

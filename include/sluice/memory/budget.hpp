@@ -2,7 +2,8 @@
 // principle 3). Producers reserve before they allocate; a reservation that does not fit waits
 // until releases make room (backpressure), or fails after a deadline, never over-commits. Caches
 // are elastic: they register a reclaimer, and a waiting reservation asks them to give memory
-// back before it waits.
+// back before it waits. Transient reservations (memory one sample holds for a while) let a
+// reservation wait without a deadline exactly as long as some release is still to come.
 #pragma once
 
 #include <array>
@@ -45,6 +46,7 @@ class Reservation {
 
   std::uint64_t bytes() const { return bytes_; }
   MemoryUse use() const { return use_; }
+  bool transient() const { return transient_; }
   explicit operator bool() const { return budget_ != nullptr; }
 
   // Gives back `bytes` of this reservation (or all of it).
@@ -53,12 +55,14 @@ class Reservation {
 
  private:
   friend class MemoryBudget;
-  Reservation(MemoryBudget* budget, std::uint64_t bytes, MemoryUse use)
-      : budget_(budget), bytes_(bytes), use_(use) {}
+  enum class Lifetime : std::uint8_t { kHeld, kTransient };
+  Reservation(MemoryBudget* budget, std::uint64_t bytes, MemoryUse use, Lifetime lifetime = Lifetime::kHeld)
+      : budget_(budget), bytes_(bytes), use_(use), transient_(lifetime == Lifetime::kTransient) {}
 
   MemoryBudget* budget_ = nullptr;
   std::uint64_t bytes_ = 0;
   MemoryUse use_ = MemoryUse::kBatches;
+  bool transient_ = false;  // made by reserve_transient: its release is one waiters count on
 };
 
 // Whether a reservation that does not fit may ask the elastic holders (caches) to give memory
@@ -88,6 +92,17 @@ class MemoryBudget {
   bool try_grow(Reservation& r, std::uint64_t more, Reclaim reclaim = Reclaim::kNo);
   bool grow(Reservation& r, std::uint64_t more, Clock::time_point deadline);
 
+  // Working memory one sample holds and gives back when it is done (a worker's memory beyond its
+  // planned share). Reclaims, then waits without a deadline while another transient reservation
+  // is held, since its release may make room; nullopt when none is held and the bytes still do
+  // not fit (nothing else gives memory back while a pipeline runs: waiting could last forever).
+  // Throws kCancelled after cancel().
+  std::optional<Reservation> reserve_transient(std::uint64_t bytes, MemoryUse use);
+  // Grows `r` on the same terms (the growth stays with r until r is released).
+  bool grow_while_releases_pending(Reservation& r, std::uint64_t more);
+  // Transient reservations held now.
+  int transients_held() const { return transients_.load(std::memory_order_acquire); }
+
   // Wakes every waiter with kCancelled; later reservations fail the same way.
   void cancel();
 
@@ -109,6 +124,8 @@ class MemoryBudget {
   bool take(std::uint64_t bytes, MemoryUse use);  // lock-free: true if it fitted
   void give_back(std::uint64_t bytes, MemoryUse use) noexcept;
   bool take_or_reclaim(std::uint64_t bytes, MemoryUse use, Reclaim reclaim);
+  bool take_while_releases_pending(std::uint64_t bytes, MemoryUse use);
+  void end_transient() noexcept;
 
   struct PerUse {
     std::atomic<std::uint64_t> used{0};
@@ -124,6 +141,7 @@ class MemoryBudget {
   std::condition_variable released_;
   std::atomic<bool> cancelled_{false};
   std::atomic<int> waiters_{0};
+  std::atomic<int> transients_{0};  // transient reservations held (changed under mutex_)
   std::vector<std::pair<int, Reclaimer>> reclaimers_;
   int next_reclaimer_ = 0;
 };

@@ -56,7 +56,11 @@ struct DecodeOptions {
   bool fast_upsample = false;                   // nearest chroma upsampling instead of fancy
   bool dct_scaling = true;                      // decode at 1/2, 1/4, 1/8 when the output allows
   bool roi = true;                              // decode only the rows and columns a crop needs
-  bool accept_warnings = false;                 // libjpeg warnings (truncation...) are errors
+  // libjpeg warnings ("N extraneous bytes before marker", "premature end of data segment",
+  // "inconsistent progression sequence") are errors. Off: a file whose every row is there is
+  // decoded, as Pillow decodes it, and counted in Stats::recovered with its first warning. A file
+  // that ends before its last row (or scan) fails either way. See docs/reliability.md.
+  bool strict = false;
   std::uint64_t max_image_pixels = 128'000'000; // larger headers are bad input (kTooLarge)
 };
 

@@ -19,6 +19,12 @@ struct SkippedSample {
   std::string cause;
 };
 
+// A file decoded in spite of libjpeg warnings (DecodeOptions::strict off), as Pillow decodes it.
+struct RecoveredSample {
+  std::string path;
+  std::string warning;  // libjpeg's first, e.g. "Corrupt JPEG data: 5 extraneous bytes before marker 0xdb"
+};
+
 // Accounted memory of one use (read buffers, decode buffers, shuffle, cache, batches, pinned).
 struct MemoryStats {
   std::string use;
@@ -50,6 +56,8 @@ struct Stats {
   std::int64_t batches = 0;             // batches handed to the consumer
   std::int64_t skipped = 0;             // bad samples replaced under OnError::kSkip
   std::vector<SkippedSample> skipped_samples;  // each distinct bad path once, first cause
+  std::int64_t recovered = 0;           // files decoded despite libjpeg warnings, each counted once
+  std::vector<RecoveredSample> recovered_samples;  // the first 1000 of them, with their first warning
   double consumer_wait_seconds = 0;     // time the consumer blocked waiting for a batch
   int threads = 0;                      // worker threads in use
   std::uint64_t memory_budget = 0;      // the limit; 0: none

@@ -14,9 +14,20 @@ void check(const spec::Stage& stage, const std::string& where) {
   }
 }
 
+// "strict", or the key it replaced: specs written before it say "accept_warnings", which meant its
+// opposite, and mean what they said (an old spec's "accept_warnings": false stays strict).
+bool read_strict(const Object& o) {
+  const json* legacy = o.find("accept_warnings");
+  const bool strict = o.flag("strict", legacy != nullptr && !as_bool(*legacy, o.path("accept_warnings")));
+  if (legacy != nullptr && o.find("strict") != nullptr && strict == as_bool(*legacy, o.path("accept_warnings"))) {
+    bad(o.path("accept_warnings") + ": contradicts strict (accept_warnings is the old name of !strict; give strict alone)");
+  }
+  return strict;
+}
+
 spec::Stage read(const json& v, const std::string& p) {
-  const Object o(v, p, {"color", "fast_dct", "fast_upsample", "dct_scaling", "roi", "accept_warnings",
-                        "max_image_pixels"});
+  const Object o(v, p, {"color", "fast_dct", "fast_upsample", "dct_scaling", "roi", "strict",
+                        "accept_warnings", "max_image_pixels"});
   DecodeOptions d;
   d.color = o.get("color", d.color, [](const json& c, const std::string& cp) {
     return as_choice<Color>(c, cp, {{"rgb", Color::kRGB}, {"grey", Color::kGrey}, {"gray", Color::kGrey}});
@@ -25,7 +36,7 @@ spec::Stage read(const json& v, const std::string& p) {
   d.fast_upsample = o.flag("fast_upsample", d.fast_upsample);
   d.dct_scaling = o.flag("dct_scaling", d.dct_scaling);
   d.roi = o.flag("roi", d.roi);
-  d.accept_warnings = o.flag("accept_warnings", d.accept_warnings);
+  d.strict = read_strict(o);
   d.max_image_pixels = o.get("max_image_pixels", d.max_image_pixels, [](const json& m, const std::string& mp) {
     return static_cast<std::uint64_t>(as_integer(m, mp, 1, INT64_MAX, "a positive integer"));
   });
@@ -36,7 +47,7 @@ ordered_json write(const spec::Stage& stage) {
   const DecodeOptions& d = std::get<spec::DecodeJpeg>(stage).options;
   return {{"color", d.color == Color::kGrey ? "grey" : "rgb"}, {"fast_dct", d.fast_dct},
           {"fast_upsample", d.fast_upsample}, {"dct_scaling", d.dct_scaling}, {"roi", d.roi},
-          {"accept_warnings", d.accept_warnings}, {"max_image_pixels", d.max_image_pixels}};
+          {"strict", d.strict}, {"max_image_pixels", d.max_image_pixels}};
 }
 
 const StageJson kJson{read, write};

@@ -149,5 +149,101 @@ TEST(AlignedBufferWithBudget, ReservesBeforeAllocatingAndReleasesOnReset) {
   EXPECT_EQ(budget.used(), 0u);
 }
 
+// A transient reservation that does not fit waits, without a deadline, exactly while another
+// transient is held (its release may make room), and gets the room when it comes.
+TEST(MemoryBudgetTransient, WaitsWhileAnotherTransientIsHeldAndTakesItsRoom) {
+  MemoryBudget budget(1000);
+  auto held = budget.try_reserve(600, MemoryUse::kBatches);
+  auto first = budget.reserve_transient(300, MemoryUse::kDecodeBuffers);
+  ASSERT_TRUE(held && first);
+  EXPECT_TRUE(first->transient());
+  EXPECT_EQ(budget.transients_held(), 1);
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    auto second = budget.reserve_transient(300, MemoryUse::kDecodeBuffers);
+    got = second.has_value();
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(got.load()) << "took room that was not free";
+  first->reset();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_EQ(budget.transients_held(), 0);
+  EXPECT_EQ(budget.used(), 600u);
+}
+
+// With no transient held, nothing will give memory back: the request fails at once instead of
+// waiting forever; and one that cannot fit even when every transient is back fails when the last
+// is released, not before.
+TEST(MemoryBudgetTransient, FailsWhenNoReleaseIsToCome) {
+  MemoryBudget budget(1000);
+  auto held = budget.try_reserve(900, MemoryUse::kBatches);
+  const auto start = MemoryBudget::Clock::now();
+  EXPECT_FALSE(budget.reserve_transient(200, MemoryUse::kDecodeBuffers));
+  EXPECT_LT(MemoryBudget::Clock::now() - start, 1s);
+  EXPECT_FALSE(budget.reserve_transient(2000, MemoryUse::kDecodeBuffers));  // above the limit
+  held->shrink(500);
+  auto transient = budget.reserve_transient(300, MemoryUse::kDecodeBuffers);
+  ASSERT_TRUE(transient);
+  std::atomic<int> result{-1};
+  std::thread waiter([&] { result = budget.reserve_transient(700, MemoryUse::kDecodeBuffers).has_value() ? 1 : 0; });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(result.load(), -1) << "gave up while a release was still to come";
+  transient.reset();  // 600 free now: still not 700, and no transient left
+  waiter.join();
+  EXPECT_EQ(result.load(), 0);
+  EXPECT_EQ(budget.used(), 400u);
+}
+
+TEST(MemoryBudgetTransient, CancelEndsTheWait) {
+  MemoryBudget budget(100);
+  auto transient = budget.reserve_transient(100, MemoryUse::kDecodeBuffers);
+  std::atomic<bool> cancelled{false};
+  std::thread waiter([&] {
+    try {
+      (void)budget.reserve_transient(50, MemoryUse::kDecodeBuffers);
+    } catch (const Error& e) {
+      cancelled = e.code() == ErrorCode::kCancelled;
+    }
+  });
+  std::this_thread::sleep_for(50ms);
+  budget.cancel();
+  waiter.join();
+  EXPECT_TRUE(cancelled.load());
+}
+
+// A worker's buffer holds its planned share from the start (nothing else can take it), grows past
+// it only on free budget, and fails a sample that needs more than can ever come with kTooLarge,
+// at once, instead of waiting for a deadline.
+TEST(AlignedBufferWithBudget, ShareIsHeldFromTheStartAndGrowthPastItNeverWaitsInVain) {
+  MemoryBudget budget(64 * 1024);
+  AlignedBuffer buffer;
+  buffer.attach_share(budget, MemoryUse::kDecodeBuffers, 16384);
+  EXPECT_EQ(buffer.capacity(), 0u);
+  EXPECT_EQ(budget.used(MemoryUse::kDecodeBuffers), 16384u);
+  EXPECT_FALSE(budget.try_reserve(64 * 1024 - 16384 + 1, MemoryUse::kBatches)) << "the share was up for grabs";
+  buffer.reserve(16000);
+  EXPECT_EQ(budget.used(), 16384u);
+  auto other = budget.try_reserve(40000, MemoryUse::kBatches);
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(buffer.try_reserve(20000));  // 32768 needed, 9152 free
+  EXPECT_EQ(buffer.capacity(), 16384u);
+  const auto start = MemoryBudget::Clock::now();
+  try {
+    buffer.reserve(20000);
+    FAIL() << "grew past the budget";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTooLarge);
+    EXPECT_NE(std::string(e.what()).find("raise the budget by at least 16.00 KiB"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(MemoryBudget::Clock::now() - start, 1s);
+  other->shrink(40000);
+  EXPECT_TRUE(buffer.try_reserve(20000));
+  EXPECT_EQ(budget.used(), 32768u);
+  MemoryBudget small(1000);
+  AlignedBuffer refused;
+  EXPECT_THROW(refused.attach_share(small, MemoryUse::kReadBuffers, 4096), Error);
+}
+
 }  // namespace
 }  // namespace sluice

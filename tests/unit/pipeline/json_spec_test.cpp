@@ -32,7 +32,7 @@ Pipeline every_option() {
       .cache(MemoryCache{123456})
       .cache(DiskCache{"/var/tmp/x.cache", 1_GiB})
       .decode_jpeg({.color = Color::kGrey, .fast_dct = true, .fast_upsample = true, .dct_scaling = false,
-                    .roi = false, .accept_warnings = true, .max_image_pixels = 1000})
+                    .roi = false, .strict = true, .max_image_pixels = 1000})
       .resize_shorter(40, {.filter = Filter::kArea, .antialias = false})
       .resize(33, 30, {.filter = Filter::kBilinear, .antialias = false})
       .center_crop(30, 28)
@@ -81,7 +81,7 @@ TEST(JsonSpec, RoundTripOfEveryStageAndOption) {
   EXPECT_EQ(disk.max_bytes, 1_GiB);
   const DecodeOptions& d = stage<spec::DecodeJpeg>(doc, 3).options;
   EXPECT_EQ(d.color, Color::kGrey);
-  EXPECT_TRUE(d.fast_dct && d.fast_upsample && d.accept_warnings);
+  EXPECT_TRUE(d.fast_dct && d.fast_upsample && d.strict);
   EXPECT_FALSE(d.dct_scaling || d.roi);
   EXPECT_EQ(d.max_image_pixels, 1000u);
   EXPECT_EQ(stage<spec::ResizeShorter>(doc, 4).size, 40);
@@ -187,6 +187,28 @@ std::string with_stages(const std::string& stages, const std::string& build = "{
   return R"({"source": {"folder": "d"}, "stages": )" + stages + R"(, "build": )" + build + "}";
 }
 
+// decode_jpeg's "strict" replaced "accept_warnings" (its opposite): a spec written before keeps
+// what it said, a spec that gives both must agree, and specs are written with "strict" only.
+TEST(JsonSpec, DecodeStrictAndTheOldAcceptWarningsKey) {
+  const auto strict_of = [](const std::string& decode) {
+    const std::string text = R"({"source": {"folder": "d"}, "stages": ["read", {"decode_jpeg": )" + decode + "}]}";
+    return stage<spec::DecodeJpeg>(parse_pipeline_json(text), 1).options.strict;
+  };
+  EXPECT_FALSE(strict_of("{}"));
+  EXPECT_TRUE(strict_of(R"({"strict": true})"));
+  EXPECT_FALSE(strict_of(R"({"accept_warnings": true})"));
+  EXPECT_TRUE(strict_of(R"({"accept_warnings": false})"));
+  EXPECT_TRUE(strict_of(R"({"strict": true, "accept_warnings": false})"));
+  EXPECT_EQ(error_of(with_stages(R"([{"decode_jpeg": {"strict": true, "accept_warnings": true}}])")),
+            "stages[0].decode_jpeg.accept_warnings: contradicts strict (accept_warnings is the old name of "
+            "!strict; give strict alone)");
+  const PipelineDocument doc = parse_pipeline_json(
+      R"({"source": {"folder": "d"}, "stages": ["read", {"decode_jpeg": {"accept_warnings": false}}]})");
+  const std::string written = to_json(doc, -1);
+  EXPECT_NE(written.find(R"("strict":true)"), std::string::npos) << written;
+  EXPECT_EQ(written.find("accept_warnings"), std::string::npos) << written;
+}
+
 TEST(JsonSpec, ShardFromTheLauncher) {
   // The launcher's variables for this test only (the suite itself may run under mpirun or srun).
   const char* const names[] = {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -243,7 +265,7 @@ TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
             "stages[0].random_crop.padding: expected a non-negative integer, got -2");
   EXPECT_EQ(error_of(with_stages(R"([{"decode_jpeg": {"fastdct": true}}])")),
             "stages[0].decode_jpeg: unknown key \"fastdct\" (known: color, fast_dct, fast_upsample, dct_scaling, "
-            "roi, accept_warnings, max_image_pixels)");
+            "roi, strict, accept_warnings, max_image_pixels)");
   EXPECT_EQ(error_of(R"({"source": {"folder": "d"}, "stages": [], "stage": []})"),
             "spec: unknown key \"stage\" (known: source, shard, shuffle_files, stages, build)");
   EXPECT_EQ(error_of(with_stages(R"([{"normalize": {"dtype": "f64"}}])")),
