@@ -171,10 +171,19 @@ std::int64_t passes(int n) { return static_cast<std::int64_t>(corpus().items.siz
 BENCHMARK(BM_tj_full_fastdct)->Iterations(passes(1));
 BENCHMARK(BM_entropy_only)->Iterations(passes(1));
 BENCHMARK_CAPTURE(run_program, eval, Variant{})->Iterations(passes(1));
+BENCHMARK_CAPTURE(run_program, eval_fast_upsample_when_shrunk,
+                  Variant{.decode = {.fast_dct = true, .fast_upsample_when_shrunk = true}})
+    ->Iterations(passes(1));
 BENCHMARK_CAPTURE(run_program, eval_fast_upsample, Variant{.decode = {.fast_dct = true, .fast_upsample = true}})
+    ->Iterations(passes(1));
+BENCHMARK_CAPTURE(run_program, eval_no_dct_scaling, Variant{.decode = {.fast_dct = true, .dct_scaling = false}})
     ->Iterations(passes(1));
 BENCHMARK_CAPTURE(run_program, eval_no_roi, Variant{.decode = {.fast_dct = true, .roi = false}})->Iterations(passes(1));
 BENCHMARK_CAPTURE(run_program, train, Variant{.transform = Transform::kTrain})->Iterations(passes(1));
+BENCHMARK_CAPTURE(run_program, train_fast_upsample_when_shrunk,
+                  Variant{.transform = Transform::kTrain,
+                          .decode = {.fast_dct = true, .fast_upsample_when_shrunk = true}})
+    ->Iterations(passes(1));
 BENCHMARK_CAPTURE(run_program, train_fast_upsample,
                   Variant{.transform = Transform::kTrain, .decode = {.fast_dct = true, .fast_upsample = true}})
     ->Iterations(passes(1));

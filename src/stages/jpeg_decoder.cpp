@@ -228,7 +228,7 @@ Rect JpegDecoder::columns_for_libjpeg(const JpegHeader& header, const JpegReques
   // columns outside the request, so the requested pixels equal the full decode's. (Grey output
   // of a YCbCr file needs no margin, but the header does not say YCbCr from RGB; it is cheap.)
   const bool chroma_subsampled = header.components > 1 && header.imcu_width > DCTSIZE;
-  if (!options_.fast_upsample && chroma_subsampled) {
+  if (!(options_.fast_upsample || request.fast_upsample) && chroma_subsampled) {
     x0 = std::max(0, x0 - 1);
     x1 = std::min(full.width, x1 + kFancyMargin);
   }
@@ -255,7 +255,7 @@ RowJob JpegDecoder::prepare(std::span<const std::uint8_t> jpeg, const JpegHeader
   job.grey = options_.color == Color::kGrey;
   job.color_space = cmyk ? JCS_CMYK : (job.grey ? JCS_GRAYSCALE : JCS_RGB);
   job.fast_dct = options_.fast_dct;
-  job.fast_upsample = options_.fast_upsample;
+  job.fast_upsample = options_.fast_upsample || request.fast_upsample;
   job.crop = region.width < full.width;
   if (job.crop) {  // what we ask jpeg_crop_scanline for, before it aligns the left edge
     const Rect wanted = columns_for_libjpeg(header, request);

@@ -59,6 +59,9 @@ struct DecoderShare {
 struct JpegRequest {
   int scale_denom = 1;  // 1, 2, 4 or 8: decode at 1/denom with libjpeg's DCT scaling
   Rect region;          // in the scaled image's pixels; width == 0 means the whole image
+  // Nearest (merged) chroma upsampling for this decode even when DecodeOptions::fast_upsample is
+  // off: the caller shrinks the pixels anyway (DecodeOptions::fast_upsample_when_shrunk).
+  bool fast_upsample = false;
 };
 
 class JpegDecoder {

@@ -52,7 +52,7 @@ void SampleProgram::decode_in_bands(const GeometryPlan& plan, std::span<const st
                          plan.out.height, channels_, out_row};
   const Rect footprint = resampler.footprint();
   if (footprint.width > 0) {
-    const JpegRequest request{denom, footprint};
+    const JpegRequest request{denom, footprint, fast_upsample_for(plan, header, denom)};
     const Rect region = ws.decoder.decoded_region(header, request);
     const std::size_t row_bytes = static_cast<std::size_t>(region.width) * channels_;
     // The fewest rows a band can hold: every output row's taps, and the rows kept for later ones.

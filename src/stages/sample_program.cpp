@@ -278,7 +278,7 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
     ws.resampler.setup(ResampleParams{plan.x, plan.y, channels_, plan.filter, plan.antialias, plan.fill});
     needed = ws.resampler.footprint();
   }
-  JpegRequest request{denom, Rect{}};
+  JpegRequest request{denom, Rect{}, fast_upsample_for(plan, header, denom)};
   if (config_.decode.roi && worth_a_region(needed, scaled)) request.region = needed;
   const Rect region = ws.decoder.decoded_region(header, request);
   // Room for the whole scaled image if the budget has it, not just this region: region sizes vary
@@ -299,6 +299,19 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
   ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(region_bytes));
   finish(plan, decoded, region, copy ? ResamplerState::kNotSetUp : ResamplerState::kSetUp, ws, out, t);
   if (warnings.count > 0) recovered_.record(key.item, item.path, warnings.first);
+}
+
+bool SampleProgram::fast_upsample_for(const GeometryPlan& plan, const JpegHeader& header, int denom) const {
+  if (!config_.decode.fast_upsample_when_shrunk || !plan.antialias) return false;
+  // The resampler's filter must span a chroma sample (2 decoded pixels of a 4:2:0 file) on both
+  // axes: an antialiased triangle does when it shrinks at all (its support is +-scale), a box
+  // from a 2x shrink on.
+  const double least = plan.filter == Filter::kArea ? 2.0 : 1.0;
+  const bool shrunk = plan.x.scale > least && plan.y.scale > least;
+  // Small whole images decode through the component planes (fancy, and faster than libjpeg's
+  // merged path there); keep them on it.
+  const bool planes_path = denom == 1 && JpegDecoder::working_bytes(header.width, header.height) > 0;
+  return shrunk && !planes_path;
 }
 
 // Resample (unless a plain copy) and normalize into the slot. `source` holds source pixels

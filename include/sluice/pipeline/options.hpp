@@ -54,6 +54,11 @@ struct DecodeOptions {
   Color color = Color::kRGB;                    // greyscale and CMYK inputs are converted
   bool fast_dct = false;                        // libjpeg's fast integer IDCT: faster, less exact
   bool fast_upsample = false;                   // nearest chroma upsampling instead of fancy
+  // Nearest (merged) chroma upsampling only for samples the resampler shrinks anyway on both axes
+  // with antialiasing (its filter then spans at least one chroma sample of a 4:2:0 file, so the
+  // fancy upsampler's interpolation is averaged away); fancy upsampling for the others. Faster
+  // (docs/performance.md); colours at sharp chroma edges move by a few levels.
+  bool fast_upsample_when_shrunk = false;
   bool dct_scaling = true;                      // decode at 1/2, 1/4, 1/8 when the output allows
   bool roi = true;                              // decode only the rows and columns a crop needs
   // libjpeg warnings ("N extraneous bytes before marker", "premature end of data segment",

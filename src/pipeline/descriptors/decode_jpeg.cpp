@@ -26,14 +26,15 @@ bool read_strict(const Object& o) {
 }
 
 spec::Stage read(const json& v, const std::string& p) {
-  const Object o(v, p, {"color", "fast_dct", "fast_upsample", "dct_scaling", "roi", "strict",
-                        "accept_warnings", "max_image_pixels"});
+  const Object o(v, p, {"color", "fast_dct", "fast_upsample", "fast_upsample_when_shrunk", "dct_scaling", "roi",
+                        "strict", "accept_warnings", "max_image_pixels"});
   DecodeOptions d;
   d.color = o.get("color", d.color, [](const json& c, const std::string& cp) {
     return as_choice<Color>(c, cp, {{"rgb", Color::kRGB}, {"grey", Color::kGrey}, {"gray", Color::kGrey}});
   });
   d.fast_dct = o.flag("fast_dct", d.fast_dct);
   d.fast_upsample = o.flag("fast_upsample", d.fast_upsample);
+  d.fast_upsample_when_shrunk = o.flag("fast_upsample_when_shrunk", d.fast_upsample_when_shrunk);
   d.dct_scaling = o.flag("dct_scaling", d.dct_scaling);
   d.roi = o.flag("roi", d.roi);
   d.strict = read_strict(o);
@@ -46,7 +47,8 @@ spec::Stage read(const json& v, const std::string& p) {
 ordered_json write(const spec::Stage& stage) {
   const DecodeOptions& d = std::get<spec::DecodeJpeg>(stage).options;
   return {{"color", d.color == Color::kGrey ? "grey" : "rgb"}, {"fast_dct", d.fast_dct},
-          {"fast_upsample", d.fast_upsample}, {"dct_scaling", d.dct_scaling}, {"roi", d.roi},
+          {"fast_upsample", d.fast_upsample}, {"fast_upsample_when_shrunk", d.fast_upsample_when_shrunk},
+          {"dct_scaling", d.dct_scaling}, {"roi", d.roi},
           {"strict", d.strict}, {"max_image_pixels", d.max_image_pixels}};
 }
 

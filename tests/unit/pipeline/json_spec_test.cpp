@@ -264,8 +264,8 @@ TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
   EXPECT_EQ(error_of(with_stages(R"([{"random_crop": {"size": 8, "padding": -2}}])")),
             "stages[0].random_crop.padding: expected a non-negative integer, got -2");
   EXPECT_EQ(error_of(with_stages(R"([{"decode_jpeg": {"fastdct": true}}])")),
-            "stages[0].decode_jpeg: unknown key \"fastdct\" (known: color, fast_dct, fast_upsample, dct_scaling, "
-            "roi, strict, accept_warnings, max_image_pixels)");
+            "stages[0].decode_jpeg: unknown key \"fastdct\" (known: color, fast_dct, fast_upsample, "
+            "fast_upsample_when_shrunk, dct_scaling, roi, strict, accept_warnings, max_image_pixels)");
   EXPECT_EQ(error_of(R"({"source": {"folder": "d"}, "stages": [], "stage": []})"),
             "spec: unknown key \"stage\" (known: source, shard, shuffle_files, stages, build)");
   EXPECT_EQ(error_of(with_stages(R"([{"normalize": {"dtype": "f64"}}])")),
