@@ -121,7 +121,8 @@ void run_program(benchmark::State& state, const Variant& v) {
   const StageCounters& k = ws->counters;
   for (int stage = 0; stage < StageCounters::kStageCount; ++stage) {
     const double ns = static_cast<double>(k.busy_ns[stage].load());
-    state.counters[std::string(StageCounters::name(stage)) + "_us"] = ns / 1e3 / static_cast<double>(state.iterations());
+    state.counters[std::string(StageCounters::name(stage)) + "_us"] =
+        ns / 1e3 / static_cast<double>(state.iterations());
   }
 }
 

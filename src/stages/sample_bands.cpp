@@ -33,7 +33,8 @@ std::vector<int> keep_from(const Resampler& r, int rows) {
 }  // namespace
 
 void SampleProgram::decode_in_bands(const GeometryPlan& plan, std::span<const std::uint8_t> bytes,
-                                    const JpegHeader& header, int denom, Workspace& ws, void* out) const {
+                                    const JpegHeader& header, const JpegRequest& decode, Workspace& ws,
+                                    void* out) const {
   if (plan.out != config_.output) {
     throw Error(ErrorCode::kInvalidArgument,
                 "image gives a " + std::to_string(plan.out.width) + "x" + std::to_string(plan.out.height) +
@@ -52,7 +53,8 @@ void SampleProgram::decode_in_bands(const GeometryPlan& plan, std::span<const st
                          plan.out.height, channels_, out_row};
   const Rect footprint = resampler.footprint();
   if (footprint.width > 0) {
-    const JpegRequest request{denom, footprint, fast_upsample_for(plan, header, denom)};
+    const JpegRequest request{.scale_denom = decode.scale_denom, .region = footprint,
+                              .fast_upsample = decode.fast_upsample};
     const Rect region = ws.decoder.decoded_region(header, request);
     const std::size_t row_bytes = static_cast<std::size_t>(region.width) * channels_;
     // The fewest rows a band can hold: every output row's taps, and the rows kept for later ones.

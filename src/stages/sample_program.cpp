@@ -248,12 +248,14 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
       finish(plan, *image, Rect{0, 0, image->width, image->height}, ResamplerState::kNotSetUp, ws, out, t);
       return;
     }
-    // Too large to hold whole: at full scale as the cached samples are, in bands, not cached.
+    // Too large to hold whole: at full scale and fancy upsampling as the cached samples are, in
+    // bands, not cached.
     MemoryCacheStore::Handle none;
     const std::span<const std::uint8_t> bytes = encoded_bytes(item, key, ws, none);
     const JpegHeader header = ws.decoder.read_header(bytes);
     const GeometryPlan plan = plan_geometry(config_.geometry, {header.width, header.height}, key);
-    decode_in_bands(plan, bytes, header, 1, ws, out);
+    const JpegRequest as_cached{.scale_denom = 1, .region = {}, .fast_upsample = false};
+    decode_in_bands(plan, bytes, header, as_cached, ws, out);
     ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(sample_bytes()));
     if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, item.path, w.first);
     return;
@@ -278,7 +280,8 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
     ws.resampler.setup(ResampleParams{plan.x, plan.y, channels_, plan.filter, plan.antialias, plan.fill});
     needed = ws.resampler.footprint();
   }
-  JpegRequest request{denom, Rect{}, fast_upsample_for(plan, header, denom)};
+  JpegRequest request{.scale_denom = denom, .region = {},
+                      .fast_upsample = fast_upsample_for(plan, header, denom)};
   if (config_.decode.roi && worth_a_region(needed, scaled)) request.region = needed;
   const Rect region = ws.decoder.decoded_region(header, request);
   // Room for the whole scaled image if the budget has it, not just this region: region sizes vary
@@ -288,7 +291,7 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
   const std::size_t region_bytes = static_cast<std::size_t>(region.width) * region.height * channels_;
   if (!ws.decoded.try_reserve(static_cast<std::size_t>(scaled.width) * scaled.height * channels_) &&
       !ws.decoded.try_reserve(region_bytes)) {
-    decode_in_bands(plan, bytes, header, denom, ws, out);
+    decode_in_bands(plan, bytes, header, request, ws, out);
     ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(region_bytes));
     if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, item.path, w.first);
     return;

@@ -145,13 +145,14 @@ class SampleProgram {
   // nullopt when it is too large for the memory the worker holds or can get now.
   std::optional<ConstImageView> cached_image(const Item& item, const SampleKey& key, Workspace& ws,
                                              MemoryCacheStore::Handle& held) const;
-  // An image whose decoded region does not fit the memory the worker holds or can get now: decoded
-  // in row bands, each resampled into `out` as it comes, with the pixels of the whole-region path
-  // (sample_bands.cpp).
   // DecodeOptions::fast_upsample_when_shrunk for this plan (already scaled to 1/denom).
   bool fast_upsample_for(const GeometryPlan& plan, const JpegHeader& header, int denom) const;
+  // An image whose decoded region does not fit the memory the worker holds or can get now: decoded
+  // in row bands, each resampled into `out` as it comes, with the pixels of the whole-region path
+  // (sample_bands.cpp). `decode` gives the scale and the upsampling; the region is the resampler's
+  // footprint.
   void decode_in_bands(const GeometryPlan& plan, std::span<const std::uint8_t> bytes, const JpegHeader& header,
-                       int denom, Workspace& ws, void* out) const;
+                       const JpegRequest& decode, Workspace& ws, void* out) const;
   // The file's bytes, from the cache or read and inserted (kEncoded caches) or just read.
   std::span<const std::uint8_t> encoded_bytes(const Item& item, const SampleKey& key, Workspace& ws,
                                               MemoryCacheStore::Handle& held) const;

@@ -51,7 +51,7 @@ TEST(JpegFastUpsample, WholeImagesEqualTurboJpegFastUpsample) {
     for (const auto [w, h] : {std::pair{97, 61}, std::pair{500, 375}, std::pair{33, 47}}) {
       const Bytes jpeg = test::encode_jpeg(test::make_pattern(w, h, 3, 7), w, h, 3, {.subsampling = subsampling});
       JpegDecoder decoder(fancy());
-      const Pixels ours = decode(decoder, jpeg, JpegRequest{1, {}, /*fast_upsample=*/true});
+      const Pixels ours = decode(decoder, jpeg, JpegRequest{.scale_denom = 1, .region = {}, .fast_upsample = true});
       const Pixels turbo = turbo_fast_upsample(jpeg);
       EXPECT_EQ(ours.data, turbo.data) << w << "x" << h << " subsampling " << subsampling;
     }
@@ -66,13 +66,15 @@ TEST(JpegFastUpsample, RegionsEqualTheWholeDecodeAtEveryScaleAndOddHeight) {
       const Bytes jpeg = test::encode_jpeg(test::make_pattern(w, h, 3, 3), w, h, 3, {.subsampling = subsampling});
       JpegDecoder decoder(fancy());
       for (const int denom : {1, 2, 4, 8}) {
-        const Pixels whole = decode(decoder, jpeg, JpegRequest{denom, {}, true});
+        const Pixels whole =
+            decode(decoder, jpeg, JpegRequest{.scale_denom = denom, .region = {}, .fast_upsample = true});
         std::vector<Rect> regions;
         // Skips that end on an iMCU row boundary and regions that reach the (odd) last row: the
         // cases of libjpeg-turbo issue 915; then random ones.
         for (const int y : {1, 2, 7, 8, 9, 15, 16, 17}) {
-          if (y < whole.height) regions.push_back({0, y, whole.width, whole.height - y});
-          if (y < whole.height) regions.push_back({whole.width / 3, y, whole.width - whole.width / 3, whole.height - y});
+          if (y >= whole.height) continue;
+          regions.push_back({0, y, whole.width, whole.height - y});
+          regions.push_back({whole.width / 3, y, whole.width - whole.width / 3, whole.height - y});
         }
         for (int k = 0; k < 12; ++k) {
           const int rw = 1 + static_cast<int>(rng() % whole.width);
@@ -81,7 +83,7 @@ TEST(JpegFastUpsample, RegionsEqualTheWholeDecodeAtEveryScaleAndOddHeight) {
                              static_cast<int>(rng() % (whole.height - rh + 1)), rw, rh});
         }
         for (const Rect& request : regions) {
-          const JpegRequest req{denom, request, true};
+          const JpegRequest req{.scale_denom = denom, .region = request, .fast_upsample = true};
           const JpegHeader header = decoder.read_header(jpeg);
           const Rect r = decoder.decoded_region(header, req);
           const Pixels part = decode(decoder, jpeg, req);
