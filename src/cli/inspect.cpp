@@ -1,8 +1,9 @@
 // `sluice inspect DIR [--json] [--decode] [--strict-decode]`: what an image folder holds before a
 // pipeline reads it: files and classes (labelled as from_folder labels them), bytes, file-size and
 // dimension histograms, greyscale / progressive / CMYK counts, every file that would fail, with its
-// cause, and every file read in spite of libjpeg warnings ("recovered"), with the first. Headers are parsed with the pipeline's own JpegDecoder, so "fails here" means "fails
-// there"; --decode also runs the full decode, which catches truncated and corrupt scan data.
+// cause, and every file read in spite of libjpeg warnings ("recovered"), with the first. Headers
+// are parsed with the pipeline's own JpegDecoder, so "fails here" means "fails there"; --decode
+// also runs the full decode, which catches truncated and corrupt scan data.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
