@@ -291,7 +291,25 @@ void run_in_bands(const SampleProgram& program, const Params& p, const std::vect
     if (e.code() == ErrorCode::kTooLarge) return;  // a band of one row did not fit one page
     finding("row bands", std::string("failed where the whole region decoded: ") + e.what());
   }
-  if (out != whole) finding("row bands", "the sample differs from the whole-region path's");
+  if (out != whole) {
+    // Which side depends on what its workspace held before: run both again on fresh ones.
+    std::vector<std::uint8_t> fresh_whole(program.sample_bytes());
+    std::vector<std::uint8_t> fresh_bands(program.sample_bytes());
+    auto plain = program.make_workspace();
+    program.run(Item{"fuzz.jpg", 0}, p.key(), *plain, fresh_whole.data());
+    const WorkspaceShare share{.file = 4 << 20, .decoded = 4096, .resized = 1 << 20, .scratch = 1 << 20,
+                               .decoder = {.planes = 1 << 20, .coefficients = 4 << 20}};
+    MemoryBudget budget(share.total());
+    auto banded = program.make_workspace(budget, share);
+    program.run(Item{"fuzz.jpg", 0}, p.key(), *banded, fresh_bands.data());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) differ += out[i] != whole[i];
+    finding("row bands", "the sample differs from the whole-region path's in " + std::to_string(differ) + " of " +
+                             std::to_string(out.size()) + " bytes; fresh whole == whole: " +
+                             std::to_string(fresh_whole == whole) + ", fresh bands == bands: " +
+                             std::to_string(fresh_bands == out) + ", fresh bands == fresh whole: " +
+                             std::to_string(fresh_bands == fresh_whole));
+  }
 }
 
 // Path 1: the fused program, as a worker runs it.

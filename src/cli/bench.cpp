@@ -196,30 +196,38 @@ PipelineDocument load_spec(BenchOptions& o) {
   return doc;
 }
 
-// What the epochs delivered: per-epoch rates, the checksum of every batch in order and, with
-// --per-batch, each batch's own.
-struct EpochRun {
-  json epochs = json::array();
-  json batch_checksums = json::array();
-  bool stopped = false;  // --stop-after-batches cut the run short
-  std::uint64_t checksum = 0;
-  std::int64_t images = 0;
-  double seconds = 0;
-};
-
-EpochRun run_epochs(Loader& loader, const BenchOptions& o, std::int64_t first_epoch) {
-  EpochRun run;
+int run_bench(const BenchOptions& given) {
+  BenchOptions o = given;
+  const std::optional<PipelineDocument> doc = o.spec.empty() ? std::nullopt : std::optional(load_spec(o));
+  const std::uint64_t baseline_rss = peak_rss_bytes();  // before the pipeline holds anything
+  const Pipeline pipeline = doc ? Pipeline(doc->spec) : make_pipeline(o);
+  if (o.drop_cache) drop_page_cache(pipeline.spec());
+  Stopwatch setup;
+  Loader loader = pipeline.build(doc ? doc->build : build_options(o));
+  const double setup_seconds = setup.seconds();
+  const std::int64_t per_epoch = loader.samples_per_epoch();
   std::atomic<std::uint64_t> done{0};
   XXH3_state_t* hash = XXH3_createState();
   XXH3_64bits_reset(hash);
+
+  std::int64_t first_epoch = 0;
+  if (!o.resume.empty()) {
+    std::ifstream in(o.resume, std::ios::binary);
+    if (!in) throw Error(ErrorCode::kNotFound, "cannot read the state file", o.resume);
+    const std::vector<std::uint8_t> state{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    loader.restore(state);
+    first_epoch = loader.resume_epoch();
+  }
+  json batch_checksums = json::array();
   std::int64_t delivered = 0;
+  bool stopped = false;
+  json epochs = json::array();
   std::int64_t last_hits = 0;
   std::int64_t last_misses = 0;
   Stopwatch clock;
   {
-    ProgressLine progress("bench", static_cast<std::uint64_t>(loader.samples_per_epoch()) * o.epochs, done,
-                          stderr_is_terminal() && !o.json);
-    for (std::int64_t e = first_epoch; e < o.epochs && !run.stopped; ++e) {
+    ProgressLine progress("bench", static_cast<std::uint64_t>(per_epoch) * o.epochs, done, stderr_is_terminal() && !o.json);
+    for (std::int64_t e = first_epoch; e < o.epochs && !stopped; ++e) {
       Stopwatch epoch_clock;
       std::int64_t images = 0;
       for (Batch& b : loader.epoch(e)) {
@@ -230,12 +238,12 @@ EpochRun run_epochs(Loader& loader, const BenchOptions& o, std::int64_t first_ep
           const std::uint64_t one = XXH3_64bits(b.data().data, b.data().bytes()) ^
                                     XXH3_64bits(b.labels().data(), b.labels().size_bytes());
           std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(one));
-          run.batch_checksums.push_back(hex);
+          batch_checksums.push_back(hex);
         }
         images += b.size();
         done.fetch_add(static_cast<std::uint64_t>(b.size()), std::memory_order_relaxed);
         if (o.stop_after_batches > 0 && ++delivered == o.stop_after_batches) {
-          run.stopped = true;
+          stopped = true;
           break;
         }
       }
@@ -247,64 +255,22 @@ EpochRun run_epochs(Loader& loader, const BenchOptions& o, std::int64_t first_ep
       const std::int64_t misses = c.misses - last_misses;
       last_hits = c.hits;
       last_misses = c.misses;
-      run.epochs.push_back({{"epoch", e}, {"images", images}, {"seconds", s}, {"images_per_sec", images / s},
-                            {"cache_hit_rate", hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0}});
+      epochs.push_back({{"epoch", e}, {"images", images}, {"seconds", s}, {"images_per_sec", images / s},
+                        {"cache_hit_rate", hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0}});
     }
   }
-  run.seconds = clock.seconds();
-  run.checksum = XXH3_64bits_digest(hash);
-  XXH3_freeState(hash);
-  run.images = static_cast<std::int64_t>(done.load());
-  return run;
-}
-
-// --resume FILE: the epoch to start from, after restoring the loader's state.
-std::int64_t restore_state(Loader& loader, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, "cannot read the state file", path);
-  const std::vector<std::uint8_t> state{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  loader.restore(state);
-  return loader.resume_epoch();
-}
-
-void save_state(const Loader& loader, const std::string& path) {
-  const std::vector<std::uint8_t> state = loader.state();
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
-  if (!out) throw Error(ErrorCode::kIo, "cannot write the state file", path);
-}
-
-void print_stage_times(const Stats& stats) {
-  std::cout << "  busy time per stage (summed over threads):\n";
-  for (const auto& s : stats.stages) {
-    if (s.items == 0) continue;
-    char line[160];
-    std::snprintf(line, sizeof line, "    %-12s %8.2f s  %6.1f us/item  %s\n", s.name.c_str(), s.busy_seconds,
-                  1e6 * s.busy_seconds / static_cast<double>(s.items), format_bytes(static_cast<std::uint64_t>(s.bytes)).c_str());
-    std::cout << line;
+  const double seconds = clock.seconds();
+  if (!o.save_state.empty()) {
+    const std::vector<std::uint8_t> state = loader.state();
+    std::ofstream out(o.save_state, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
+    if (!out) throw Error(ErrorCode::kIo, "cannot write the state file", o.save_state);
   }
-}
-
-int run_bench(const BenchOptions& given) {
-  BenchOptions o = given;
-  const std::optional<PipelineDocument> doc = o.spec.empty() ? std::nullopt : std::optional(load_spec(o));
-  const std::uint64_t baseline_rss = peak_rss_bytes();  // before the pipeline holds anything
-  const Pipeline pipeline = doc ? Pipeline(doc->spec) : make_pipeline(o);
-  if (o.drop_cache) drop_page_cache(pipeline.spec());
-  Stopwatch setup;
-  Loader loader = pipeline.build(doc ? doc->build : build_options(o));
-  const double setup_seconds = setup.seconds();
-  const std::int64_t first_epoch = o.resume.empty() ? 0 : restore_state(loader, o.resume);
-  const EpochRun run = run_epochs(loader, o, first_epoch);
-  const double seconds = run.seconds;
-  const json& epochs = run.epochs;
-  const json& batch_checksums = run.batch_checksums;
-  const bool stopped = run.stopped;
-  const std::uint64_t checksum = run.checksum;
-  if (!o.save_state.empty()) save_state(loader, o.save_state);
+  const std::uint64_t checksum = XXH3_64bits_digest(hash);
+  XXH3_freeState(hash);
 
   const Stats stats = loader.stats();
-  const std::int64_t images = run.images;
+  const std::int64_t images = static_cast<std::int64_t>(done.load());
   std::int64_t read_bytes = 0;
   json stages = json::array();
   for (const auto& s : stats.stages) {
@@ -366,7 +332,14 @@ int run_bench(const BenchOptions& given) {
     std::cout << "  epoch " << e["epoch"].get<int>() << ": " << static_cast<std::int64_t>(e["images_per_sec"].get<double>())
               << " images/s\n";
   }
-  print_stage_times(stats);
+  std::cout << "  busy time per stage (summed over threads):\n";
+  for (const auto& s : stats.stages) {
+    if (s.items == 0) continue;
+    char line[160];
+    std::snprintf(line, sizeof line, "    %-12s %8.2f s  %6.1f us/item  %s\n", s.name.c_str(), s.busy_seconds,
+                  1e6 * s.busy_seconds / static_cast<double>(s.items), format_bytes(static_cast<std::uint64_t>(s.bytes)).c_str());
+    std::cout << line;
+  }
   std::cout << "  consumer waited " << format_seconds(stats.consumer_wait_seconds) << "; peak RSS "
             << format_bytes(peak_rss_bytes()) << "; checksum " << checksum_hex << "\n";
   std::cout << "  memory: accounted peak " << format_bytes(stats.memory_peak);

@@ -1,8 +1,9 @@
 // `sluice inspect DIR [--json] [--decode] [--strict-decode]`: what an image folder holds before a
 // pipeline reads it: files and classes (labelled as from_folder labels them), bytes, file-size and
 // dimension histograms, greyscale / progressive / CMYK counts, every file that would fail, with its
-// cause, and every file read in spite of libjpeg warnings ("recovered"), with the first. Headers are parsed with the pipeline's own JpegDecoder, so "fails here" means "fails
-// there"; --decode also runs the full decode, which catches truncated and corrupt scan data.
+// cause, and every file read in spite of libjpeg warnings ("recovered"), with the first. Headers
+// are parsed with the pipeline's own JpegDecoder, so "fails here" means "fails there"; --decode
+// also runs the full decode, which catches truncated and corrupt scan data.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -297,161 +298,147 @@ void print_buckets(std::ostream& out, const std::vector<Bucket>& buckets) {
   }
 }
 
-// What the reports add up to.
-struct Summary {
+void report(const InspectOptions& options, const Listing& listing,
+            const std::vector<FileReport>& reports, double seconds) {
   struct ClassTotals {
     std::uint64_t files = 0;
     std::uint64_t bytes = 0;
   };
-  std::vector<ClassTotals> classes;
+  std::vector<ClassTotals> classes(listing.classes.size());
   std::vector<Bucket> sizes = size_buckets();
   std::vector<Bucket> sides = side_buckets();
-  std::vector<std::pair<std::pair<int, int>, std::uint64_t>> common;  // the five most common sizes
-  std::uint64_t files = 0, bytes = 0, headers = 0, grey = 0, colour = 0, cmyk = 0, progressive = 0;
+  std::map<std::pair<int, int>, std::uint64_t> exact_sizes;
+  std::uint64_t bytes = 0, headers = 0, grey = 0, colour = 0, cmyk = 0, progressive = 0;
   std::uint64_t pixels = 0;
   int min_w = 0, max_w = 0, min_h = 0, max_h = 0;
   json failures = json::array();
   json recovered = json::array();
-};
-
-Summary summarise(const Listing& listing, const std::vector<FileReport>& reports) {
-  Summary m;
-  m.classes.resize(listing.classes.size());
-  m.files = reports.size();
-  std::map<std::pair<int, int>, std::uint64_t> exact_sizes;
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const FileReport& r = reports[i];
     if (r.failed_at == nullptr && !r.warning.empty()) {
-      m.recovered.push_back({{"path", listing.files[i].string()}, {"warning", r.warning}});
+      recovered.push_back({{"path", listing.files[i].string()}, {"warning", r.warning}});
     }
-    m.classes[listing.labels[i]].files += 1;
-    m.classes[listing.labels[i]].bytes += r.bytes;
-    m.bytes += r.bytes;
-    if (r.failed_at == nullptr || std::strcmp(r.failed_at, "read") != 0) count_into(m.sizes, r.bytes);
+    classes[listing.labels[i]].files += 1;
+    classes[listing.labels[i]].bytes += r.bytes;
+    bytes += r.bytes;
+    if (r.failed_at == nullptr || std::strcmp(r.failed_at, "read") != 0) count_into(sizes, r.bytes);
     if (r.failed_at != nullptr) {
-      m.failures.push_back({{"path", listing.files[i].string()}, {"stage", r.failed_at}, {"cause", r.cause}});
+      failures.push_back({{"path", listing.files[i].string()}, {"stage", r.failed_at},
+                          {"cause", r.cause}});
     }
     if (!r.header_ok) continue;
     const stages::JpegHeader& h = r.header;
-    m.min_w = m.headers == 0 ? h.width : std::min(m.min_w, h.width);
-    m.min_h = m.headers == 0 ? h.height : std::min(m.min_h, h.height);
-    m.max_w = std::max(m.max_w, h.width);
-    m.max_h = std::max(m.max_h, h.height);
-    ++m.headers;
-    m.pixels += static_cast<std::uint64_t>(h.width) * h.height;
-    count_into(m.sides, static_cast<std::uint64_t>(std::min(h.width, h.height)));
+    min_w = headers == 0 ? h.width : std::min(min_w, h.width);
+    min_h = headers == 0 ? h.height : std::min(min_h, h.height);
+    max_w = std::max(max_w, h.width);
+    max_h = std::max(max_h, h.height);
+    ++headers;
+    pixels += static_cast<std::uint64_t>(h.width) * h.height;
+    count_into(sides, static_cast<std::uint64_t>(std::min(h.width, h.height)));
     ++exact_sizes[{h.width, h.height}];
-    m.grey += h.components == 1;
-    m.colour += h.components == 3;
-    m.cmyk += h.components == 4;
-    m.progressive += h.progressive;
+    grey += h.components == 1;
+    colour += h.components == 3;
+    cmyk += h.components == 4;
+    progressive += h.progressive;
   }
-  m.common.assign(exact_sizes.begin(), exact_sizes.end());
-  std::stable_sort(m.common.begin(), m.common.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  m.common.resize(std::min<std::size_t>(m.common.size(), 5));
-  return m;
-}
+  std::vector<std::pair<std::pair<int, int>, std::uint64_t>> common(exact_sizes.begin(),
+                                                                    exact_sizes.end());
+  std::stable_sort(common.begin(), common.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  common.resize(std::min<std::size_t>(common.size(), 5));
 
-void print_json(const InspectOptions& options, const Listing& listing, const Summary& m, double seconds) {
-  json out;
-  out["root"] = options.dir.string();
-  out["layout"] = listing.flat ? "flat" : "class-folders";
-  out["files"] = m.files;
-  out["bytes"] = m.bytes;
-  out["other_files"] = listing.other_files;
-  json class_list = json::array();
-  for (std::size_t c = 0; c < m.classes.size(); ++c) {
-    class_list.push_back({{"label", c}, {"name", listing.classes[c]},
-                          {"files", m.classes[c].files}, {"bytes", m.classes[c].bytes}});
+  if (options.json) {
+    json out;
+    out["root"] = options.dir.string();
+    out["layout"] = listing.flat ? "flat" : "class-folders";
+    out["files"] = reports.size();
+    out["bytes"] = bytes;
+    out["other_files"] = listing.other_files;
+    json class_list = json::array();
+    for (std::size_t c = 0; c < classes.size(); ++c) {
+      class_list.push_back({{"label", c}, {"name", listing.classes[c]},
+                            {"files", classes[c].files}, {"bytes", classes[c].bytes}});
+    }
+    out["classes"] = class_list;
+    out["size_histogram"] = buckets_json(sizes);
+    json common_json = json::array();
+    for (const auto& [size, files] : common) {
+      common_json.push_back({{"width", size.first}, {"height", size.second}, {"files", files}});
+    }
+    out["dimensions"] = {{"headers_read", headers},
+                         {"min_width", min_w}, {"max_width", max_w},
+                         {"min_height", min_h}, {"max_height", max_h},
+                         {"mean_megapixels", headers ? pixels / 1e6 / headers : 0.0},
+                         {"shorter_side_histogram", buckets_json(sides)},
+                         {"most_common", common_json}};
+    out["colour"] = colour;
+    out["greyscale"] = grey;
+    out["cmyk"] = cmyk;
+    out["progressive"] = progressive;
+    out["decoded"] = options.decode;
+    out["failed"] = failures.size();
+    out["failures"] = failures;
+    out["recovered"] = recovered.size();
+    out["recovered_files"] = recovered;
+    out["seconds"] = seconds;
+    std::cout << out.dump() << '\n';
+    return;
   }
-  out["classes"] = class_list;
-  out["size_histogram"] = buckets_json(m.sizes);
-  json common_json = json::array();
-  for (const auto& [size, files] : m.common) {
-    common_json.push_back({{"width", size.first}, {"height", size.second}, {"files", files}});
-  }
-  out["dimensions"] = {{"headers_read", m.headers},
-                       {"min_width", m.min_w}, {"max_width", m.max_w},
-                       {"min_height", m.min_h}, {"max_height", m.max_h},
-                       {"mean_megapixels", m.headers ? m.pixels / 1e6 / m.headers : 0.0},
-                       {"shorter_side_histogram", buckets_json(m.sides)},
-                       {"most_common", common_json}};
-  out["colour"] = m.colour;
-  out["greyscale"] = m.grey;
-  out["cmyk"] = m.cmyk;
-  out["progressive"] = m.progressive;
-  out["decoded"] = options.decode;
-  out["failed"] = m.failures.size();
-  out["failures"] = m.failures;
-  out["recovered"] = m.recovered.size();
-  out["recovered_files"] = m.recovered;
-  out["seconds"] = seconds;
-  std::cout << out.dump() << '\n';
-}
 
-// Up to kListedFailures files of `files` ({"path", `what`}), then how many more.
-void print_files(std::ostream& out, const json& files, const char* what) {
-  for (std::size_t i = 0; i < files.size() && i < kListedFailures; ++i) {
-    out << "  " << files[i]["path"].get<std::string>() << ": " << files[i][what].get<std::string>() << '\n';
-  }
-  if (files.size() > kListedFailures) {
-    out << "  ... and " << files.size() - kListedFailures << " more (--json lists all)\n";
-  }
-}
-
-void print_text(const InspectOptions& options, const Listing& listing, const Summary& m, double seconds) {
   std::ostream& out = std::cout;
-  out << options.dir.string() << ": " << m.files << " image files, " << format_bytes(m.bytes)
-      << ", " << m.classes.size() << (m.classes.size() == 1 ? " class" : " classes")
+  out << options.dir.string() << ": " << reports.size() << " image files, " << format_bytes(bytes)
+      << ", " << classes.size() << (classes.size() == 1 ? " class" : " classes")
       << (listing.flat ? " (flat folder)" : "") << '\n';
   if (listing.other_files > 0) {
     out << "  (" << listing.other_files
         << " other files ignored: not *.jpg/*.jpeg, or beside the class folders)\n";
   }
   out << "classes (label = index of the sorted folder names):\n";
-  for (std::size_t c = 0; c < m.classes.size() && c < kListedClasses; ++c) {
+  for (std::size_t c = 0; c < classes.size() && c < kListedClasses; ++c) {
     char line[96];
     std::snprintf(line, sizeof line, "  %5zu %8llu %10s  ", c,
-                  static_cast<unsigned long long>(m.classes[c].files),
-                  format_bytes(m.classes[c].bytes).c_str());
+                  static_cast<unsigned long long>(classes[c].files),
+                  format_bytes(classes[c].bytes).c_str());
     out << line << listing.classes[c] << '\n';
   }
-  if (m.classes.size() > kListedClasses) {
-    out << "  ... and " << m.classes.size() - kListedClasses << " more (--json lists all)\n";
+  if (classes.size() > kListedClasses) {
+    out << "  ... and " << classes.size() - kListedClasses << " more (--json lists all)\n";
   }
   out << "file sizes:\n";
-  print_buckets(out, m.sizes);
-  if (m.headers > 0) {
-    out << "dimensions (shorter side), width " << m.min_w << "-" << m.max_w << ", height " << m.min_h
-        << "-" << m.max_h << ":\n";
-    print_buckets(out, m.sides);
+  print_buckets(out, sizes);
+  if (headers > 0) {
+    out << "dimensions (shorter side), width " << min_w << "-" << max_w << ", height " << min_h
+        << "-" << max_h << ":\n";
+    print_buckets(out, sides);
     out << "  most common:";
-    for (const auto& [size, files] : m.common) {
+    for (const auto& [size, files] : common) {
       out << ' ' << size.first << 'x' << size.second << " (" << files << ")";
     }
     out << '\n';
-    out << "colour: " << m.colour << " colour, " << m.grey << " greyscale, " << m.cmyk << " CMYK; "
-        << m.progressive << " progressive\n";
+    out << "colour: " << colour << " colour, " << grey << " greyscale, " << cmyk << " CMYK; "
+        << progressive << " progressive\n";
   }
-  out << "failures: " << m.failures.size();
+  out << "failures: " << failures.size();
   out << (options.decode ? " (headers and full decode)\n" : " (headers only; --decode decodes)\n");
-  print_files(out, m.failures, "cause");
-  if (!m.recovered.empty()) {
-    out << "recovered: " << m.recovered.size() << " (read in spite of libjpeg warnings, as Pillow reads them; "
+  for (std::size_t i = 0; i < failures.size() && i < kListedFailures; ++i) {
+    out << "  " << failures[i]["path"].get<std::string>() << ": "
+        << failures[i]["cause"].get<std::string>() << '\n';
+  }
+  if (failures.size() > kListedFailures) {
+    out << "  ... and " << failures.size() - kListedFailures << " more (--json lists all)\n";
+  }
+  if (!recovered.empty()) {
+    out << "recovered: " << recovered.size() << " (read in spite of libjpeg warnings, as Pillow reads them; "
         << "--strict-decode counts them as failures)\n";
-    print_files(out, m.recovered, "warning");
+    for (std::size_t i = 0; i < recovered.size() && i < kListedFailures; ++i) {
+      out << "  " << recovered[i]["path"].get<std::string>() << ": " << recovered[i]["warning"].get<std::string>()
+          << '\n';
+    }
+    if (recovered.size() > kListedFailures) {
+      out << "  ... and " << recovered.size() - kListedFailures << " more (--json lists all)\n";
+    }
   }
   out << "inspected in " << format_seconds(seconds) << '\n';
-}
-
-void report(const InspectOptions& options, const Listing& listing,
-            const std::vector<FileReport>& reports, double seconds) {
-  const Summary summary = summarise(listing, reports);
-  if (options.json) {
-    print_json(options, listing, summary, seconds);
-  } else {
-    print_text(options, listing, summary, seconds);
-  }
 }
 
 void run_inspect(const InspectOptions& options) {

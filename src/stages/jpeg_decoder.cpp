@@ -284,6 +284,11 @@ void JpegDecoder::check_rows(RowStatus status, const RowJob& job, const JpegHead
     case RowStatus::kOk: return;
     case RowStatus::kLibjpegFailed: throw libjpeg_failure(s.err, JpegPhase::kScan);
     case RowStatus::kTruncated: throw truncation_failure(job.truncation);
+    case RowStatus::kTableMissing: {
+      char cause[96];  // libjpeg's words for JERR_NO_QUANT_TABLE, as a fresh decompressor says them
+      std::snprintf(cause, sizeof cause, "corrupt JPEG data: Quantization table 0x%02x was not defined", job.missing_table);
+      throw Error(ErrorCode::kCorruptData, cause);
+    }
     case RowStatus::kHeaderMismatch:
       throw invalid("the header passed to decode() says " + std::to_string(header.width) + "x" +
                     std::to_string(header.height) + " but the data is another image");

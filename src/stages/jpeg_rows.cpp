@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <csetjmp>
+#include <cstring>
 
 #include <jerror.h>
 
@@ -106,7 +107,83 @@ bool read_planes(jpeg_decompress_struct& cinfo, RowJob& job) {
   return true;
 }
 
+// libjpeg-turbo's standard Huffman tables (JPEG Annex K.3), which it substitutes for a missing
+// table 0 or 1: taken from libjpeg itself (jpeg_set_defaults fills them in), so they are its own.
+struct StandardHuffmanTables {
+  JHUFF_TBL dc[2];
+  JHUFF_TBL ac[2];
+};
+
+[[noreturn]] void jump_out(j_common_ptr cinfo) { std::longjmp(*static_cast<std::jmp_buf*>(cinfo->client_data), 1); }
+
+bool fill_standard_tables(StandardHuffmanTables& t) {
+  jpeg_compress_struct c{};
+  jpeg_error_mgr err{};
+  std::jmp_buf jump;
+  c.err = jpeg_std_error(&err);
+  err.error_exit = jump_out;
+  c.client_data = &jump;
+  if (setjmp(jump) != 0) {
+    jpeg_destroy_compress(&c);
+    return false;
+  }
+  jpeg_create_compress(&c);
+  c.in_color_space = JCS_RGB;
+  c.input_components = 3;
+  jpeg_set_defaults(&c);
+  for (int i = 0; i < 2; ++i) {
+    t.dc[i] = *c.dc_huff_tbl_ptrs[i];
+    t.ac[i] = *c.ac_huff_tbl_ptrs[i];
+  }
+  jpeg_destroy_compress(&c);
+  return true;
+}
+
+const StandardHuffmanTables* standard_tables() {
+  static StandardHuffmanTables tables;
+  static const bool filled = fill_standard_tables(tables);
+  return filled ? &tables : nullptr;
+}
+
+// A table no decoder accepts: more codes than 256 symbols (jpeg_make_d_derived_tbl: "Bogus
+// Huffman table definition"), what a fresh decompressor's missing table 2 or 3 comes to.
+void make_invalid(JHUFF_TBL& table) {
+  std::memset(table.bits, 0, sizeof table.bits);
+  std::memset(table.bits + 1, 0xFF, 16);
+}
+
+bool forgotten(const JQUANT_TBL& table) {
+  return std::all_of(std::begin(table.quantval), std::end(table.quantval), [](UINT16 q) { return q == 0; });
+}
+
+// A component whose latched quantisation table is a forgotten one: the image used a table it
+// never defined. Returns its table number, or -1.
+int missing_quant_table(const jpeg_decompress_struct& cinfo) {
+  for (int c = 0; c < cinfo.num_components; ++c) {
+    const jpeg_component_info& comp = cinfo.comp_info[c];
+    if (comp.quant_table != nullptr && forgotten(*comp.quant_table)) return comp.quant_tbl_no;
+  }
+  return -1;
+}
+
 }  // namespace
+
+void forget_tables(jpeg_decompress_struct& cinfo) {
+  for (JQUANT_TBL* q : cinfo.quant_tbl_ptrs) {
+    if (q != nullptr) std::memset(q->quantval, 0, sizeof q->quantval);
+  }
+  const StandardHuffmanTables* standard = standard_tables();
+  for (int n = 0; n < NUM_HUFF_TBLS; ++n) {
+    for (JHUFF_TBL* h : {cinfo.dc_huff_tbl_ptrs[n], cinfo.ac_huff_tbl_ptrs[n]}) {
+      if (h == nullptr) continue;
+      if (n < 2 && standard != nullptr) {
+        *h = h == cinfo.dc_huff_tbl_ptrs[n] ? standard->dc[n] : standard->ac[n];
+      } else {
+        make_invalid(*h);
+      }
+    }
+  }
+}
 
 // Three planes of at most the iMCU-padded size, each row 32-byte aligned, and ycc_to_rgb's scratch.
 std::size_t planes_bytes(int width, int height) {
@@ -142,6 +219,7 @@ bool read_header_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& err, s
   }
   // The source manager is allocated once in the permanent pool and reused by later calls.
   jpeg_mem_src(&cinfo, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
+  forget_tables(cinfo);
   jpeg_read_header(&cinfo, TRUE);
   return true;
 }
@@ -153,6 +231,7 @@ RowStatus start_rows_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& er
   }
   if (!job.header_read) {
     jpeg_mem_src(&cinfo, job.jpeg.data(), static_cast<unsigned long>(job.jpeg.size()));
+    forget_tables(cinfo);
     jpeg_read_header(&cinfo, TRUE);
   }
   if (static_cast<int>(cinfo.image_width) != job.expect_width ||
@@ -237,6 +316,11 @@ RowStatus end_rows_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& err,
   if (job.truncation != Truncation::kNone) {
     jpeg_abort_decompress(&cinfo);
     return RowStatus::kTruncated;
+  }
+  job.missing_table = missing_quant_table(cinfo);
+  if (job.missing_table >= 0) {
+    jpeg_abort_decompress(&cinfo);
+    return RowStatus::kTableMissing;
   }
   if (job.whole) {
     // Reads on to the EOI marker, so damage after the last row is reported as TurboJPEG's

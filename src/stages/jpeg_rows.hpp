@@ -51,15 +51,32 @@ struct RowJob {
   SamplePlane plane[3];
   ChromaLayout chroma = ChromaLayout::k444;
   Truncation truncation = Truncation::kNone;  // out: what the data lacked, when it ended early
+  int missing_table = -1;  // out: the quantisation table the image used without defining it
 };
 
-enum class RowStatus : std::uint8_t { kOk, kLibjpegFailed, kTruncated, kHeaderMismatch, kGeometryMismatch };
+enum class RowStatus : std::uint8_t {
+  kOk,
+  kLibjpegFailed,
+  kTruncated,
+  kTableMissing,
+  kHeaderMismatch,
+  kGeometryMismatch,
+};
 
 // Room for the component planes and ycc_to_rgb's scratch of a width x height image.
 std::size_t planes_bytes(int width, int height);
 
 // libjpeg's whole-image coefficient buffer for the header cinfo holds (JpegHeader::coefficient_bytes).
 std::uint64_t coefficient_bytes(jpeg_decompress_struct& cinfo);
+
+// libjpeg keeps quantisation and Huffman tables from one image to the next, in its permanent pool,
+// for "abbreviated" files that rely on tables sent before. A worker's images come in an order
+// that depends on thread timing, so no image may see another's: before each header, every kept
+// Huffman table becomes what a fresh decompressor would use in its place (libjpeg-turbo's
+// standard table for slots 0 and 1, an invalid one that fails on use for 2 and 3), and every kept
+// quantisation table an invalid all-zero one (the standard allows no zero), which
+// end_rows_guarded refuses as "not defined", as a fresh decompressor would at once.
+void forget_tables(jpeg_decompress_struct& cinfo);
 
 bool create_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& err);
 bool read_header_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& err, std::span<const std::uint8_t> jpeg);

@@ -173,6 +173,19 @@ Bytes without_scan(const Bytes& jpeg, int scan) {
   return splice(jpeg, sos.offset, data.offset + data.length);
 }
 
+Bytes without_segments(const Bytes& jpeg, std::uint8_t marker) {
+  Bytes out(jpeg.begin(), jpeg.begin() + 2);
+  std::size_t kept_from = 2;
+  for (const JpegSegment& s : jpeg_segments(jpeg)) {
+    if (s.marker == 0xDA) break;
+    if (s.marker != marker) continue;
+    out.insert(out.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(kept_from), jpeg.begin() + static_cast<std::ptrdiff_t>(s.offset));
+    kept_from = s.offset + s.length;
+  }
+  out.insert(out.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(kept_from), jpeg.end());
+  return out;
+}
+
 Bytes cut_before_scan(const Bytes& jpeg, int scan) {
   const auto segments = jpeg_segments(jpeg);
   return cut_at(jpeg, nth_sos(segments, scan).offset);

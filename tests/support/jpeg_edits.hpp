@@ -37,6 +37,8 @@ Bytes cut_in_scan(const Bytes& jpeg, int scan, double keep);
 // `count` bytes of the scan's data from `at` (0-1) of its length set to zero.
 Bytes with_zeroed_scan_bytes(const Bytes& jpeg, int scan, double at, std::size_t count);
 Bytes without_scan(const Bytes& jpeg, int scan);  // its SOS and data (and DHTs right before it kept)
+// Every segment with this marker before the first scan removed (a DQT, or a DHT as in MJPEG frames).
+Bytes without_segments(const Bytes& jpeg, std::uint8_t marker);
 // The file cut right before the scan's SOS marker: the scans before it complete, no EOI.
 Bytes cut_before_scan(const Bytes& jpeg, int scan);
 

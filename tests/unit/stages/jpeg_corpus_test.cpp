@@ -37,10 +37,7 @@ struct Outcome {
   Bytes pixels;         // RGB
 };
 
-Outcome sluice_decode(const Bytes& jpeg, bool strict) {
-  DecodeOptions options;
-  options.strict = strict;
-  JpegDecoder decoder(options);
+Outcome sluice_decode(JpegDecoder& decoder, const Bytes& jpeg) {
   Outcome o;
   try {
     const JpegHeader h = decoder.read_header(jpeg);
@@ -56,6 +53,13 @@ Outcome sluice_decode(const Bytes& jpeg, bool strict) {
     o.message = e.cause();
   }
   return o;
+}
+
+Outcome sluice_decode(const Bytes& jpeg, bool strict) {
+  DecodeOptions options;
+  options.strict = strict;
+  JpegDecoder decoder(options);
+  return sluice_decode(decoder, jpeg);
 }
 
 // Pillow's Image.open(f).convert("RGB") on every file, through tests/reference/pillow_decode.py.
@@ -138,9 +142,15 @@ void check_corpus(const std::vector<Case>& cases) {
   std::string error;
   const std::vector<Outcome> pillow = pillow_decode(files, error);
   if (!error.empty()) GTEST_SKIP() << error;
+  JpegDecoder reused({});  // one decoder through the whole corpus, as a worker goes through files
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     const Outcome ours = sluice_decode(c.jpeg, false);
+    const Outcome after_others = sluice_decode(reused, c.jpeg);
+    EXPECT_EQ(after_others.decoded, ours.decoded) << c.name << ": " << after_others.message;
+    if (ours.decoded) {
+      EXPECT_TRUE(after_others.pixels == ours.pixels) << c.name << ": depends on the files decoded before it";
+    }
     const Outcome strict = sluice_decode(c.jpeg, true);
     const Outcome& theirs = pillow[i];
     std::string pillow_says = "decodes";
@@ -212,6 +222,10 @@ std::vector<Case> damaged_cases(int width, int height) {
       {"junk before EOI" + size, test::with_junk_before_marker(base, 0xD9, 7), Expect::kRecovered,
        "extraneous bytes before marker 0xd9", {}},
       {"junk after EOI" + size, test::with_junk_after_eoi(base), Expect::kDecoded, "", {}},
+      // Motion-JPEG frames leave out their Huffman tables: libjpeg-turbo's standard ones stand in.
+      {"no Huffman tables (DHT)" + size, test::without_segments(base, 0xC4), Expect::kDecoded, "", {}},
+      {"no quantisation tables (DQT)" + size, test::without_segments(base, 0xDB), Expect::kFailed,
+       "Quantization table 0x00 was not defined", {}},
       {"missing EOI" + size, test::without_eoi(base), Expect::kRecovered, "Premature end of JPEG file", base},
       {"cut scan, EOI kept" + size, test::with_cut_scan(base, 0, 0.5), Expect::kRecovered,
        "premature end of data segment", {}},

@@ -766,6 +766,55 @@ TEST(JpegDecoderErrors, BadRequestsAndOutputsAreInvalidArgument) {
             ErrorCode::kInvalidArgument);
 }
 
+// libjpeg keeps quantisation and Huffman tables in its permanent pool from one image to the next
+// (JPEG allows "abbreviated" files that rely on tables sent before). A worker's decoder sees
+// images in an order that depends on thread timing, so a damaged file lacking a table must not
+// borrow the previous image's: it decodes (or fails) as on a fresh decoder, as in Pillow, whatever
+// came before it.
+Bytes without_marker(const Bytes& jpeg, std::uint8_t marker) {
+  Bytes out(jpeg.begin(), jpeg.begin() + 2);
+  std::size_t i = 2;
+  while (i + 3 < jpeg.size() && jpeg[i] == 0xFF && jpeg[i + 1] != 0xDA) {
+    const std::size_t length = 2 + (static_cast<std::size_t>(jpeg[i + 2]) << 8 | jpeg[i + 3]);
+    if (jpeg[i + 1] != marker) out.insert(out.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(i),
+                                          jpeg.begin() + static_cast<std::ptrdiff_t>(i + length));
+    i += length;
+  }
+  out.insert(out.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(i), jpeg.end());
+  return out;
+}
+
+TEST(JpegDecoderDeterminism, NoTableCarriesOverFromThePreviousImage) {
+  const Bytes plain = encode_jpeg(make_pattern(150, 100, 3, 4), 150, 100, 3, {.quality = 90});
+  const Bytes coarse = encode_jpeg(make_pattern(150, 100, 3, 5), 150, 100, 3, {.quality = 20});
+  const Bytes small = encode_jpeg(make_pattern(40, 30, 3, 6), 40, 30, 3, {.quality = 20});
+  // TurboJPEG writes libjpeg's standard Huffman tables; progressive files get optimised ones.
+  const Bytes optimised = encode_jpeg(make_pattern(150, 100, 3, 7), 150, 100, 3, {.quality = 50, .progressive = true});
+  const Bytes no_dqt = without_marker(plain, 0xDB);
+  const Bytes no_dht = without_marker(plain, 0xC4);
+  JpegDecoder fresh({});
+  const Error missing = error_of(no_dqt);
+  EXPECT_EQ(missing.cause(), "corrupt JPEG data: Quantization table 0x00 was not defined");
+  const Image no_dht_fresh = decode(fresh, no_dht);  // libjpeg-turbo's standard tables, as in Pillow
+  EXPECT_TRUE(no_dht_fresh.pixels == decode(fresh, plain).pixels);
+  for (const Bytes* before : {&coarse, &optimised, &small, &plain}) {
+    for (const JpegRequest request : {JpegRequest{1, {}}, JpegRequest{2, {10, 10, 40, 30}}}) {
+      JpegDecoder reused({});
+      (void)decode(reused, *before, {1, {}});
+      try {
+        (void)decode(reused, no_dqt, request);
+        ADD_FAILURE() << "decoded with the previous image's quantisation tables";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.cause(), "corrupt JPEG data: Quantization table 0x00 was not defined");
+      }
+      (void)decode(reused, *before, {1, {}});
+      JpegDecoder other({});
+      EXPECT_TRUE(decode(reused, no_dht, request).pixels == decode(other, no_dht, request).pixels)
+          << "decoded with the previous image's Huffman tables";
+    }
+  }
+}
+
 // A mixed workload: whole, scaled and region decodes of greyscale, 4:4:4, 4:2:2, 4:2:0,
 // progressive and CMYK inputs. Interleaving greyscale and 4:2:0 region decodes with fast
 // upsampling on one decoder is what made libjpeg-turbo 2.1.5 write through a freed pointer.
