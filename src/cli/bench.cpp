@@ -66,8 +66,9 @@ struct BenchOptions {
 // Asks the kernel to drop the data set's pages from its cache (posix_fadvise DONTNEED), so the
 // first epoch reads from the device. Only clean, unmapped pages go; no privileges needed.
 void drop_page_cache(const PipelineSpec& spec) {
-  for (const Item& item : stages::load_dataset(spec.source).items) {
-    const int fd = ::open(item.path.c_str(), O_RDONLY | O_CLOEXEC);
+  const stages::Dataset dataset = stages::load_dataset(spec.source);
+  for (std::int64_t i = 0; i < dataset.items.size(); ++i) {
+    const int fd = ::open(dataset.items.path(i).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     ::close(fd);

@@ -91,11 +91,11 @@ Listing list_folder(const fs::path& root) {
   if (listing.classes.size() == 1 && listing.classes[0].empty()) {  // "DIR/" has no filename
     listing.classes[0] = fs::weakly_canonical(root, ec).filename().string();
   }
-  listing.files.reserve(dataset.items.size());
-  listing.labels.reserve(dataset.items.size());
-  for (const Item& item : dataset.items) {
-    listing.files.emplace_back(item.path);
-    listing.labels.push_back(item.label);
+  listing.files.reserve(static_cast<std::size_t>(dataset.items.size()));
+  listing.labels.reserve(static_cast<std::size_t>(dataset.items.size()));
+  for (std::int64_t i = 0; i < dataset.items.size(); ++i) {
+    listing.files.emplace_back(dataset.items.path(i));
+    listing.labels.push_back(dataset.items.label(i));
   }
   // A flat folder is one class named after the folder; class folders are its sub-folders.
   for (const fs::directory_entry& entry : fs::directory_iterator(root)) {

@@ -50,8 +50,7 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
 
   if (plan_.cache) {
     if (const auto* m = std::get_if<MemoryCache>(&plan_.cache->store)) {
-      memory_cache_ = std::make_unique<stages::MemoryCacheStore>(static_cast<std::int64_t>(plan_.dataset.items.size()),
-                                                                 m->max_bytes, budget_);
+      memory_cache_ = std::make_unique<stages::MemoryCacheStore>(plan_.dataset.items.size(), m->max_bytes, budget_);
     } else {
       const auto& d = std::get<DiskCache>(plan_.cache->store);
       disk_cache_ = std::make_unique<stages::DiskCacheStore>(stages::DiskCacheOptions{
@@ -78,6 +77,7 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
                     " bytes), or lower the batch size, threads or prefetch depth");
   }
   order_reservation_ = *budget_.try_reserve(memory_plan_.index_bytes, MemoryUse::kShuffle);
+  items_reservation_ = *budget_.try_reserve(memory_plan_.items_bytes, MemoryUse::kItems);
 
   for (int i = 0; i < threads_; ++i) {
     auto ws = program_->make_workspace();
@@ -369,14 +369,14 @@ void LoaderImpl::run_sample(int s, std::int64_t position) {
     return;
   }
   auto& ws = *workspaces_[static_cast<std::size_t>(worker)];
-  const auto& items = plan_.dataset.items;
+  const stages::ItemTable& items = plan_.dataset.items;
 
   std::int64_t item = epoch_items_[static_cast<std::size_t>(position)];
   CounterRng replacement(plan_.skip_key, static_cast<std::uint64_t>(position), static_cast<std::uint32_t>(slot.epoch));
   for (std::uint32_t attempt = 0;; ++attempt) {
     try {
-      program_->run(items[static_cast<std::size_t>(item)], stages::SampleKey{slot.epoch, item, attempt}, ws, out);
-      slot.labels_ptr[index] = items[static_cast<std::size_t>(item)].label;
+      program_->run(items, item, stages::SampleKey{slot.epoch, item, attempt}, ws, out);
+      slot.labels_ptr[index] = items.label(item);
       break;
     } catch (const Error& e) {
       const bool skippable = plan_.options.on_error == OnError::kSkip && e.code() != ErrorCode::kInternal &&
@@ -586,11 +586,7 @@ std::uint64_t check_of(const SavedState& s) {
 
 std::uint64_t LoaderImpl::fingerprint() const {
   // What decides which samples land where: the items, the order, the batching and the seeds.
-  std::uint64_t h = derive_key(plan_.dataset.items.size(), 0x7374617465);
-  for (const Item& item : plan_.dataset.items) {
-    for (const char c : item.path) h = h * 1099511628211ull ^ static_cast<unsigned char>(c);
-    h = derive_key(h, static_cast<std::uint64_t>(item.label));
-  }
+  std::uint64_t h = plan_.dataset.items.fingerprint();  // of every item's path and label
   const auto mix = [&h](std::uint64_t v) { h = derive_key(h, v); };
   mix(static_cast<std::uint64_t>(plan_.batch_size));
   mix(plan_.drop_last ? 1 : 0);

@@ -12,6 +12,15 @@ namespace sluice::stages {
 namespace {
 constexpr std::uint64_t kFileStream = 0x66696c65;     // "file"
 constexpr std::uint64_t kBufferStream = 0x62756666;   // "buff"
+
+// Fisher-Yates of [first, first + n) from a counter-based stream.
+template <class Index>
+void shuffle(Index* order, std::int64_t n, CounterRng rng) {
+  for (std::int64_t i = n - 1; i > 0; --i) {
+    const auto j = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(i + 1)));
+    std::swap(order[i], order[j]);
+  }
+}
 }  // namespace
 
 EpochOrder::EpochOrder(const EpochOrderOptions& options) : options_(options) {
@@ -21,27 +30,44 @@ EpochOrder::EpochOrder(const EpochOrderOptions& options) : options_(options) {
                     std::to_string(options.shard_rank) + ", " + std::to_string(options.shard_world) + ")");
   }
   const std::int64_t n = options.items;
+  if (n > std::int64_t{UINT32_MAX}) throw Error(ErrorCode::kTooLarge, "more than 2^32 - 1 items in a data set");
   const std::int64_t world = options.shard_world;
-  local_ = n / world + (options.shard_rank < n % world ? 1 : 0);
+  const std::int64_t rank = options.shard_rank;
+  local_ = n / world + (rank < n % world ? 1 : 0);
+}
+
+std::uint64_t EpochOrder::memory_bytes(const EpochOrderOptions& options) {
+  const auto n = static_cast<std::uint64_t>(options.items);
+  const auto world = static_cast<std::uint64_t>(options.shard_world);
+  const std::uint64_t local = n / world + 1;
+  return 8 * local + (world > 1 ? 4 * n : 0) + 8 * static_cast<std::uint64_t>(std::max<std::int64_t>(0, options.shuffle_buffer));
+}
+
+// The epoch's order of all items, before the shard takes its part.
+template <class Index>
+void EpochOrder::fill_all(std::int64_t epoch, Index* order) const {
+  const std::int64_t n = options_.items;
+  if (!options_.file_seed) {
+    std::iota(order, order + n, Index{0});
+    return;
+  }
+  // One Fisher-Yates over all items, keyed on (seed, epoch).
+  std::iota(order, order + n, Index{0});
+  shuffle(order, n, CounterRng(derive_key(*options_.file_seed, kFileStream), static_cast<std::uint64_t>(epoch), 0));
 }
 
 void EpochOrder::compute(std::int64_t epoch, std::vector<std::int64_t>& out) {
   const std::int64_t n = options_.items;
-  global_.resize(static_cast<std::size_t>(n));
-  std::iota(global_.begin(), global_.end(), std::int64_t{0});
-  if (options_.file_seed) {
-    // Fisher-Yates from a counter-based stream keyed on (seed, epoch).
-    CounterRng rng(derive_key(*options_.file_seed, kFileStream), static_cast<std::uint64_t>(epoch), 0);
-    for (std::int64_t i = n - 1; i > 0; --i) {
-      const auto j = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(i + 1)));
-      std::swap(global_[static_cast<std::size_t>(i)], global_[static_cast<std::size_t>(j)]);
-    }
-  }
-
+  const std::int64_t world = options_.shard_world;
   out.resize(static_cast<std::size_t>(local_));
-  for (std::int64_t i = 0; i < local_; ++i) {
-    out[static_cast<std::size_t>(i)] =
-        global_[static_cast<std::size_t>(options_.shard_rank + i * options_.shard_world)];
+  if (world == 1) {
+    fill_all(epoch, out.data());  // the whole order is this rank's: no second copy
+  } else {
+    global_.resize(static_cast<std::size_t>(n));
+    fill_all(epoch, global_.data());
+    for (std::int64_t i = 0; i < local_; ++i) {
+      out[static_cast<std::size_t>(i)] = global_[static_cast<std::size_t>(options_.shard_rank + i * world)];
+    }
   }
 
   const std::int64_t k = std::min(options_.shuffle_buffer, local_);

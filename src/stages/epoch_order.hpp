@@ -5,6 +5,8 @@
 // All three are index arithmetic, decided before any sample is decoded. Because sources are
 // random access, the shuffle buffer holds item indices, not decoded samples: its output order is
 // exactly that of a sample buffer of K elements, at 8 bytes a slot instead of a whole image.
+// The permutation is computed straight into the output with one rank, into 4-byte scratch with
+// more: 8 bytes a file in all (issue 18 counts them).
 #pragma once
 
 #include <cstdint>
@@ -33,11 +35,17 @@ class EpochOrder {
   // storage and the object's scratch: no allocation after the first epoch.
   void compute(std::int64_t epoch, std::vector<std::int64_t>& out);
 
+  // The bytes compute() holds at most, in its scratch and in `out`: what the runtime reserves.
+  static std::uint64_t memory_bytes(const EpochOrderOptions& options);
+
  private:
+  template <class Index>
+  void fill_all(std::int64_t epoch, Index* order) const;
+
   EpochOrderOptions options_;
   std::int64_t local_ = 0;
-  std::vector<std::int64_t> global_;  // scratch: the file permutation
-  std::vector<std::int64_t> buffer_;  // scratch: the shuffle buffer's contents
+  std::vector<std::uint32_t> global_;       // scratch: the whole permutation (world > 1 only)
+  std::vector<std::int64_t> buffer_;        // scratch: the shuffle buffer's contents
 };
 
 }  // namespace sluice::stages

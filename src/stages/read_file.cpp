@@ -1,5 +1,6 @@
 // pread of whole files. No stdio and no std::ifstream: one open, preads straight into the pooled
 // buffer (an fstat only when the buffer fills), one close, every call through the FileOps seam.
+
 #include "stages/read_file.hpp"
 
 #include <fcntl.h>
@@ -119,6 +120,46 @@ std::size_t read_file(const std::string& path, AlignedBuffer& buffer, std::uint6
                 "file is larger than the maximum file size (" + format_bytes(max_bytes) + ")", path);
   }
   return done;
+}
+
+ItemReader::ItemReader(FileOps* ops) : ops_(ops != nullptr ? ops : &real_file_ops()) {}
+
+ItemReader::~ItemReader() { close_all(); }
+
+void ItemReader::close_all() {
+  for (OpenShard& open : open_) {
+    if (open.fd >= 0) ops_->close(open.fd);
+    open = OpenShard{};
+  }
+}
+
+void ItemReader::use(FileOps* ops) {
+  FileOps* wanted = ops != nullptr ? ops : &real_file_ops();
+  if (wanted == ops_) return;
+  close_all();
+  ops_ = wanted;
+}
+
+const std::string& ItemReader::file_path(const ItemTable::Location& at) {
+  path_.assign(at.folder);
+  path_.append(at.name);
+  return path_;
+}
+
+std::span<const std::uint8_t> ItemReader::read(const ItemTable& items, std::int64_t item, AlignedBuffer& buffer,
+                                               std::uint64_t max_bytes) {
+  const ItemTable::Location at = items.locate(item);
+  if (at.kind == ItemTable::Kind::kFile) {
+    const std::size_t n = read_file(file_path(at), buffer, max_bytes, ops_);
+    return {buffer.data(), n};
+  }
+  throw Error(ErrorCode::kInternal, "this sluice reads no tar members", items.path(item));
+}
+
+std::uint64_t ItemReader::size(const ItemTable& items, std::int64_t item) {
+  const ItemTable::Location at = items.locate(item);
+  if (at.kind == ItemTable::Kind::kFile) return file_size(file_path(at), ops_);
+  throw Error(ErrorCode::kInternal, "this sluice reads no tar members", items.path(item));
 }
 
 }  // namespace sluice::stages

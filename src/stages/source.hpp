@@ -1,16 +1,19 @@
 // Sources: turn a folder of class sub-folders, a list file or an in-memory list into the data
-// set's items, in a fixed order (the identity every per-sample random choice is keyed on).
+// set's item table, in a fixed order (the identity every per-sample random choice is keyed on).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "sluice/pipeline/spec.hpp"
+#include "stages/item_table.hpp"
 
 namespace sluice::stages {
 
+class FileOps;
+
 struct Dataset {
-  std::vector<Item> items;
+  ItemTable items;
   std::vector<std::string> class_names;  // label i is class_names[i] (folders); empty for lists
 };
 
@@ -21,8 +24,9 @@ struct Dataset {
 // folder throws unless Folder::allow_outside_root.
 // List file: "path<TAB>label" per line, '#' comments and blank lines ignored, relative paths
 // resolved against the list's folder. Throws sluice::Error naming the path (and line).
-Dataset load_dataset(const spec::Source& source);
+// `ops` (null: the real file system): what the source's own files are opened through.
+Dataset load_dataset(const spec::Source& source, FileOps* ops = nullptr);
 
-bool has_jpeg_extension(const std::string& filename);
+bool has_jpeg_extension(std::string_view filename);
 
 }  // namespace sluice::stages
