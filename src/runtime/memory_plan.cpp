@@ -85,6 +85,8 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   };
   const std::uint64_t out_row = static_cast<std::uint64_t>(config.output.width) * channels;
   const std::uint64_t out = out_row * static_cast<std::uint64_t>(config.output.height);
+  // A tar member is read with its 512-byte header (stages/read_file.hpp).
+  if (largest_file > 0 && items.kind() == stages::ItemTable::Kind::kMember) largest_file += 512;
   m.file_bytes = largest_file ? with_headroom(largest_file) : 0;
   m.decode_bytes = (largest_image ? with_headroom(largest_image) : 0) + decoder_bytes +
                    AlignedBuffer::rounded_capacity(out) + AlignedBuffer::rounded_capacity(out_row * kScratchPerRowByte);

@@ -34,7 +34,8 @@ void ItemTable::add_name(std::string_view name) {
                     std::to_string(kMaxNameBytes) + " a path may have",
                 std::string(name.substr(0, 200)) + "...");
   }
-  if (name_chunks_.empty() || chunk_used_.back() + name.size() > kNameChunk) {
+  // A name starts inside its chunk (even an empty one: its offset must name this chunk).
+  if (name_chunks_.empty() || chunk_used_.back() >= kNameChunk || chunk_used_.back() + name.size() > kNameChunk) {
     if (name_chunks_.size() >= (std::uint64_t{1} << 32) / kNameChunk) {
       throw Error(ErrorCode::kTooLarge, "the data set's names take more than 4 GiB, more than sluice indexes");
     }

@@ -151,6 +151,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
       .file_seed = spec.shuffle_files_seed,
       .shuffle_buffer = shuffle ? shuffle->buffer : 0,
       .shuffle_seed = shuffle ? shuffle->options.seed.value_or(options.seed) : 0,
+      .groups = plan.dataset.items.shard_starts(),
   };
   const EpochOrder order(plan.order);  // validates the shard
   if (order.size() == 0) {

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "sluice/core/error.hpp"
+#include "stages/tar_source.hpp"
 
 namespace sluice::stages {
 
@@ -282,6 +283,7 @@ Dataset load_dataset(const spec::Source& source, FileOps* ops) {
     Dataset operator()(const spec::Folder& f) const { return load_folder(f); }
     Dataset operator()(const spec::ListFile& l) const { return load_list(l); }
     Dataset operator()(const spec::Items& i) const { return load_items(i); }
+    Dataset operator()(const spec::Shards& s) const { return load_shards(s, ops); }
   };
   Dataset dataset = std::visit(Visitor{ops}, source);
   dataset.items.finish();
