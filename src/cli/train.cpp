@@ -73,11 +73,35 @@ fs::path data_dir(const TrainOptions& o) {
   return dir;
 }
 
+// Where the splits come from: train/ and test/ of --data (or of the prepared --dataset), or
+// --shards and --test-shards.
+struct Splits {
+  spec::Source train;
+  spec::Source test;
+  std::string where;  // for messages and --json's "data"
+};
+
+Splits data_splits(const TrainOptions& o) {
+  if (o.shards.empty()) {
+    const fs::path dir = data_dir(o);
+    return {spec::Folder{(dir / "train").string()}, spec::Folder{(dir / "test").string()}, dir.string()};
+  }
+  if (o.test_shards.empty() && !o.no_eval) {
+    throw Error(ErrorCode::kInvalidArgument, "--shards gives the training split: add --test-shards PATTERN for the "
+                                             "evaluation, or --no-eval");
+  }
+  // Without evaluation the test loader is built but never read: the training shards serve.
+  return {spec::Shards{{o.shards}}, spec::Shards{{o.test_shards.empty() ? o.shards : o.test_shards}}, o.shards};
+}
+
 // The pipelines for a model: greyscale or RGB from its input, the data set's mean and std, and
 // CIFAR's augmentation (random crop with padding 4, horizontal flip) for the RGB model's training.
-Pipeline make_pipeline(const fs::path& dir, const train::ModelInfo& model, bool training, int batch, std::uint64_t seed) {
+Pipeline make_pipeline(const spec::Source& source, const train::ModelInfo& model, bool training, int batch,
+                       std::uint64_t seed) {
   const bool grey = model.channels == 1;
-  Pipeline p = Pipeline::from_folder(dir.string());
+  PipelineSpec spec;
+  spec.source = source;
+  Pipeline p(std::move(spec));
   if (training) p.shuffle_files(seed);
   p.read().decode_jpeg({.color = grey ? Color::kGrey : Color::kRGB});
   if (training && !grey) p.random_crop(model.width, model.height, {.padding = 4}).flip_horizontal(0.5);
@@ -173,7 +197,7 @@ train::BatchResult evaluate(train::Trainer& trainer, Loader& test) {
 
 int run_train(TrainOptions o) {
   const DeviceId device = parse_train_device(o.device);
-  const fs::path dir = data_dir(o);
+  const Splits splits = data_splits(o);
   if (o.model.empty()) o.model = o.dataset == "fashion-mnist" ? "fashion-cnn" : "cifar10-separable";
   const train::ModelInfo& info = train::model_info(o.model);
   if (o.epochs == 0) o.epochs = info.name == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
@@ -272,13 +296,13 @@ int run_train(TrainOptions o) {
   std::optional<train::Profiler> profiler;
   if (!o.profile.empty()) profiler.emplace(*allocator);
 
-  Loader train_loader = make_pipeline(dir / "train", info, true, o.batch, o.seed)
+  Loader train_loader = make_pipeline(splits.train, info, true, o.batch, o.seed)
                             .build({.threads = o.loader_threads, .seed = o.seed});
-  Loader test_loader = make_pipeline(dir / "test", info, false, 256, o.seed).build({.threads = o.loader_threads, .seed = o.seed});
+  Loader test_loader = make_pipeline(splits.test, info, false, 256, o.seed).build({.threads = o.loader_threads, .seed = o.seed});
   const std::int64_t per_epoch = train_loader.batches_per_epoch();
   if (per_epoch < 1) {
     throw Error(ErrorCode::kInvalidArgument, "the training split has fewer images than one batch of " +
-                                                 std::to_string(o.batch), (dir / "train").string());
+                                                 std::to_string(o.batch), splits.where);
   }
   const std::int64_t total_steps = o.steps > 0 ? o.steps : per_epoch * o.epochs;
   const int epochs = static_cast<int>((total_steps + per_epoch - 1) / per_epoch);
@@ -294,7 +318,7 @@ int run_train(TrainOptions o) {
   train::Trainer trainer(*ctx, *model, *optimizer, setup.trainer);
 
   std::cout << "sluice train: " << info.name << " (" << model->parameter_count() << " parameters) on "
-            << dir.string() << ", " << to_string(device) << " with " << ctx->threads() << " training thread(s), "
+            << splits.where << ", " << to_string(device) << " with " << ctx->threads() << " training thread(s), "
             << o.loader_threads << " loader thread(s)\n"
             << "  " << optimizer->describe() << ", cosine schedule with " << total_steps / 20 << " warmup steps; batch "
             << o.batch << ", " << epochs << " epoch(s) of " << per_epoch << " steps" << (o.steps > 0 ? " (--steps)" : "")
@@ -484,7 +508,7 @@ int run_train(TrainOptions o) {
   if (o.json) {
     json result{
         {"model", info.name},
-        {"data", dir.string()},
+        {"data", splits.where},
         {"device", to_string(device)},
         {"threads", ctx->threads()},
         {"loader_threads", o.loader_threads},
@@ -542,6 +566,9 @@ void add_train_command(CLI::App& app) {
                       ->check(CLI::IsMember({"fashion-mnist"}));
   auto* data = cmd->add_option("--data", o->data, "A folder with train/ and test/ image folders")->check(CLI::ExistingDirectory);
   dataset->excludes(data);
+  auto* shards = cmd->add_option("--shards", o->shards, "Tar shards of the training split (a pattern: brace ranges, globs)");
+  shards->excludes(dataset)->excludes(data);
+  cmd->add_option("--test-shards", o->test_shards, "Tar shards of the test split (with --shards)")->needs(shards);
   cmd->add_option("--data-root", o->data_root, "Where `sluice prepare` wrote --dataset")->capture_default_str();
   add_model_options(cmd, *o);
   auto* epochs = cmd->add_option("--epochs", o->epochs, "Epochs (default: 3 for fashion-cnn, 15 for cifar10-separable)")
@@ -564,8 +591,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--prune-frequency", o->prune_frequency, "Recompute the masks every N steps (default 100)")
       ->check(CLI::PositiveNumber)->needs(prune);
   cmd->add_option("--save-pruned", o->save_pruned, "Write the weights compressed (bitmap + nonzero values) here");
-  cmd->callback([o, dataset, data] {
-    if (dataset->count() == 0 && data->count() == 0) throw CLI::RequiredError("--dataset or --data");
+  cmd->callback([o, dataset, data, shards] {
+    if (dataset->count() == 0 && data->count() == 0 && shards->count() == 0) {
+      throw CLI::RequiredError("--dataset, --data or --shards");
+    }
     const int code = run_train(*o);
     if (code != 0) throw CLI::RuntimeError(code);
   });

@@ -303,8 +303,15 @@ class Scanner {
     group_ = {};
   }
 
-  // A member that indexing could not attach to a sample: a damaged sample of its own.
+  // A member that indexing could not read. It most likely completed the open sample when that
+  // one lacks its image or label (the cut or bad header is then the sample's), else it starts a
+  // damaged sample of its own.
   bool lost(const std::string& name, const std::string& cause) {
+    if (group_.open && (!group_.image || group_.label_member.empty())) {
+      mark(cause + " (after " + tar::printable(group_.image ? group_.sample.name : group_.label_member) + ")");
+      flush();
+      return false;
+    }
     flush();
     ShardSample s;
     s.name = name.substr(0, ItemTable::kMaxNameBytes);
