@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <iterator>
 #include <memory>
 #include <span>
@@ -47,6 +48,11 @@ class Pipeline {
   // as ranks). A damaged member (cut, bad header checksum) is a bad sample, named shard:member.
   static Pipeline from_shards(std::string pattern, ShardOptions options = {});
   static Pipeline from_shards(std::vector<std::string> patterns, ShardOptions options = {});
+  // from_shards({"a-*.tar", "b.tar"}): without it, two string literals in braces could also be a
+  // std::string's (first, last) and the call would be ambiguous.
+  static Pipeline from_shards(std::initializer_list<std::string> patterns, ShardOptions options = {}) {
+    return from_shards(std::vector<std::string>(patterns), options);
+  }
   explicit Pipeline(PipelineSpec spec) : spec_(std::move(spec)) {}
 
   // Keeps items i with i % world == rank of each epoch's order: disjoint slices covering the set
