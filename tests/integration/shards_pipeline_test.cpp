@@ -104,6 +104,29 @@ TEST_F(ShardedFolder, ShuffledShardsDeliverTheSameSamplesInTheirOwnOrder) {
   EXPECT_NE(batch_hashes(again, 2), batch_hashes(from_shards, 1));
 }
 
+// Caches key a member by shard:member (disk) or by its index (memory): their batches equal the
+// uncached pipeline's, and the second epoch is served from them.
+TEST_F(ShardedFolder, MemoryAndDiskCachesServeShardsLikeFolders) {
+  Pipeline plain = sharded();
+  Loader uncached = augment(plain).batch(16).build({.threads = 2, .seed = 4});
+  const auto expected = batch_hashes(uncached, 1);
+  for (const bool disk : {false, true}) {
+    Pipeline p = sharded();
+    p.read();
+    if (disk) {
+      p.cache(DiskCache{(dir_ / "shards.cache").string()});
+    } else {
+      p.cache(MemoryCache{});
+    }
+    p.decode_jpeg().random_crop(24, {.padding = 4}).flip_horizontal().normalize(
+        {.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8});
+    Loader cached = p.batch(16).build({.threads = 2, .seed = 4});
+    (void)batch_hashes(cached, 0);
+    EXPECT_EQ(batch_hashes(cached, 1), expected) << (disk ? "disk" : "memory");
+    EXPECT_EQ(cached.stats().cache.hits, 120) << (disk ? "disk" : "memory");
+  }
+}
+
 TEST_F(ShardedFolder, ResumeMidShardGivesTheUninterruptedBatches) {
   auto build = [this](int threads) {
     Pipeline p = sharded();
