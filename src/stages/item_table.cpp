@@ -43,7 +43,7 @@ void ItemTable::add_name(std::string_view name) {
     chunk_used_.push_back(0);
   }
   const std::uint64_t chunk = name_chunks_.size() - 1;
-  std::memcpy(name_chunks_.back().get() + chunk_used_.back(), name.data(), name.size());
+  std::copy_n(name.begin(), name.size(), name_chunks_.back().get() + chunk_used_.back());  // an empty name's data() may be null
   name_start_.push_back(static_cast<std::uint32_t>(chunk * kNameChunk + chunk_used_.back()));
   chunk_used_.back() += static_cast<std::uint32_t>(name.size());
 }

@@ -78,8 +78,9 @@ void put_checksum(std::uint8_t* block) {
 void append_header_block(std::vector<std::uint8_t>& out, std::string_view name, std::string_view prefix,
                          std::uint64_t size, std::int64_t mtime, char type) {
   std::uint8_t block[kBlock] = {};
-  std::memcpy(block + kName, name.data(), std::min(name.size(), kNameLen));
-  std::memcpy(block + kPrefix, prefix.data(), std::min(prefix.size(), kPrefixLen));
+  // std::copy_n, not memcpy: an empty view's data() may be null, which memcpy must not get.
+  std::copy_n(name.begin(), std::min(name.size(), kNameLen), block + kName);
+  std::copy_n(prefix.begin(), std::min(prefix.size(), kPrefixLen), block + kPrefix);
   put_octal(block + kMode, kIdLen, 0644);
   put_octal(block + kUid, kIdLen, 0);
   put_octal(block + kGid, kIdLen, 0);
