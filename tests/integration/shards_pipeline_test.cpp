@@ -15,6 +15,7 @@
 #include "pipeline_support.hpp"
 #include "shard_support.hpp"
 #include "sluice/core/units.hpp"
+#include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
 #include "stages/source.hpp"
 #include "test_support.hpp"
@@ -125,6 +126,21 @@ TEST_F(ShardedFolder, MemoryAndDiskCachesServeShardsLikeFolders) {
     EXPECT_EQ(batch_hashes(cached, 1), expected) << (disk ? "disk" : "memory");
     EXPECT_EQ(cached.stats().cache.hits, 120) << (disk ? "disk" : "memory");
   }
+}
+
+// The JSON spec the C API and the Python module take: {"source": {"shards": ...}} builds the
+// pipeline the builder makes.
+TEST_F(ShardedFolder, JsonSpecWithShardsGivesTheBuildersBatches) {
+  const std::string text = R"({"source": {"shards": {"path": "shards/train-*.tar", "index": "memory"}},
+      "shuffle_files": {"seed": 8},
+      "stages": ["read", "decode_jpeg", {"random_crop": {"size": 24, "padding": 4}}, "flip_horizontal",
+                 {"normalize": {"layout": "nhwc", "dtype": "u8"}}, {"batch": {"size": 16}}],
+      "build": {"threads": 2, "seed": 4}})";
+  const PipelineDocument doc = parse_pipeline_json(text, dir_.path().string());
+  Loader from_json = Pipeline(doc.spec).build(doc.build);
+  Pipeline b = Pipeline::from_shards((dir_ / "shards" / "train-*.tar").string(), {.index = ShardIndex::kMemoryOnly});
+  Loader from_builder = augment(b.shuffle_files(8)).batch(16).build({.threads = 2, .seed = 4});
+  EXPECT_EQ(batch_hashes(from_json, 2), batch_hashes(from_builder, 2));
 }
 
 TEST_F(ShardedFolder, ResumeMidShardGivesTheUninterruptedBatches) {
