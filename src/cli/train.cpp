@@ -99,9 +99,7 @@ Splits data_splits(const TrainOptions& o) {
 Pipeline make_pipeline(const spec::Source& source, const train::ModelInfo& model, bool training, int batch,
                        std::uint64_t seed) {
   const bool grey = model.channels == 1;
-  PipelineSpec spec;
-  spec.source = source;
-  Pipeline p(std::move(spec));
+  Pipeline p(PipelineSpec{.source = source});
   if (training) p.shuffle_files(seed);
   p.read().decode_jpeg({.color = grey ? Color::kGrey : Color::kRGB});
   if (training && !grey) p.random_crop(model.width, model.height, {.padding = 4}).flip_horizontal(0.5);
@@ -592,9 +590,7 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)->needs(prune);
   cmd->add_option("--save-pruned", o->save_pruned, "Write the weights compressed (bitmap + nonzero values) here");
   cmd->callback([o, dataset, data, shards] {
-    if (dataset->count() == 0 && data->count() == 0 && shards->count() == 0) {
-      throw CLI::RequiredError("--dataset, --data or --shards");
-    }
+    if (dataset->count() + data->count() + shards->count() == 0) throw CLI::RequiredError("--dataset, --data or --shards");
     const int code = run_train(*o);
     if (code != 0) throw CLI::RuntimeError(code);
   });
