@@ -42,6 +42,19 @@ TEST(CliPlan, PredictsTrainsPeakDeviceBytes) {
   }
 }
 
+// A plan that does not fit is the command's failure (exit 1, not a usage error), after the
+// whole report and its JSON.
+TEST(CliPlan, APlanThatDoesNotFitExitsOneAfterItsReport) {
+  const CliRun run = run_cli({"plan", "--model", "fashion-cnn", "--batch", "256", "--threads", "1", "--memory",
+                              "grow:1MiB", "--json"});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_NE(run.out.find("DOES NOT FIT"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("--memory grow:1MiB"), std::string::npos) << run.err;
+  const json p = json::parse(run.last_line());
+  EXPECT_EQ(p["fits"], false);
+  EXPECT_FALSE(p["failure"].is_null());
+}
+
 TEST(CliPlan, BadValuesAreClearErrors) {
   const CliRun bad_memory = run_cli({"plan", "--memory", "lots"});
   EXPECT_EQ(bad_memory.exit_code, 1);
