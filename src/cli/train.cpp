@@ -184,7 +184,10 @@ json fit_auto_size(TrainOptions& o, AutoSize what, train::Context& ctx, const Al
   int plans = 0;
   std::vector<train::BatchTrial> trials;
   if (batch) {
-    train::BatchSearchResult r = train::find_max_batch(ctx, train_config(o, 2, 0), {.min_batch = 2, .max_batch = 65536});
+    // Only batches that --accumulate divides into equal micro-batches: its multiples.
+    const train::BatchSearchOptions range{.min_batch = std::max(2, o.accumulate), .max_batch = 65536,
+                                          .granularity = o.accumulate};
+    train::BatchSearchResult r = train::find_max_batch(ctx, train_config(o, range.min_batch, 0), range);
     found = r.batch, guess = r.planner_guess, plans = r.plans, trials = std::move(r.trials);
   } else {
     train::AccumulationSearchResult r = train::find_accumulation(ctx, train_config(o, o.batch, 0));

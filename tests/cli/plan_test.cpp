@@ -119,6 +119,22 @@ TEST(CliTrainMemory, BatchAutoFindsABatchUnderTheLimit) {
   EXPECT_LE(t["peak_device_bytes"].get<std::uint64_t>(), 9u << 20);
 }
 
+// --batch auto with --accumulate K searches the multiples of K only: every batch it finds splits
+// into K equal micro-batches (it used to start at 2 and fail for K = 3).
+TEST(CliTrainMemory, BatchAutoWithAccumulationFindsAMultipleOfIt) {
+  TempDir dir;
+  make_split_folder(dir);
+  const json t = last_json({"train", "--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "1",
+                            "--batch", "auto", "--accumulate", "3", "--memory", "grow:9MiB", "--threads", "1",
+                            "--no-eval", "--json"});
+  const json& s = t["batch_search"];
+  ASSERT_TRUE(s.is_object()) << t.dump();
+  EXPECT_EQ(t["accumulate"], 3);
+  EXPECT_EQ(t["batch"].get<int>() % 3, 0) << t["batch"];
+  for (const json& trial : s["trials"]) EXPECT_EQ(trial["batch"].get<int>() % 3, 0) << trial;
+  EXPECT_LE(t["peak_device_bytes"].get<std::uint64_t>(), 9u << 20);
+}
+
 TEST(CliTrainMemory, AccumulateAutoKeepsTheBatchAndFitsTheLimit) {
   TempDir dir;
   make_split_folder(dir);  // 24 training images: batches of 8
