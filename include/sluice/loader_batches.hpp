@@ -8,6 +8,7 @@
 // pipeline delivered to a device (to_device) is handed over there, with its ready event.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -32,10 +33,10 @@ class LoaderBatches final : public train::BatchSource {
   const train::TrainBatch* next() override {
     if (!range_) return nullptr;
     // The first call starts the iteration (which waits for the first batch), the later ones
-    // give the previous batch back and wait for the next.
+    // give the previous batch back and wait for the next; past the end, nothing moves.
     if (!it_) {
       it_.emplace(range_->begin());
-    } else {
+    } else if (!(*it_ == Loader::Sentinel{})) {
       ++*it_;
     }
     if (*it_ == Loader::Sentinel{}) return nullptr;

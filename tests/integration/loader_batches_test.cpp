@@ -62,6 +62,7 @@ std::uint64_t epoch_checksum(train::BatchSource& source, std::int64_t epoch, int
     mix(h, b->labels.data(), b->labels.size_bytes());
     ++*batches;
   }
+  EXPECT_EQ(source.next(), nullptr);  // and again: the end stays the end
   source.end_epoch();
   return h;
 }
