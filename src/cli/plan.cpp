@@ -24,7 +24,7 @@ namespace {
 
 using nlohmann::json;
 
-int run_plan(TrainOptions o) {
+void run_plan(TrainOptions o) {
   if (o.device != "cpu" && o.device != "host") {
     throw Error(ErrorCode::kInvalidArgument, "sluice plan: only --device cpu is planned for now (the CUDA backend's "
                                              "workspaces are not modelled yet), got " + o.device);
@@ -106,7 +106,10 @@ int run_plan(TrainOptions o) {
     };
     std::cout << result.dump() << "\n";
   }
-  return plan.fits ? 0 : kExitFailure;
+  // A plan that does not fit is a failure of the command (exit 1), after its report.
+  if (!plan.fits) {
+    throw Error(ErrorCode::kOutOfBudget, "the training step does not fit --memory " + o.memory + " (the plan above says where)");
+  }
 }
 
 }  // namespace
@@ -120,10 +123,7 @@ void add_plan_command(CLI::App& app) {
                   "Epochs of the run (default: the model's, as train); from 2 on the evaluation's workspace carries over")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "End stdout with one JSON object");
-  cmd->callback([o] {
-    const int code = run_plan(*o);
-    if (code != 0) throw CLI::RuntimeError(code);
-  });
+  cmd->callback([o] { run_plan(*o); });
 }
 
 }  // namespace sluice::cli

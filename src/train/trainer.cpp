@@ -82,7 +82,7 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
   const std::int64_t micro = data.shape[0] / k;
   BatchResult result;
   try {
-    mixed_->begin_step(true);  // 16-bit weight copies (and f16's restore point), once a step
+    mixed_->begin_step(StepKind::kTraining);  // 16-bit weight copies (and f16's restore point), once a step
     for (std::int64_t j = 0; j < k; ++j) {
       const Tensor x = mixed_->cast_input(k == 1 ? in.x : in.x.slice(j * micro, (j + 1) * micro));
       const Tensor y = k == 1 ? in.labels : in.labels.slice(j * micro, (j + 1) * micro);
@@ -122,7 +122,7 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
 
 BatchResult Trainer::evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
   Input in = input(data, labels, where);
-  mixed_->begin_step(false);
+  mixed_->begin_step(StepKind::kEvaluation);
   const Tensor x = mixed_->cast_input(in.x);
   const Tensor logits = mixed_->logits_f32(model_.forward(ctx_, x, ForwardMode{.training = false}));
   const LossResult loss = ops::softmax_cross_entropy(ctx_, logits, in.labels, nullptr);

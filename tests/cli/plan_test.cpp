@@ -42,6 +42,19 @@ TEST(CliPlan, PredictsTrainsPeakDeviceBytes) {
   }
 }
 
+// A plan that does not fit is the command's failure (exit 1, not a usage error), after the
+// whole report and its JSON.
+TEST(CliPlan, APlanThatDoesNotFitExitsOneAfterItsReport) {
+  const CliRun run = run_cli({"plan", "--model", "fashion-cnn", "--batch", "256", "--threads", "1", "--memory",
+                              "grow:1MiB", "--json"});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_NE(run.out.find("DOES NOT FIT"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("--memory grow:1MiB"), std::string::npos) << run.err;
+  const json p = json::parse(run.last_line());
+  EXPECT_EQ(p["fits"], false);
+  EXPECT_FALSE(p["failure"].is_null());
+}
+
 TEST(CliPlan, BadValuesAreClearErrors) {
   const CliRun bad_memory = run_cli({"plan", "--memory", "lots"});
   EXPECT_EQ(bad_memory.exit_code, 1);
@@ -103,6 +116,22 @@ TEST(CliTrainMemory, BatchAutoFindsABatchUnderTheLimit) {
   ASSERT_TRUE(s.is_object()) << t.dump();
   EXPECT_EQ(t["batch"], s["batch"]);
   EXPECT_LE(s["trials"].size(), 6u);
+  EXPECT_LE(t["peak_device_bytes"].get<std::uint64_t>(), 9u << 20);
+}
+
+// --batch auto with --accumulate K searches the multiples of K only: every batch it finds splits
+// into K equal micro-batches (it used to start at 2 and fail for K = 3).
+TEST(CliTrainMemory, BatchAutoWithAccumulationFindsAMultipleOfIt) {
+  TempDir dir;
+  make_split_folder(dir);
+  const json t = last_json({"train", "--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "1",
+                            "--batch", "auto", "--accumulate", "3", "--memory", "grow:9MiB", "--threads", "1",
+                            "--no-eval", "--json"});
+  const json& s = t["batch_search"];
+  ASSERT_TRUE(s.is_object()) << t.dump();
+  EXPECT_EQ(t["accumulate"], 3);
+  EXPECT_EQ(t["batch"].get<int>() % 3, 0) << t["batch"];
+  for (const json& trial : s["trials"]) EXPECT_EQ(trial["batch"].get<int>() % 3, 0) << trial;
   EXPECT_LE(t["peak_device_bytes"].get<std::uint64_t>(), 9u << 20);
 }
 

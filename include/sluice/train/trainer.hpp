@@ -1,8 +1,9 @@
 // Trainer: the training loop's step, fed directly by batches from any source as core types (a
 // TensorView (N, C, H, W) f32 and the labels), so a sluice Loader's batches go in without a copy
 // on the host: the loader prepares the next batches on its own threads while a step runs, and
-// the caller only pulls the next one (src/cli/train.cpp). Batches already on the context's device
-// are used in place; host batches for a CUDA context are copied into one reused device buffer.
+// the caller only pulls the next one (sluice/train/epoch_runner.hpp). Batches already on the
+// context's device are used in place; host batches for a CUDA context are copied into one reused
+// device buffer.
 //
 // Each step: forward in training mode, softmax cross-entropy, backward, one optimizer update
 // (with the learning rate from the schedule when one is set). evaluate() runs an inference
