@@ -236,6 +236,10 @@ void memcpy_d2h(int device, void* dst, const void* src, std::size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
 }
 
-void check_launch(const char* what) { check(cudaGetLastError(), what); }
+void check_launch(const char* what) {
+  const cudaError_t status = cudaGetLastError();
+  if (status == cudaSuccess) return;
+  throw Error(code_of(status), std::string("CUDA: launching ") + what + " failed: " + describe_error(status));
+}
 
 }  // namespace sluice::device_detail

@@ -195,6 +195,7 @@ LossResult CudaBackend::softmax_cross_entropy(Context& ctx, const Tensor& logits
   device_detail::ScopedDevice guard(index_);
   const std::int64_t rows = logits.dim(0);
   const std::int64_t classes = logits.dim(1);
+  if (rows == 0 || classes == 0) return {};  // no rows: no loss, nothing correct (ops.cpp refuses it)
   void* ws = ctx.workspace(k::softmax_cross_entropy_workspace(rows));
   const k::LossSummary* summary_dev =
       k::softmax_cross_entropy(logits.dtype(), logits.data(), labels.data_as<const std::int32_t>(), rows, classes,

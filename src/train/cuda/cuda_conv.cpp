@@ -183,6 +183,10 @@ void CudaBackend::conv2d_backward(Context& ctx, const Conv2dShape& s, const Tens
   const std::int64_t x_image = std::int64_t{s.in_channels} * s.in_plane();
   const std::int64_t y_image = std::int64_t{s.out_channels} * p.plane;
   const std::int64_t col_image = p.rows * p.plane;
+  const std::int64_t dw_count = std::int64_t{s.out_channels} * p.rows;
+  if (s.batch == 0) {  // no image sums into dw below: its sum is 0, as the CPU backend's
+    check(cudaMemsetAsync(ws.dw, 0, static_cast<std::size_t>(dw_count) * sizeof(float), stream_), "cudaMemsetAsync");
+  }
   for (std::int64_t n0 = 0; n0 < s.batch; n0 += p.chunk) {
     const std::int64_t nb = std::min(p.chunk, s.batch - n0);
     const std::byte* xs = bytes_of(x) + n0 * x_image * p.elem;
@@ -193,7 +197,6 @@ void CudaBackend::conv2d_backward(Context& ctx, const Conv2dShape& s, const Tens
       col = ws.col;
     }
     // dW^T (R, K) += col_i (R, P) dy_i^T (P, K): a group of images' partials, then their sum, in f32.
-    const std::int64_t dw_count = std::int64_t{s.out_channels} * p.rows;
     for (std::int64_t g0 = 0; g0 < nb; g0 += p.group) {
       const std::int64_t gb = std::min(p.group, nb - g0);
       gemm(ctx, true, false, p.rows, s.out_channels, p.plane,
@@ -212,7 +215,7 @@ void CudaBackend::conv2d_backward(Context& ctx, const Conv2dShape& s, const Tens
       if (!straight) k::col2im(ws.col_grad, nb, s, t, dxs, stream_);
     }
   }
-  k::finish_gradient(ws.dw, std::int64_t{s.out_channels} * p.rows, t, dw.data(), accumulate, stream_);
+  k::finish_gradient(ws.dw, dw_count, t, dw.data(), accumulate, stream_);
   if (dbias != nullptr)
     k::channel_sum(t, dy.data(), s.batch, s.out_channels, p.plane, dbias->data(), accumulate, stream_);
 }
@@ -287,13 +290,16 @@ void CudaBackend::separable_conv2d_backward(Context& ctx, const SeparableShape& 
   const std::int64_t x_image = p.channels * d.in_plane();
   const std::int64_t y_image = std::int64_t{s.out_channels} * p.plane;
   const std::int64_t mid_image = p.channels * p.plane;
+  const std::int64_t dwp_count = std::int64_t{s.out_channels} * p.channels;
+  if (d.batch == 0) {  // no image sums into dwp below: its sum is 0, as the CPU backend's
+    check(cudaMemsetAsync(ws.dwp, 0, static_cast<std::size_t>(dwp_count) * sizeof(float), stream_), "cudaMemsetAsync");
+  }
   for (std::int64_t n0 = 0; n0 < d.batch; n0 += p.chunk) {
     const std::int64_t nb = std::min(p.chunk, d.batch - n0);
     const std::byte* xs = bytes_of(x) + n0 * x_image * p.elem;
     const std::byte* dys = bytes_of(dy) + n0 * y_image * p.elem;
     k::depthwise_forward(t, xs, wd.data(), nullptr, nb, d, ws.mid, stream_);  // recomputed, never stored
     // dWp^T (C, K) += mid_i (C, P) dy_i^T (P, K): a group's partials, then their sum, in f32.
-    const std::int64_t dwp_count = std::int64_t{s.out_channels} * p.channels;
     for (std::int64_t g0 = 0; g0 < nb; g0 += p.group) {
       const std::int64_t gb = std::min(p.group, nb - g0);
       gemm(ctx, true, false, p.channels, s.out_channels, p.plane,
@@ -311,7 +317,7 @@ void CudaBackend::separable_conv2d_backward(Context& ctx, const SeparableShape& 
                                   stream_);
     }
   }
-  k::finish_gradient(ws.dwp, s.out_channels * p.channels, t, dwp.data(), accumulate, stream_);
+  k::finish_gradient(ws.dwp, dwp_count, t, dwp.data(), accumulate, stream_);
   k::finish_gradient(ws.dwd, taps, t, dwd.data(), accumulate, stream_);
   if (dbias != nullptr)
     k::channel_sum(t, dy.data(), d.batch, s.out_channels, p.plane, dbias->data(), accumulate, stream_);
@@ -321,6 +327,7 @@ void CudaBackend::dense_forward(Context& ctx, const DenseShape& s, const Tensor&
                                 Tensor& y) {
   device_detail::ScopedDevice guard(index_);
   const DType t = x.dtype();
+  if (s.batch == 0) return;  // y is empty: no GEMM of zero columns
   if (bias != nullptr) k::broadcast_bias(t, bias->data(), s.batch, s.out_features, 1, y.data(), stream_);
   // y^T (O, N) = W (O, I) x^T (I, N)
   gemm(ctx, true, false, s.out_features, s.batch, s.in_features, {w.data(), t, as_int(s.in_features), 0},
@@ -333,6 +340,13 @@ void CudaBackend::dense_backward(Context& ctx, const DenseShape& s, const Tensor
   device_detail::ScopedDevice guard(index_);
   const DType t = x.dtype();
   const bool accumulate = mode == GradMode::kAccumulate;
+  if (s.batch == 0) {  // no rows: dx is empty, dW and dbias sum nothing (0, or kept when accumulating)
+    if (!accumulate) {
+      check(cudaMemsetAsync(dw.data(), 0, dw.bytes(), stream_), "cudaMemsetAsync");
+      if (dbias != nullptr) check(cudaMemsetAsync(dbias->data(), 0, dbias->bytes(), stream_), "cudaMemsetAsync");
+    }
+    return;
+  }
   if (dx != nullptr) {
     // dx^T (I, N) = W^T (I, O) dy^T (O, N)
     gemm(ctx, false, false, s.in_features, s.batch, s.out_features, {w.data(), t, as_int(s.in_features), 0},

@@ -108,7 +108,8 @@ struct LossSummary {
 // Bytes of workspace softmax_cross_entropy takes for `rows` rows, its LossSummary included.
 std::size_t softmax_cross_entropy_workspace(std::int64_t rows);
 // logits (rows, classes) of t, labels i32 (rows); dlogits (of t) may be null. Returns where in
-// `workspace` the summary lies (device memory), ready once the stream reaches it.
+// `workspace` the summary lies (device memory), ready once the stream reaches it; nullptr,
+// launching nothing, for no rows.
 const LossSummary* softmax_cross_entropy(DType t, const void* logits, const std::int32_t* labels,
                                          std::int64_t rows, std::int64_t classes, void* dlogits,
                                          void* workspace, cudaStream_t stream);
