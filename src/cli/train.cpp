@@ -50,19 +50,6 @@ using nlohmann::json;
 constexpr int kFashionEpochs = 3;
 constexpr int kCifarEpochs = 15;
 
-DeviceId parse_train_device(const std::string& text) {
-  if (text == "cpu" || text == "host") return host();
-  if (text.rfind("cuda:", 0) == 0) {
-    try {
-      std::size_t used = 0;
-      const int index = std::stoi(text.substr(5), &used);
-      if (used == text.size() - 5 && index >= 0) return cuda(index);
-    } catch (const std::exception&) {
-    }
-  }
-  throw Error(ErrorCode::kInvalidArgument, "--device must be cpu or cuda:N, got \"" + text + "\"");
-}
-
 fs::path data_dir(const TrainOptions& o) {
   if (!o.data.empty()) return o.data;
   const fs::path dir = fs::path(o.data_root) / o.dataset;
@@ -172,7 +159,7 @@ train::BatchResult evaluate(train::Trainer& trainer, Loader& test) {
 }
 
 int run_train(TrainOptions o) {
-  const DeviceId device = parse_train_device(o.device);
+  const DeviceId device = parse_device(o.device);
   const fs::path dir = data_dir(o);
   if (o.model.empty()) o.model = o.dataset == "fashion-mnist" ? "fashion-cnn" : "cifar10-separable";
   const train::ModelInfo& info = train::model_info(o.model);

@@ -407,15 +407,6 @@ void batchnorm_backward(DType t, const BatchNormLaunch& p, const void* x, const 
   });
 }
 
-namespace {
-constexpr std::size_t align256(std::size_t n) { return (n + 255) & ~std::size_t{255}; }
-}  // namespace
-
-std::size_t softmax_cross_entropy_workspace(std::int64_t rows) {
-  const auto r = static_cast<std::size_t>(rows);
-  return align256(r * sizeof(float)) + align256(r * sizeof(int)) + align256(sizeof(LossSummary));
-}
-
 const LossSummary* softmax_cross_entropy(DType t, const void* logits, const std::int32_t* labels, std::int64_t rows,
                                          std::int64_t classes, void* dlogits, void* workspace, cudaStream_t stream) {
   if (rows <= 0 || classes <= 0) return nullptr;  // no rows: nothing to launch, nothing to sum
