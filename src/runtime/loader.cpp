@@ -250,6 +250,10 @@ void LoaderImpl::recycle(int slot) noexcept {
   signal();
 }
 
+void LoaderImpl::record_stream(int slot, void* native_stream) {
+  if (ring_) ring_->record_stream(slot, native_stream);  // recycle() then releases on it too
+}
+
 void LoaderImpl::start_epoch(std::int64_t epoch) {
   if (epoch < 0) throw Error(ErrorCode::kInvalidArgument, "epoch must be >= 0, got " + std::to_string(epoch));
   abandon_epoch();
