@@ -116,7 +116,11 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
                               .tune_prefetch = !plan_.prefetch_set && ring_ == nullptr},
         runtime::TuningSettings{in_flight_.load(), prefetch_.load()});
   }
-  executor_ = std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this);
+  // Workers go where the pinned ring's pages are (a node only on a multi-node machine with a
+  // device attached): they write the batches there, and the DMA engine reads them locally.
+  executor_ =
+      std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this,
+                                          runtime::WorkerPlacement{.numa_node = ring_ ? ring_->numa_node() : -1});
 }
 
 LoaderImpl::~LoaderImpl() {
@@ -248,6 +252,10 @@ void LoaderImpl::recycle(int slot) noexcept {
   slots_[static_cast<std::size_t>(slot)]->state.store(kFree, std::memory_order_release);
   free_slots_->queue.push(slot);
   signal();
+}
+
+void LoaderImpl::record_stream(int slot, void* native_stream) {
+  if (ring_) ring_->record_stream(slot, native_stream);  // recycle() then releases on it too
 }
 
 void LoaderImpl::start_epoch(std::int64_t epoch) {

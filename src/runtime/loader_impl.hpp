@@ -45,6 +45,7 @@ class LoaderImpl final : public BatchRecycler {
   bool next(Batch& out);
 
   void recycle(int slot) noexcept override;
+  void record_stream(int slot, void* native_stream) override;
 
   std::int64_t samples_per_epoch() const { return order_.size(); }
   std::int64_t batches_per_epoch() const;
