@@ -25,6 +25,7 @@
 #include <cstdio>  // jpeglib.h needs FILE and size_t declared first
 #include <jpeglib.h>
 
+#include "stages/item_table.hpp"
 #include "stages/sample_program.hpp"
 
 namespace {
@@ -34,7 +35,7 @@ using namespace sluice;
 using namespace sluice::stages;
 
 struct Corpus {
-  std::vector<Item> items;
+  ItemTable items;
   std::vector<std::vector<std::uint8_t>> bytes;  // for the TurboJPEG baseline
   std::vector<int> width, height, pixel_format;
   std::size_t largest = 0;
@@ -61,7 +62,7 @@ const Corpus& corpus() {
       std::vector<std::uint8_t> b{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
       int w = 0, h = 0, sub = 0, space = 0;
       if (tjDecompressHeader3(tj, b.data(), b.size(), &w, &h, &sub, &space) != 0) continue;
-      out.items.push_back(Item{p.string(), 0});
+      out.items.add_path(p.string(), 0);
       out.width.push_back(w);
       out.height.push_back(h);
       out.pixel_format.push_back(space == TJCS_CMYK || space == TJCS_YCCK ? TJPF_CMYK : TJPF_RGB);
@@ -69,6 +70,7 @@ const Corpus& corpus() {
       out.bytes.push_back(std::move(b));
     }
     tjDestroy(tj);
+    out.items.finish();
     return out;
   }();
   return c;
@@ -109,9 +111,9 @@ void run_program(benchmark::State& state, const Variant& v) {
   std::int64_t epoch = 0;
   for (auto _ : state) {
     std::uint8_t* out = batch.data() + (i % kSlots) * program.sample_bytes();
-    program.run(c.items[i], SampleKey{epoch, static_cast<std::int64_t>(i), 0}, *ws, out);
+    program.run(c.items, static_cast<std::int64_t>(i), SampleKey{epoch, static_cast<std::int64_t>(i), 0}, *ws, out);
     benchmark::DoNotOptimize(out);
-    if (++i == c.items.size()) {
+    if (++i == static_cast<std::size_t>(c.items.size())) {
       i = 0;
       ++epoch;
     }
@@ -136,7 +138,7 @@ void BM_tj_full_fastdct(benchmark::State& state) {
     tjDecompress2(tj, c.bytes[i].data(), c.bytes[i].size(), out.data(), c.width[i], 0, c.height[i],
                   c.pixel_format[i], TJFLAG_FASTDCT);
     benchmark::DoNotOptimize(out.data());
-    i = (i + 1) % c.items.size();
+    i = (i + 1) % static_cast<std::size_t>(c.items.size());
   }
   tjDestroy(tj);
   state.SetItemsProcessed(state.iterations());
@@ -158,7 +160,7 @@ void BM_entropy_only(benchmark::State& state) {
     jpeg_read_header(&cinfo, TRUE);
     benchmark::DoNotOptimize(jpeg_read_coefficients(&cinfo));
     jpeg_abort_decompress(&cinfo);
-    i = (i + 1) % c.items.size();
+    i = (i + 1) % static_cast<std::size_t>(c.items.size());
   }
   jpeg_destroy_decompress(&cinfo);
   state.SetItemsProcessed(state.iterations());

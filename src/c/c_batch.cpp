@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "c/c_api_internal.hpp"
+#include "device/cuda_backend.hpp"  // stream_wait_event: the caller's stream waits for the copy
 
 namespace sluice::c_api {
 
@@ -119,6 +120,17 @@ sluice_status_t sluice_batch_labels(sluice_batch_t* batch, DLManagedTensor** ten
                                  : const_cast<std::int32_t*>(b.labels().data());
     const DLDevice device = b.on_device() ? dl_device(b.device()) : DLDevice{kDLCPU, 0};
     *tensor = make_tensor(batch, labels, DType::kI32, shape, device);
+    return SLUICE_OK;
+  });
+}
+
+sluice_status_t sluice_batch_use_on_stream(sluice_batch_t* batch, void* cuda_stream) {
+  return guard([&] {
+    require_valid(batch, "sluice_batch_use_on_stream");
+    Batch& b = batch->batch;
+    if (!b.on_device() || !b.device().is_cuda()) return SLUICE_OK;
+    if (b.ready_event() != nullptr) device_detail::stream_wait_event(b.device().index, cuda_stream, b.ready_event());
+    b.record_stream(cuda_stream);
     return SLUICE_OK;
   });
 }

@@ -22,6 +22,7 @@
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
 #include "stages/source.hpp"
+#include "stages/tar_source.hpp"
 
 namespace sluice::cli {
 namespace {
@@ -33,6 +34,7 @@ struct BenchOptions {
   bool threads_given = false;
   std::string data;
   std::string list;
+  std::string shards;        // --shards PATTERN: tar shards (brace ranges, globs)
   std::string transform = "eval";
   int size = 224;
   int padding = 4;
@@ -65,14 +67,24 @@ struct BenchOptions {
 };
 
 // Asks the kernel to drop the data set's pages from its cache (posix_fadvise DONTNEED), so the
-// first epoch reads from the device. Only clean, unmapped pages go; no privileges needed.
+// first epoch reads from the device: every file, or every shard and its index file. Only clean,
+// unmapped pages go; no privileges needed (docs/shards.md checks it as an unprivileged user).
 void drop_page_cache(const PipelineSpec& spec) {
-  for (const Item& item : stages::load_dataset(spec.source).items) {
-    const int fd = ::open(item.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
+  const auto drop = [](const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return;
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     ::close(fd);
+  };
+  if (const auto* shards = std::get_if<spec::Shards>(&spec.source)) {
+    for (const std::string& shard : stages::expand_shard_patterns(shards->patterns)) {
+      drop(shard);
+      drop(stages::shard_index_path(shard));
+    }
+    return;
   }
+  const stages::Dataset dataset = stages::load_dataset(spec.source);
+  for (std::int64_t i = 0; i < dataset.items.size(); ++i) drop(dataset.items.path(i));
 }
 
 // Peak resident set size of this process (VmHWM), in bytes.
@@ -131,7 +143,9 @@ DeviceId parse_device(const std::string& text) {
 }
 
 Pipeline make_pipeline(const BenchOptions& o) {
-  Pipeline p = o.list.empty() ? Pipeline::from_folder(o.data) : Pipeline::from_list(o.list);
+  Pipeline p = !o.shards.empty() ? Pipeline::from_shards(o.shards)
+               : o.list.empty()   ? Pipeline::from_folder(o.data)
+                                  : Pipeline::from_list(o.list);
   if (o.shuffle) p.shuffle_files(o.seed);
   const CacheChoice cache = parse_cache(o.cache);
   p.read();
@@ -196,38 +210,31 @@ PipelineDocument load_spec(BenchOptions& o) {
   return doc;
 }
 
-int run_bench(const BenchOptions& given) {
-  BenchOptions o = given;
-  const std::optional<PipelineDocument> doc = o.spec.empty() ? std::nullopt : std::optional(load_spec(o));
-  const std::uint64_t baseline_rss = peak_rss_bytes();  // before the pipeline holds anything
-  const Pipeline pipeline = doc ? Pipeline(doc->spec) : make_pipeline(o);
-  if (o.drop_cache) drop_page_cache(pipeline.spec());
-  Stopwatch setup;
-  Loader loader = pipeline.build(doc ? doc->build : build_options(o));
-  const double setup_seconds = setup.seconds();
-  const std::int64_t per_epoch = loader.samples_per_epoch();
+// What the epochs delivered: a hash of every batch's bytes and labels in order (and each
+// batch's own with --per-batch), images and the cache's hit rate per epoch, and whether
+// --stop-after-batches cut the run short.
+struct EpochsRun {
+  std::string checksum_hex;
+  json batch_checksums = json::array();
+  json per_epoch = json::array();
+  std::int64_t images = 0;
+  bool stopped = false;
+  double seconds = 0;
+};
+
+EpochsRun run_epochs(Loader& loader, const BenchOptions& o, std::int64_t first_epoch) {
+  EpochsRun run;
   std::atomic<std::uint64_t> done{0};
   XXH3_state_t* hash = XXH3_createState();
   XXH3_64bits_reset(hash);
-
-  std::int64_t first_epoch = 0;
-  if (!o.resume.empty()) {
-    std::ifstream in(o.resume, std::ios::binary);
-    if (!in) throw Error(ErrorCode::kNotFound, "cannot read the state file", o.resume);
-    const std::vector<std::uint8_t> state{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    loader.restore(state);
-    first_epoch = loader.resume_epoch();
-  }
-  json batch_checksums = json::array();
   std::int64_t delivered = 0;
-  bool stopped = false;
-  json epochs = json::array();
   std::int64_t last_hits = 0;
   std::int64_t last_misses = 0;
   Stopwatch clock;
   {
-    ProgressLine progress("bench", static_cast<std::uint64_t>(per_epoch) * o.epochs, done, stderr_is_terminal() && !o.json);
-    for (std::int64_t e = first_epoch; e < o.epochs && !stopped; ++e) {
+    ProgressLine progress("bench", static_cast<std::uint64_t>(loader.samples_per_epoch()) * o.epochs, done,
+                          stderr_is_terminal() && !o.json);
+    for (std::int64_t e = first_epoch; e < o.epochs && !run.stopped; ++e) {
       Stopwatch epoch_clock;
       std::int64_t images = 0;
       for (Batch& b : loader.epoch(e)) {
@@ -238,12 +245,12 @@ int run_bench(const BenchOptions& given) {
           const std::uint64_t one = XXH3_64bits(b.data().data, b.data().bytes()) ^
                                     XXH3_64bits(b.labels().data(), b.labels().size_bytes());
           std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(one));
-          batch_checksums.push_back(hex);
+          run.batch_checksums.push_back(hex);
         }
         images += b.size();
         done.fetch_add(static_cast<std::uint64_t>(b.size()), std::memory_order_relaxed);
         if (o.stop_after_batches > 0 && ++delivered == o.stop_after_batches) {
-          stopped = true;
+          run.stopped = true;
           break;
         }
       }
@@ -255,26 +262,33 @@ int run_bench(const BenchOptions& given) {
       const std::int64_t misses = c.misses - last_misses;
       last_hits = c.hits;
       last_misses = c.misses;
-      epochs.push_back({{"epoch", e}, {"images", images}, {"seconds", s}, {"images_per_sec", images / s},
-                        {"cache_hit_rate", hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0}});
+      run.per_epoch.push_back({{"epoch", e}, {"images", images}, {"seconds", s}, {"images_per_sec", images / s},
+                               {"cache_hit_rate", hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0}});
     }
   }
-  const double seconds = clock.seconds();
-  if (!o.save_state.empty()) {
-    const std::vector<std::uint8_t> state = loader.state();
-    std::ofstream out(o.save_state, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
-    if (!out) throw Error(ErrorCode::kIo, "cannot write the state file", o.save_state);
-  }
-  const std::uint64_t checksum = XXH3_64bits_digest(hash);
+  run.seconds = clock.seconds();
+  run.images = static_cast<std::int64_t>(done.load());
+  char checksum_hex[17];
+  std::snprintf(checksum_hex, sizeof checksum_hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits_digest(hash)));
   XXH3_freeState(hash);
+  run.checksum_hex = checksum_hex;
+  return run;
+}
 
-  const Stats stats = loader.stats();
-  const std::int64_t images = static_cast<std::int64_t>(done.load());
-  std::int64_t read_bytes = 0;
+// The bytes the read stage produced: the data set's bytes read, for MB/s.
+std::int64_t read_bytes_of(const Stats& stats) {
+  for (const auto& s : stats.stages) {
+    if (s.name == "read") return s.bytes;
+  }
+  return 0;
+}
+
+json bench_json(const BenchOptions& o, const Stats& stats, const EpochsRun& run, double setup_seconds,
+                std::uint64_t baseline_rss) {
+  const std::int64_t images = run.images;
+  const double seconds = run.seconds;
   json stages = json::array();
   for (const auto& s : stats.stages) {
-    if (s.name == "read") read_bytes = s.bytes;
     stages.push_back({{"name", s.name}, {"busy_seconds", s.busy_seconds}, {"items", s.items}, {"bytes", s.bytes}});
   }
   json memory = json::object();
@@ -283,17 +297,14 @@ int run_bench(const BenchOptions& given) {
   for (const auto& s : stats.skipped_samples) skipped_paths.push_back(s.path);
   json recovered = json::array();
   for (const auto& r : stats.recovered_samples) recovered.push_back({{"path", r.path}, {"warning", r.warning}});
-  char checksum_hex[17];
-  std::snprintf(checksum_hex, sizeof checksum_hex, "%016llx", static_cast<unsigned long long>(checksum));
-
-  const json result{
+  json result{
       {"images", images},
       {"batches", stats.batches},
       {"epochs", o.epochs},
       {"seconds", seconds},
       {"setup_seconds", setup_seconds},
       {"images_per_sec", images / seconds},
-      {"mb_per_sec", static_cast<double>(read_bytes) / 1e6 / seconds},
+      {"mb_per_sec", static_cast<double>(read_bytes_of(stats)) / 1e6 / seconds},
       {"peak_rss_bytes", peak_rss_bytes()},
       {"threads", stats.threads},
       {"batch", o.batch},
@@ -318,17 +329,23 @@ int run_bench(const BenchOptions& given) {
       {"tuning", {{"samples_in_flight", stats.tuning.samples_in_flight}, {"prefetch", stats.tuning.prefetch},
                   {"autotuned", stats.tuning.autotuned}, {"decisions", stats.tuning.decisions}}},
       {"stages", stages},
-      {"per_epoch", epochs},
-      {"checksum", checksum_hex},
+      {"per_epoch", run.per_epoch},
+      {"checksum", run.checksum_hex},
       {"device", o.device},
-      {"stopped_early", stopped},
+      {"stopped_early", run.stopped},
   };
+  if (o.per_batch) result["batch_checksums"] = run.batch_checksums;
+  return result;
+}
 
+void print_report(const Stats& stats, const EpochsRun& run) {
+  const std::int64_t images = run.images;
+  const double seconds = run.seconds;
   std::cout << "sluice bench: " << images << " images in " << format_seconds(seconds) << ", "
             << static_cast<std::int64_t>(images / seconds) << " images/s, "
-            << format_bytes(static_cast<std::uint64_t>(read_bytes / seconds)) << "/s read, "
+            << format_bytes(static_cast<std::uint64_t>(read_bytes_of(stats) / seconds)) << "/s read, "
             << stats.threads << " threads\n";
-  for (const auto& e : epochs) {
+  for (const auto& e : run.per_epoch) {
     std::cout << "  epoch " << e["epoch"].get<int>() << ": " << static_cast<std::int64_t>(e["images_per_sec"].get<double>())
               << " images/s\n";
   }
@@ -341,7 +358,7 @@ int run_bench(const BenchOptions& given) {
     std::cout << line;
   }
   std::cout << "  consumer waited " << format_seconds(stats.consumer_wait_seconds) << "; peak RSS "
-            << format_bytes(peak_rss_bytes()) << "; checksum " << checksum_hex << "\n";
+            << format_bytes(peak_rss_bytes()) << "; checksum " << run.checksum_hex << "\n";
   std::cout << "  memory: accounted peak " << format_bytes(stats.memory_peak);
   if (stats.memory_budget != 0) std::cout << " of a " << format_bytes(stats.memory_budget) << " budget";
   std::cout << " (";
@@ -369,12 +386,38 @@ int run_bench(const BenchOptions& given) {
     for (const auto& r : stats.recovered_samples) std::cout << "\n    " << r.path << ": " << r.warning;
     std::cout << "\n";
   }
-  if (o.json) {
-    json out = result;
-    if (o.per_batch) out["batch_checksums"] = batch_checksums;
-    std::cout << out.dump() << "\n";
+}
+
+void run_bench(const BenchOptions& given) {
+  BenchOptions o = given;
+  const std::optional<PipelineDocument> doc = o.spec.empty() ? std::nullopt : std::optional(load_spec(o));
+  const std::uint64_t baseline_rss = peak_rss_bytes();  // before the pipeline holds anything
+  const Pipeline pipeline = doc ? Pipeline(doc->spec) : make_pipeline(o);
+  if (o.drop_cache) drop_page_cache(pipeline.spec());
+  Stopwatch setup;
+  Loader loader = pipeline.build(doc ? doc->build : build_options(o));
+  const double setup_seconds = setup.seconds();
+
+  std::int64_t first_epoch = 0;
+  if (!o.resume.empty()) {
+    std::ifstream in(o.resume, std::ios::binary);
+    if (!in) throw Error(ErrorCode::kNotFound, "cannot read the state file", o.resume);
+    const std::vector<std::uint8_t> state{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    loader.restore(state);
+    first_epoch = loader.resume_epoch();
   }
-  return 0;
+  const EpochsRun run = run_epochs(loader, o, first_epoch);
+  if (!o.save_state.empty()) {
+    const std::vector<std::uint8_t> state = loader.state();
+    std::ofstream out(o.save_state, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
+    if (!out) throw Error(ErrorCode::kIo, "cannot write the state file", o.save_state);
+  }
+  const Stats stats = loader.stats();
+  // Built before the report prints: peak_rss_bytes() is read at the same point as before.
+  const json result = bench_json(o, stats, run, setup_seconds, baseline_rss);
+  print_report(stats, run);
+  if (o.json) std::cout << result.dump() << "\n";
 }
 
 }  // namespace
@@ -384,7 +427,10 @@ void add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Run a pipeline over a data set and report throughput");
   auto* data = cmd->add_option("--data", options->data, "Image folder (class sub-folders)")->check(CLI::ExistingDirectory);
   auto* list = cmd->add_option("--list", options->list, "List file: path<TAB>label per line")->check(CLI::ExistingFile);
+  auto* shards = cmd->add_option("--shards", options->shards,
+                                 "Tar shards: a pattern with brace ranges or globs, e.g. 'train-{000000..000146}.tar'");
   data->excludes(list);
+  shards->excludes(data)->excludes(list);
   cmd->add_option("--transform", options->transform,
                   "eval: resize shorter side to size*256/224, center crop; train: random resized crop + flip; "
                   "pad-crop: random crop with --padding + flip; none")
@@ -426,9 +472,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", options->json, "End stdout with one JSON object");
   cmd->add_option("--spec", options->spec, "JSON pipeline spec (docs/json-spec.md) instead of --data/--list and "
                   "the pipeline options; --threads still overrides it")->check(CLI::ExistingFile);
-  cmd->callback([cmd, options, data, list] {
+  cmd->callback([cmd, options, data, list, shards] {
     if (!options->spec.empty()) {
-      for (const char* name : {"--data", "--list", "--transform", "--size", "--padding", "--batch", "--seed",
+      for (const char* name : {"--data", "--list", "--shards", "--transform", "--size", "--padding", "--batch", "--seed",
                                "--shuffle", "--out", "--layout", "--dct", "--color", "--mean", "--std", "--prefetch",
                                "--in-flight", "--shuffle-buffer", "--on-error", "--strict-decode", "--budget", "--cache",
                                "--device", "--normalize-on-device"}) {
@@ -436,8 +482,8 @@ void add_bench_command(CLI::App& app) {
           throw CLI::ValidationError("--spec", std::string("excludes ") + name + ": the spec describes the whole pipeline");
         }
       }
-    } else if (data->count() == 0 && list->count() == 0) {
-      throw CLI::RequiredError("--data, --list or --spec");
+    } else if (data->count() == 0 && list->count() == 0 && shards->count() == 0) {
+      throw CLI::RequiredError("--data, --list, --shards or --spec");
     }
     options->threads_given = cmd->count("--threads") > 0;
     if (options->threads != "auto") {
@@ -447,8 +493,7 @@ void add_bench_command(CLI::App& app) {
         throw CLI::ValidationError("--threads", "must be a positive number or auto");
       }
     }
-    const int code = run_bench(*options);
-    if (code != 0) throw CLI::RuntimeError(code);
+    run_bench(*options);
   });
 }
 

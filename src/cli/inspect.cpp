@@ -4,6 +4,8 @@
 // cause, and every file read in spite of libjpeg warnings ("recovered"), with the first. Headers
 // are parsed with the pipeline's own JpegDecoder, so "fails here" means "fails there"; --decode
 // also runs the full decode, which catches truncated and corrupt scan data.
+// `sluice inspect --shards PATTERN` does the same for tar shards, read as from_shards reads them
+// (damaged members are failures at the "read" stage; indexing them writes their index files).
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -29,6 +31,7 @@
 #include "cli/console.hpp"
 #include "sluice/core/error.hpp"
 #include "stages/jpeg_decoder.hpp"
+#include "stages/read_file.hpp"
 #include "stages/source.hpp"
 
 namespace sluice::cli {
@@ -43,6 +46,7 @@ constexpr std::size_t kListedClasses = 40;
 
 struct InspectOptions {
   fs::path dir;
+  std::string shards;  // --shards PATTERN instead of DIR
   bool json = false;
   bool decode = false;
   bool strict_decode = false;  // libjpeg warnings are failures, as with DecodeOptions::strict
@@ -56,6 +60,8 @@ struct Listing {
   std::vector<fs::path> files;
   std::vector<int> labels;      // per file
   std::uint64_t other_files = 0;  // not *.jpg/*.jpeg, or beside the class folders
+  stages::ItemTable members;      // --shards: what files[i] names ("shard.tar:member")
+  std::size_t shards = 0;
 };
 
 struct FileReport {
@@ -94,11 +100,11 @@ Listing list_folder(const fs::path& root) {
   if (listing.classes.size() == 1 && listing.classes[0].empty()) {  // "DIR/" has no filename
     listing.classes[0] = fs::weakly_canonical(root, ec).filename().string();
   }
-  listing.files.reserve(dataset.items.size());
-  listing.labels.reserve(dataset.items.size());
-  for (const Item& item : dataset.items) {
-    listing.files.emplace_back(item.path);
-    listing.labels.push_back(item.label);
+  listing.files.reserve(static_cast<std::size_t>(dataset.items.size()));
+  listing.labels.reserve(static_cast<std::size_t>(dataset.items.size()));
+  for (std::int64_t i = 0; i < dataset.items.size(); ++i) {
+    listing.files.emplace_back(dataset.items.path(i));
+    listing.labels.push_back(dataset.items.label(i));
   }
   // A flat folder is one class named after the folder; class folders are its sub-folders.
   for (const fs::directory_entry& entry : fs::directory_iterator(root)) {
@@ -106,6 +112,33 @@ Listing list_folder(const fs::path& root) {
   }
   const std::uint64_t visible = count_visible_files(root);
   listing.other_files = visible > listing.files.size() ? visible - listing.files.size() : 0;
+  return listing;
+}
+
+// What from_shards would read: the samples of every shard, labelled as it labels them (class
+// names, or the distinct label numbers in order).
+Listing list_shards(const std::string& pattern) {
+  stages::Dataset dataset = stages::load_dataset(spec::Shards{{pattern}, ShardIndex::kBesideShard});
+  Listing listing;
+  listing.flat = false;
+  listing.shards = dataset.items.shards().size();
+  std::map<std::int32_t, int> numbers;  // label number -> class index
+  if (dataset.class_names.empty()) {
+    for (std::int64_t i = 0; i < dataset.items.size(); ++i) numbers.emplace(dataset.items.label(i), 0);
+    for (auto& [number, index] : numbers) {
+      index = static_cast<int>(listing.classes.size());
+      listing.classes.push_back(std::to_string(number));
+    }
+  } else {
+    listing.classes = dataset.class_names;
+  }
+  listing.files.reserve(static_cast<std::size_t>(dataset.items.size()));
+  for (std::int64_t i = 0; i < dataset.items.size(); ++i) {
+    listing.files.emplace_back(dataset.items.path(i));
+    const std::int32_t label = dataset.items.label(i);
+    listing.labels.push_back(numbers.empty() ? std::max(0, label) : numbers.at(label));
+  }
+  listing.members = std::move(dataset.items);
   return listing;
 }
 
@@ -163,10 +196,8 @@ bool read_whole_file(const fs::path& path, std::vector<std::uint8_t>& bytes, Fil
   return true;
 }
 
-void inspect_file(const fs::path& path, bool decode, stages::JpegDecoder& decoder,
-                  std::vector<std::uint8_t>& bytes, std::vector<std::uint8_t>& pixels,
-                  FileReport& report) {
-  if (!read_whole_file(path, bytes, report)) return;
+void inspect_bytes(std::span<const std::uint8_t> bytes, bool decode, stages::JpegDecoder& decoder,
+                   std::vector<std::uint8_t>& pixels, FileReport& report) {
   if (bytes.empty()) {
     report.failed_at = "header";
     report.cause = "empty file";
@@ -200,6 +231,34 @@ void inspect_file(const fs::path& path, bool decode, stages::JpegDecoder& decode
   }
 }
 
+// Item i of the listing: a file read whole, or a member read as the pipeline reads it.
+struct ItemInspector {
+  ItemInspector(bool decode, bool strict) : decode(decode), decoder(DecodeOptions{.strict = strict}) {}
+  bool decode;
+  stages::JpegDecoder decoder;
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::uint8_t> pixels;
+  stages::ItemReader reader;
+  AlignedBuffer member;
+
+  void inspect(const Listing& listing, std::size_t i, FileReport& report) {
+    if (listing.members.empty()) {
+      if (read_whole_file(listing.files[i], bytes, report)) inspect_bytes(bytes, decode, decoder, pixels, report);
+      return;
+    }
+    std::span<const std::uint8_t> data;
+    try {
+      data = reader.read(listing.members, static_cast<std::int64_t>(i), member, kMaxFileBytes);
+    } catch (const Error& e) {
+      report.failed_at = "read";
+      report.cause = e.cause();
+      return;
+    }
+    report.bytes = data.size();
+    inspect_bytes(data, decode, decoder, pixels, report);
+  }
+};
+
 std::vector<FileReport> inspect_files(const Listing& listing, const InspectOptions& options) {
   std::vector<FileReport> reports(listing.files.size());
   std::atomic<std::size_t> next{0};
@@ -207,12 +266,10 @@ std::vector<FileReport> inspect_files(const Listing& listing, const InspectOptio
   const int threads = worker_count(options.threads, 8);
   ProgressLine progress(options.decode ? "inspect (decode)" : "inspect", reports.size(), done);
   auto worker = [&] {
-    stages::JpegDecoder decoder(DecodeOptions{.strict = options.strict_decode});
-    std::vector<std::uint8_t> bytes;
-    std::vector<std::uint8_t> pixels;
+    ItemInspector inspector(options.decode, options.strict_decode);
     for (std::size_t i; (i = next.fetch_add(1)) < reports.size();) {
       try {
-        inspect_file(listing.files[i], options.decode, decoder, bytes, pixels, reports[i]);
+        inspector.inspect(listing, i, reports[i]);
       } catch (const std::exception& e) {  // e.g. bad_alloc on an absurd header: still data
         reports[i].failed_at = "decode";
         reports[i].cause = e.what();
@@ -298,154 +355,178 @@ void print_buckets(std::ostream& out, const std::vector<Bucket>& buckets) {
   }
 }
 
-void report(const InspectOptions& options, const Listing& listing,
-            const std::vector<FileReport>& reports, double seconds) {
+// What the files add up to: per class, the histograms, the dimensions and kinds the headers
+// say, and the failures.
+struct Summary {
   struct ClassTotals {
     std::uint64_t files = 0;
     std::uint64_t bytes = 0;
   };
-  std::vector<ClassTotals> classes(listing.classes.size());
+  std::vector<ClassTotals> classes;
   std::vector<Bucket> sizes = size_buckets();
   std::vector<Bucket> sides = side_buckets();
-  std::map<std::pair<int, int>, std::uint64_t> exact_sizes;
+  std::vector<std::pair<std::pair<int, int>, std::uint64_t>> common;  // the 5 most common sizes
   std::uint64_t bytes = 0, headers = 0, grey = 0, colour = 0, cmyk = 0, progressive = 0;
   std::uint64_t pixels = 0;
   int min_w = 0, max_w = 0, min_h = 0, max_h = 0;
   json failures = json::array();
-  json recovered = json::array();
+  json recovered = json::array();  // files read in spite of libjpeg warnings
+};
+
+Summary summarize(const Listing& listing, const std::vector<FileReport>& reports) {
+  Summary t;
+  t.classes.resize(listing.classes.size());
+  std::map<std::pair<int, int>, std::uint64_t> exact_sizes;
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const FileReport& r = reports[i];
     if (r.failed_at == nullptr && !r.warning.empty()) {
-      recovered.push_back({{"path", listing.files[i].string()}, {"warning", r.warning}});
+      t.recovered.push_back({{"path", listing.files[i].string()}, {"warning", r.warning}});
     }
-    classes[listing.labels[i]].files += 1;
-    classes[listing.labels[i]].bytes += r.bytes;
-    bytes += r.bytes;
-    if (r.failed_at == nullptr || std::strcmp(r.failed_at, "read") != 0) count_into(sizes, r.bytes);
+    t.classes[listing.labels[i]].files += 1;
+    t.classes[listing.labels[i]].bytes += r.bytes;
+    t.bytes += r.bytes;
+    if (r.failed_at == nullptr || std::strcmp(r.failed_at, "read") != 0) count_into(t.sizes, r.bytes);
     if (r.failed_at != nullptr) {
-      failures.push_back({{"path", listing.files[i].string()}, {"stage", r.failed_at},
-                          {"cause", r.cause}});
+      t.failures.push_back({{"path", listing.files[i].string()}, {"stage", r.failed_at},
+                            {"cause", r.cause}});
     }
     if (!r.header_ok) continue;
     const stages::JpegHeader& h = r.header;
-    min_w = headers == 0 ? h.width : std::min(min_w, h.width);
-    min_h = headers == 0 ? h.height : std::min(min_h, h.height);
-    max_w = std::max(max_w, h.width);
-    max_h = std::max(max_h, h.height);
-    ++headers;
-    pixels += static_cast<std::uint64_t>(h.width) * h.height;
-    count_into(sides, static_cast<std::uint64_t>(std::min(h.width, h.height)));
+    t.min_w = t.headers == 0 ? h.width : std::min(t.min_w, h.width);
+    t.min_h = t.headers == 0 ? h.height : std::min(t.min_h, h.height);
+    t.max_w = std::max(t.max_w, h.width);
+    t.max_h = std::max(t.max_h, h.height);
+    ++t.headers;
+    t.pixels += static_cast<std::uint64_t>(h.width) * h.height;
+    count_into(t.sides, static_cast<std::uint64_t>(std::min(h.width, h.height)));
     ++exact_sizes[{h.width, h.height}];
-    grey += h.components == 1;
-    colour += h.components == 3;
-    cmyk += h.components == 4;
-    progressive += h.progressive;
+    t.grey += h.components == 1;
+    t.colour += h.components == 3;
+    t.cmyk += h.components == 4;
+    t.progressive += h.progressive;
   }
-  std::vector<std::pair<std::pair<int, int>, std::uint64_t>> common(exact_sizes.begin(),
-                                                                    exact_sizes.end());
-  std::stable_sort(common.begin(), common.end(),
+  t.common.assign(exact_sizes.begin(), exact_sizes.end());
+  std::stable_sort(t.common.begin(), t.common.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
-  common.resize(std::min<std::size_t>(common.size(), 5));
+  t.common.resize(std::min<std::size_t>(t.common.size(), 5));
+  return t;
+}
 
-  if (options.json) {
-    json out;
-    out["root"] = options.dir.string();
-    out["layout"] = listing.flat ? "flat" : "class-folders";
-    out["files"] = reports.size();
-    out["bytes"] = bytes;
-    out["other_files"] = listing.other_files;
-    json class_list = json::array();
-    for (std::size_t c = 0; c < classes.size(); ++c) {
-      class_list.push_back({{"label", c}, {"name", listing.classes[c]},
-                            {"files", classes[c].files}, {"bytes", classes[c].bytes}});
-    }
-    out["classes"] = class_list;
-    out["size_histogram"] = buckets_json(sizes);
-    json common_json = json::array();
-    for (const auto& [size, files] : common) {
-      common_json.push_back({{"width", size.first}, {"height", size.second}, {"files", files}});
-    }
-    out["dimensions"] = {{"headers_read", headers},
-                         {"min_width", min_w}, {"max_width", max_w},
-                         {"min_height", min_h}, {"max_height", max_h},
-                         {"mean_megapixels", headers ? pixels / 1e6 / headers : 0.0},
-                         {"shorter_side_histogram", buckets_json(sides)},
-                         {"most_common", common_json}};
-    out["colour"] = colour;
-    out["greyscale"] = grey;
-    out["cmyk"] = cmyk;
-    out["progressive"] = progressive;
-    out["decoded"] = options.decode;
-    out["failed"] = failures.size();
-    out["failures"] = failures;
-    out["recovered"] = recovered.size();
-    out["recovered_files"] = recovered;
-    out["seconds"] = seconds;
-    std::cout << out.dump() << '\n';
-    return;
+void print_json(const InspectOptions& options, const Listing& listing, const Summary& t, std::size_t files,
+                double seconds) {
+  json out;
+  out["root"] = options.shards.empty() ? options.dir.string() : options.shards;
+  out["layout"] = !options.shards.empty() ? "shards" : listing.flat ? "flat" : "class-folders";
+  if (!options.shards.empty()) out["shards"] = listing.shards;
+  out["files"] = files;
+  out["bytes"] = t.bytes;
+  out["other_files"] = listing.other_files;
+  json class_list = json::array();
+  for (std::size_t c = 0; c < t.classes.size(); ++c) {
+    class_list.push_back({{"label", c}, {"name", listing.classes[c]},
+                          {"files", t.classes[c].files}, {"bytes", t.classes[c].bytes}});
   }
+  out["classes"] = class_list;
+  out["size_histogram"] = buckets_json(t.sizes);
+  json common_json = json::array();
+  for (const auto& [size, n] : t.common) {
+    common_json.push_back({{"width", size.first}, {"height", size.second}, {"files", n}});
+  }
+  out["dimensions"] = {{"headers_read", t.headers},
+                       {"min_width", t.min_w}, {"max_width", t.max_w},
+                       {"min_height", t.min_h}, {"max_height", t.max_h},
+                       {"mean_megapixels", t.headers ? t.pixels / 1e6 / t.headers : 0.0},
+                       {"shorter_side_histogram", buckets_json(t.sides)},
+                       {"most_common", common_json}};
+  out["colour"] = t.colour;
+  out["greyscale"] = t.grey;
+  out["cmyk"] = t.cmyk;
+  out["progressive"] = t.progressive;
+  out["decoded"] = options.decode;
+  out["failed"] = t.failures.size();
+  out["failures"] = t.failures;
+  out["recovered"] = t.recovered.size();
+  out["recovered_files"] = t.recovered;
+  out["seconds"] = seconds;
+  std::cout << out.dump() << '\n';
+}
 
+void print_text(const InspectOptions& options, const Listing& listing, const Summary& t, std::size_t files,
+                double seconds) {
   std::ostream& out = std::cout;
-  out << options.dir.string() << ": " << reports.size() << " image files, " << format_bytes(bytes)
-      << ", " << classes.size() << (classes.size() == 1 ? " class" : " classes")
-      << (listing.flat ? " (flat folder)" : "") << '\n';
+  out << (options.shards.empty() ? options.dir.string() : options.shards) << ": " << files << " image files, "
+      << format_bytes(t.bytes) << ", " << t.classes.size() << (t.classes.size() == 1 ? " class" : " classes")
+      << (listing.flat ? " (flat folder)" : "");
+  if (!options.shards.empty()) out << " in " << listing.shards << " shard(s)";
+  out << '\n';
   if (listing.other_files > 0) {
     out << "  (" << listing.other_files
         << " other files ignored: not *.jpg/*.jpeg, or beside the class folders)\n";
   }
-  out << "classes (label = index of the sorted folder names):\n";
-  for (std::size_t c = 0; c < classes.size() && c < kListedClasses; ++c) {
+  out << (options.shards.empty() ? "classes (label = index of the sorted folder names):\n"
+                                  : "classes (label = the key.cls number, or the index of the sorted key.class names):\n");
+  for (std::size_t c = 0; c < t.classes.size() && c < kListedClasses; ++c) {
     char line[96];
     std::snprintf(line, sizeof line, "  %5zu %8llu %10s  ", c,
-                  static_cast<unsigned long long>(classes[c].files),
-                  format_bytes(classes[c].bytes).c_str());
+                  static_cast<unsigned long long>(t.classes[c].files),
+                  format_bytes(t.classes[c].bytes).c_str());
     out << line << listing.classes[c] << '\n';
   }
-  if (classes.size() > kListedClasses) {
-    out << "  ... and " << classes.size() - kListedClasses << " more (--json lists all)\n";
+  if (t.classes.size() > kListedClasses) {
+    out << "  ... and " << t.classes.size() - kListedClasses << " more (--json lists all)\n";
   }
   out << "file sizes:\n";
-  print_buckets(out, sizes);
-  if (headers > 0) {
-    out << "dimensions (shorter side), width " << min_w << "-" << max_w << ", height " << min_h
-        << "-" << max_h << ":\n";
-    print_buckets(out, sides);
+  print_buckets(out, t.sizes);
+  if (t.headers > 0) {
+    out << "dimensions (shorter side), width " << t.min_w << "-" << t.max_w << ", height " << t.min_h
+        << "-" << t.max_h << ":\n";
+    print_buckets(out, t.sides);
     out << "  most common:";
-    for (const auto& [size, files] : common) {
-      out << ' ' << size.first << 'x' << size.second << " (" << files << ")";
+    for (const auto& [size, n] : t.common) {
+      out << ' ' << size.first << 'x' << size.second << " (" << n << ")";
     }
     out << '\n';
-    out << "colour: " << colour << " colour, " << grey << " greyscale, " << cmyk << " CMYK; "
-        << progressive << " progressive\n";
+    out << "colour: " << t.colour << " colour, " << t.grey << " greyscale, " << t.cmyk << " CMYK; "
+        << t.progressive << " progressive\n";
   }
-  out << "failures: " << failures.size();
+  out << "failures: " << t.failures.size();
   out << (options.decode ? " (headers and full decode)\n" : " (headers only; --decode decodes)\n");
-  for (std::size_t i = 0; i < failures.size() && i < kListedFailures; ++i) {
-    out << "  " << failures[i]["path"].get<std::string>() << ": "
-        << failures[i]["cause"].get<std::string>() << '\n';
+  for (std::size_t i = 0; i < t.failures.size() && i < kListedFailures; ++i) {
+    out << "  " << t.failures[i]["path"].get<std::string>() << ": "
+        << t.failures[i]["cause"].get<std::string>() << '\n';
   }
-  if (failures.size() > kListedFailures) {
-    out << "  ... and " << failures.size() - kListedFailures << " more (--json lists all)\n";
+  if (t.failures.size() > kListedFailures) {
+    out << "  ... and " << t.failures.size() - kListedFailures << " more (--json lists all)\n";
   }
-  if (!recovered.empty()) {
-    out << "recovered: " << recovered.size() << " (read in spite of libjpeg warnings, as Pillow reads them; "
+  if (!t.recovered.empty()) {
+    out << "recovered: " << t.recovered.size() << " (read in spite of libjpeg warnings, as Pillow reads them; "
         << "--strict-decode counts them as failures)\n";
-    for (std::size_t i = 0; i < recovered.size() && i < kListedFailures; ++i) {
-      out << "  " << recovered[i]["path"].get<std::string>() << ": " << recovered[i]["warning"].get<std::string>()
+    for (std::size_t i = 0; i < t.recovered.size() && i < kListedFailures; ++i) {
+      out << "  " << t.recovered[i]["path"].get<std::string>() << ": " << t.recovered[i]["warning"].get<std::string>()
           << '\n';
     }
-    if (recovered.size() > kListedFailures) {
-      out << "  ... and " << recovered.size() - kListedFailures << " more (--json lists all)\n";
+    if (t.recovered.size() > kListedFailures) {
+      out << "  ... and " << t.recovered.size() - kListedFailures << " more (--json lists all)\n";
     }
   }
   out << "inspected in " << format_seconds(seconds) << '\n';
+}
+
+void report(const InspectOptions& options, const Listing& listing,
+            const std::vector<FileReport>& reports, double seconds) {
+  const Summary summary = summarize(listing, reports);
+  if (options.json) {
+    print_json(options, listing, summary, reports.size(), seconds);
+  } else {
+    print_text(options, listing, summary, reports.size(), seconds);
+  }
 }
 
 void run_inspect(const InspectOptions& options) {
   Stopwatch clock;
   Listing listing;
   try {
-    listing = list_folder(options.dir);
+    listing = options.shards.empty() ? list_folder(options.dir) : list_shards(options.shards);
   } catch (const fs::filesystem_error& e) {
     // A folder we may not list is an input problem like any other: name it.
     throw Error(e.code() == std::errc::permission_denied ? ErrorCode::kPermissionDenied
@@ -462,7 +543,10 @@ void add_inspect_command(CLI::App& app) {
   auto options = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand(
       "inspect", "Summarise an image folder: classes, sizes, dimensions, formats, bad files");
-  cmd->add_option("dir", options->dir, "Image folder (class sub-folders, or flat)")->required();
+  auto* dir = cmd->add_option("dir", options->dir, "Image folder (class sub-folders, or flat)");
+  auto* shards = cmd->add_option("--shards", options->shards,
+                                 "Tar shards instead of a folder: a pattern with brace ranges or globs");
+  shards->excludes(dir);
   cmd->add_flag("--json", options->json, "Print one JSON object (the last line of stdout)");
   cmd->add_flag("--decode", options->decode,
                 "Decode every file too (finds truncated or corrupt image data; slower)");
@@ -470,7 +554,10 @@ void add_inspect_command(CLI::App& app) {
                 "Count files libjpeg warns about as failures (default: as recovered, when every row is there)");
   cmd->add_option("--threads", options->threads, "Worker threads (default: cores, at most 8)")
       ->check(CLI::NonNegativeNumber);
-  cmd->callback([options] { run_inspect(*options); });
+  cmd->callback([options, dir, shards] {
+    if (dir->count() == 0 && shards->count() == 0) throw CLI::RequiredError("DIR or --shards");
+    run_inspect(*options);
+  });
 }
 
 }  // namespace sluice::cli

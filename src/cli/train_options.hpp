@@ -20,6 +20,8 @@ struct TrainOptions {
   std::string dataset;                 // "fashion-mnist" or empty
   std::string data_root = "data";      // where `sluice prepare` put it
   std::string data;                    // a folder with train/ and test/
+  std::string shards;                  // or tar shards: the training split (a pattern)...
+  std::string test_shards;             // ...and the test split
   std::string model;                   // default: by dataset
   int epochs = 0;                      // 0: the model's default
   std::int64_t steps = 0;              // > 0: stop after this many steps
@@ -56,6 +58,9 @@ inline constexpr std::int64_t kEvalBatch = 256;
 // --seed, --memory, --no-eval: the flags that decide what a training step allocates, registered
 // alike on train and plan.
 void add_model_options(CLI::App* cmd, TrainOptions& o);
+
+// --device: "cpu" (or "host") or "cuda:N". Throws sluice::Error(kInvalidArgument) otherwise.
+DeviceId parse_device(const std::string& text);
 
 // --memory: "grow" (regions as needed, no limit), "grow:LIMIT" (as needed up to LIMIT) or
 // "prealloc:SIZE" (one region of SIZE at start, never more); sizes as 512MiB, 2GiB, 1000000.

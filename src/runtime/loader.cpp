@@ -46,8 +46,7 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
 
   if (plan_.cache) {
     if (const auto* m = std::get_if<MemoryCache>(&plan_.cache->store)) {
-      memory_cache_ = std::make_unique<stages::MemoryCacheStore>(static_cast<std::int64_t>(plan_.dataset.items.size()),
-                                                                 m->max_bytes, budget_);
+      memory_cache_ = std::make_unique<stages::MemoryCacheStore>(plan_.dataset.items.size(), m->max_bytes, budget_);
     } else {
       const auto& d = std::get<DiskCache>(plan_.cache->store);
       disk_cache_ = std::make_unique<stages::DiskCacheStore>(stages::DiskCacheOptions{
@@ -74,6 +73,7 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
                     " bytes), or lower the batch size, threads or prefetch depth");
   }
   order_reservation_ = *budget_.try_reserve(memory_plan_.index_bytes, MemoryUse::kShuffle);
+  items_reservation_ = *budget_.try_reserve(memory_plan_.items_bytes, MemoryUse::kItems);
 
   // Before any batch slot: each worker holds the working memory the plan gave it from the start.
   for (int i = 0; i < threads_; ++i) workspaces_.push_back(program_->make_workspace(budget_, memory_plan_.share));
@@ -105,7 +105,11 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
                               .tune_prefetch = !plan_.prefetch_set && ring_ == nullptr},
         runtime::TuningSettings{in_flight_.load(), prefetch_.load()});
   }
-  executor_ = std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this);
+  // Workers go where the pinned ring's pages are (a node only on a multi-node machine with a
+  // device attached): they write the batches there, and the DMA engine reads them locally.
+  executor_ =
+      std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this,
+                                          runtime::WorkerPlacement{.numa_node = ring_ ? ring_->numa_node() : -1});
 }
 
 LoaderImpl::~LoaderImpl() {
@@ -239,6 +243,10 @@ void LoaderImpl::recycle(int slot) noexcept {
   signal();
 }
 
+void LoaderImpl::record_stream(int slot, void* native_stream) {
+  if (ring_) ring_->record_stream(slot, native_stream);  // recycle() then releases on it too
+}
+
 void LoaderImpl::start_epoch(std::int64_t epoch) {
   if (epoch < 0) throw Error(ErrorCode::kInvalidArgument, "epoch must be >= 0, got " + std::to_string(epoch));
   abandon_epoch();
@@ -358,14 +366,14 @@ void LoaderImpl::run_sample(int s, std::int64_t position) {
     return;
   }
   auto& ws = *workspaces_[static_cast<std::size_t>(worker)];
-  const auto& items = plan_.dataset.items;
+  const stages::ItemTable& items = plan_.dataset.items;
 
   std::int64_t item = epoch_items_[static_cast<std::size_t>(position)];
   CounterRng replacement(plan_.skip_key, static_cast<std::uint64_t>(position), static_cast<std::uint32_t>(slot.epoch));
   for (std::uint32_t attempt = 0;; ++attempt) {
     try {
-      program_->run(items[static_cast<std::size_t>(item)], stages::SampleKey{slot.epoch, item, attempt}, ws, out);
-      slot.labels_ptr[index] = items[static_cast<std::size_t>(item)].label;
+      program_->run(items, item, stages::SampleKey{slot.epoch, item, attempt}, ws, out);
+      slot.labels_ptr[index] = items.label(item);
       break;
     } catch (const Error& e) {
       const bool skippable = plan_.options.on_error == OnError::kSkip && e.code() != ErrorCode::kInternal &&
@@ -577,11 +585,7 @@ std::uint64_t check_of(const SavedState& s) {
 
 std::uint64_t LoaderImpl::fingerprint() const {
   // What decides which samples land where: the items, the order, the batching and the seeds.
-  std::uint64_t h = derive_key(plan_.dataset.items.size(), 0x7374617465);
-  for (const Item& item : plan_.dataset.items) {
-    for (const char c : item.path) h = h * 1099511628211ull ^ static_cast<unsigned char>(c);
-    h = derive_key(h, static_cast<std::uint64_t>(item.label));
-  }
+  std::uint64_t h = plan_.dataset.items.fingerprint();  // of every item's path and label
   const auto mix = [&h](std::uint64_t v) { h = derive_key(h, v); };
   mix(static_cast<std::uint64_t>(plan_.batch_size));
   mix(plan_.drop_last ? 1 : 0);

@@ -45,6 +45,7 @@ class LoaderImpl final : public BatchRecycler {
   bool next(Batch& out);
 
   void recycle(int slot) noexcept override;
+  void record_stream(int slot, void* native_stream) override;
 
   std::int64_t samples_per_epoch() const { return order_.size(); }
   std::int64_t batches_per_epoch() const;
@@ -107,6 +108,7 @@ class LoaderImpl final : public BatchRecycler {
 
   stages::EpochOrder order_;
   Reservation order_reservation_;           // the epoch order's index arrays
+  Reservation items_reservation_;           // the item table (plan_.dataset.items)
   std::vector<std::int64_t> epoch_items_;   // (samples_per_epoch) item index per output position
   std::int64_t epoch_ = -1;
   std::int64_t batches_ = 0;                // in this epoch

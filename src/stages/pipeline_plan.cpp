@@ -35,12 +35,12 @@ Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_o
   EpochOrder(order_options).compute(0, order);
   AlignedBuffer bytes;
   JpegDecoder decoder(decode);
+  ItemReader reader(options.file_ops);
   const std::size_t probes = std::min<std::size_t>(order.size(), kMaxSizeProbes);
   for (std::size_t i = 0; i < probes; ++i) {
-    const Item& item = dataset.items[static_cast<std::size_t>(order[i])];
+    const std::int64_t item = order[i];
     try {
-      const std::size_t n = read_file(item.path, bytes, read.max_file_size, options.file_ops);
-      const JpegHeader h = decoder.read_header({bytes.data(), n});
+      const JpegHeader h = decoder.read_header(reader.read(dataset.items, item, bytes, read.max_file_size));
       return {h.width, h.height};
     } catch (const Error& e) {
       if (options.on_error == OnError::kFail) {
@@ -48,14 +48,14 @@ Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_o
                     "cannot fix the sample size from the first image the pipeline reads (" + e.cause() +
                         "); under OnError::kSkip the next image fixes it, or add resize() or a crop so the "
                         "pipeline fixes it",
-                    item.path);
+                    dataset.items.path(item));
       }
       if (i + 1 == probes) {
         throw Error(e.code(),
                     "cannot fix the sample size: none of the first " + std::to_string(probes) +
                         " images the pipeline reads gives a JPEG header (the last: " + e.cause() +
                         "); check the data set with `sluice inspect`",
-                    item.path);
+                    dataset.items.path(item));
       }
     }
   }
@@ -169,14 +169,15 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
 
   PipelinePlan plan;
   plan.options = options;
-  plan.dataset = load_dataset(spec.source);
+  plan.dataset = load_dataset(spec.source, options.file_ops);
   plan.order = EpochOrderOptions{
-      .items = static_cast<std::int64_t>(plan.dataset.items.size()),
+      .items = plan.dataset.items.size(),
       .shard_rank = spec.shard_rank,
       .shard_world = spec.shard_world,
       .file_seed = spec.shuffle_files_seed,
       .shuffle_buffer = shuffle ? shuffle->buffer : 0,
       .shuffle_seed = shuffle ? shuffle->options.seed.value_or(options.seed) : 0,
+      .groups = plan.dataset.items.shard_starts(),
   };
   const EpochOrder order(plan.order);  // validates the shard
   if (order.size() == 0) {

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "stages/jpeg_decoder.hpp"
+#include "stages/item_table.hpp"
 #include "stages/sample_program.hpp"
 #include "test_support.hpp"
 
@@ -19,6 +20,14 @@ namespace sluice::stages {
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
+
+// One file as the item table the runtime hands SampleProgram::run.
+ItemTable one_file(const std::string& path) {
+  ItemTable table;
+  table.add_path(path, 0);
+  table.finish();
+  return table;
+}
 
 struct Pixels {
   int width = 0, height = 0;
@@ -114,7 +123,7 @@ Bytes run_sample(const std::filesystem::path& file, const std::vector<GeometrySt
   const SampleProgram program(config);
   auto ws = program.make_workspace();
   Bytes out(program.sample_bytes());
-  program.run(Item{file.string(), 0}, SampleKey{}, *ws, out.data());
+  program.run(one_file(file.string()), 0, SampleKey{}, *ws, out.data());
   return out;
 }
 

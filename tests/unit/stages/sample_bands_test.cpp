@@ -9,6 +9,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/memory/budget.hpp"
+#include "stages/item_table.hpp"
 #include "stages/sample_program.hpp"
 #include "test_support.hpp"
 
@@ -16,6 +17,14 @@ namespace sluice::stages {
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
+
+// One file as the item table the runtime hands SampleProgram::run.
+ItemTable one_file(const std::string& path) {
+  ItemTable table;
+  table.add_path(path, 0);
+  table.finish();
+  return table;
+}
 
 struct Chain {
   const char* name;
@@ -49,7 +58,7 @@ struct SampleRun {
 SampleRun run(const SampleProgram& program, SampleProgram::Workspace& ws, const std::string& path, std::int64_t epoch) {
   SampleRun r;
   r.sample.resize(program.sample_bytes());
-  program.run(Item{path, 0}, SampleKey{epoch, 3, 0}, ws, r.sample.data());
+  program.run(one_file(path), 0, SampleKey{epoch, 3, 0}, ws, r.sample.data());
   r.decoded_capacity = ws.decoded.capacity();
   return r;
 }
@@ -152,7 +161,7 @@ TEST(SampleBands, ARowWiderThanTheBudgetIsTooLarge) {
   auto rest = budget.try_reserve(budget.available(), MemoryUse::kBatches);
   Bytes out(program.sample_bytes());
   try {
-    program.run(Item{path, 0}, SampleKey{}, *ws, out.data());
+    program.run(one_file(path), 0, SampleKey{}, *ws, out.data());
     FAIL() << "decoded without the memory";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kTooLarge) << e.what();

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "stages/jpeg_decoder.hpp"
+#include "stages/item_table.hpp"
 #include "stages/sample_program.hpp"
 #include "test_support.hpp"
 
@@ -16,6 +17,14 @@ namespace sluice::stages {
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
+
+// One file as the item table the runtime hands SampleProgram::run.
+ItemTable one_file(const std::string& path) {
+  ItemTable table;
+  table.add_path(path, 0);
+  table.finish();
+  return table;
+}
 
 std::vector<GeometryStep> eval_chain() {
   return {{spec::ResizeShorter{256, {}}, 1}, {spec::CenterCrop{224, 224}, 2}};
@@ -48,7 +57,7 @@ Decoded run_eval(const std::filesystem::path& file, bool dct_scaling) {
   auto ws = program.make_workspace();
   Decoded out;
   out.sample.resize(program.sample_bytes());
-  program.run(Item{file.string(), 0}, SampleKey{}, *ws, out.sample.data());
+  program.run(one_file(file.string()), 0, SampleKey{}, *ws, out.sample.data());
   out.decoded_bytes = ws->counters.bytes[StageCounters::kDecode].load();
   return out;
 }
