@@ -6,8 +6,8 @@
 // setting is a ratio measured in one run, in CPU time per image rather than wall time (the
 // machines we measure on are shared).
 //
-//   SLUICE_BENCH_DATA=/work/corpus/imagenet-like/tune ./build/bench/sample_bench \
-//     --benchmark_repetitions=3 --benchmark_enable_random_interleaving
+//   SLUICE_BENCH_DATA=/work/corpus/imagenet-like/tune ./build/bench/sample_bench
+//       --benchmark_repetitions=3 --benchmark_enable_random_interleaving
 //
 // items/s = images/s on one core. SLUICE_BENCH_DATA: a folder of JPEGs (class sub-folders or
 // flat); default the datasets' wallpaper-crops.

@@ -57,7 +57,7 @@ DecodeOptions fancy() { return DecodeOptions{}; }
 
 TEST(JpegFastUpsample, WholeImagesEqualTurboJpegFastUpsample) {
   for (const int subsampling : {0, 1, 2}) {  // 4:4:4 has nothing to upsample: the same either way
-    for (const auto [w, h] : {std::pair{97, 61}, std::pair{500, 375}, std::pair{33, 47}}) {
+    for (const auto& [w, h] : {std::pair{97, 61}, std::pair{500, 375}, std::pair{33, 47}}) {
       const Bytes jpeg = test::encode_jpeg(test::make_pattern(w, h, 3, 7), w, h, 3, {.subsampling = subsampling});
       JpegDecoder decoder(fancy());
       const Pixels ours = decode(decoder, jpeg, JpegRequest{.scale_denom = 1, .region = {}, .fast_upsample = true});
@@ -71,7 +71,7 @@ TEST(JpegFastUpsample, RegionsEqualTheWholeDecodeAtEveryScaleAndOddHeight) {
   std::mt19937 rng(915);
   int checked = 0;
   for (const int subsampling : {1, 2}) {
-    for (const auto [w, h] : {std::pair{33, 47}, std::pair{97, 61}, std::pair{130, 99}, std::pair{341, 257}}) {
+    for (const auto& [w, h] : {std::pair{33, 47}, std::pair{97, 61}, std::pair{130, 99}, std::pair{341, 257}}) {
       const Bytes jpeg = test::encode_jpeg(test::make_pattern(w, h, 3, 3), w, h, 3, {.subsampling = subsampling});
       JpegDecoder decoder(fancy());
       for (const int denom : {1, 2, 4, 8}) {
