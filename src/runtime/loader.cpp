@@ -109,6 +109,7 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
   if (tuned) {
     autotuner_ = std::make_unique<runtime::Autotuner>(
         runtime::TuningLimits{.threads = threads_,
+                              .min_in_flight = in_flight_.load(),
                               .max_in_flight = 4 * threads_,
                               .min_prefetch = min_prefetch,
                               .max_prefetch = plan_.prefetch_set ? plan_.prefetch : kMaxPrefetch,
