@@ -15,7 +15,7 @@
 
 #include "sluice/c/sluice.h"
 #include "sluice/core/error.hpp"
-#include "sluice/pipeline/pipeline.hpp"
+#include "sluice/runtime/loader.hpp"
 
 namespace sluice::c_api {
 

@@ -17,7 +17,7 @@
 #include "sluice/core/dtype.hpp"
 #include "sluice/core/shape.hpp"
 #include "sluice/pipeline/batch.hpp"
-#include "sluice/pipeline/pipeline.hpp"
+#include "sluice/runtime/loader.hpp"
 
 namespace sluice::python {
 

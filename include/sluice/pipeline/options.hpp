@@ -14,10 +14,6 @@
 
 namespace sluice {
 
-namespace stages {
-class FileOps;  // the file-system seam, internal (src/stages/file_ops.hpp)
-}
-
 // BuildOptions::threads = sluice::autotune lets the runtime choose the parallelism.
 inline constexpr int autotune = -1;
 
@@ -141,9 +137,6 @@ struct BuildOptions {
   OnError on_error = OnError::kFail;
   std::uint64_t seed = 0;           // every random choice derives from it
   bool ordered = true;              // false: batches in completion order (not deterministic)
-  // Testing seam: every file the pipeline opens (data, probes, disk cache) goes through this
-  // object instead of the real file system, so tests can inject faults. Internal type; leave null.
-  stages::FileOps* file_ops = nullptr;
 };
 
 }  // namespace sluice
