@@ -33,8 +33,9 @@ std::int64_t SkipLog::events() const {
 }
 
 void SkipLog::add_stats(Stats& stats) const {
-  std::lock_guard lock(mutex_);  // one snapshot: the two agree
-  stats.skipped = events_;
+  std::lock_guard lock(mutex_);  // one snapshot: the three agree
+  stats.skipped = static_cast<std::int64_t>(samples_.size());
+  stats.skip_events = events_;
   stats.skipped_samples = samples_;
 }
 

@@ -29,13 +29,13 @@
 namespace sluice::runtime {
 
 // Bad files replaced under OnError::kSkip: each file once (with its first cause), and every
-// replacement.
+// replacement. A file bad in two epochs, or a replacement that is bad too, is one more event.
 class SkipLog {
  public:
   void record(const std::string& path, const std::string& cause);
   std::int64_t files() const;
   std::int64_t events() const;
-  // Stats::skipped and skipped_samples, from one snapshot.
+  // Stats::skipped (files), skip_events and skipped_samples, from one snapshot.
   void add_stats(Stats& stats) const;
 
  private:
