@@ -28,8 +28,6 @@ struct LoaderCore {
 
 void set_last_error(const char* message) noexcept;
 sluice_status_t status_of(ErrorCode code) noexcept;
-DLDataType dl_dtype(DType dtype) noexcept;
-DLDevice dl_device(DeviceId device) noexcept;
 
 // Throws kInvalidArgument naming the function when a required pointer is NULL.
 inline void require(const void* pointer, const char* what) {
