@@ -19,8 +19,9 @@
 
 namespace sluice::c_api {
 
-// The built pipeline, shared by the loader handle and every batch it handed out: a batch's slot
-// must return to a living Loader, whichever of them the caller releases last.
+// The built pipeline, shared by the loader handle and every batch it handed out, so that, as
+// sluice.h promises, batches still held keep the whole pipeline, whichever of them the caller
+// releases last. (A C++ Batch alone keeps only its loader's slots: runtime/shared_slots.hpp.)
 struct LoaderCore {
   explicit LoaderCore(Loader built) : loader(std::move(built)) {}
   Loader loader;

@@ -48,7 +48,7 @@ struct Core {
 // One batch handed to Python.
 struct BatchHold {
   BatchHold(std::shared_ptr<Core> c, Batch b) : core(std::move(c)), batch(std::move(b)) {}
-  std::shared_ptr<Core> core;  // declared before `batch`: the slot returns to a living Loader
+  std::shared_ptr<Core> core;  // declared before `batch`: the whole pipeline outlives the batch
   Batch batch;
 };
 
