@@ -132,7 +132,8 @@ struct BuildOptions {
   std::uint64_t memory_budget = 0;  // bytes every buffer of the pipeline fits in; 0: no limit
   int threads = autotune;           // worker threads, or sluice::autotune (all cores, and the
                                     // autotuner sets samples in flight and prefetch depth)
-  // Fixed samples in flight (submitted to workers and not finished); 0: threads x 2, or tuned.
+  // Fixed samples in flight (submitted to workers and not finished); 0: a whole batch (at least
+  // two per thread), which the autotuner may raise but never lowers.
   int samples_in_flight = 0;
   OnError on_error = OnError::kFail;
   std::uint64_t seed = 0;           // every random choice derives from it
