@@ -1,6 +1,10 @@
 # Install rules and the package config that lets a consumer write find_package(sluice).
 include(CMakePackageConfigHelpers)
 
+# An installed libsluice finds the external libraries it was linked with where they were (CUDA's
+# runtime in /usr/local/cuda, OpenBLAS's variant folder) without LD_LIBRARY_PATH; the build tree's
+# own folders are never among them.
+set_target_properties(sluice PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS sluice EXPORT sluiceTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

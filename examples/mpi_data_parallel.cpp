@@ -26,10 +26,12 @@
 #include <string>
 #include <vector>
 
+#include <sluice/loader_batches.hpp>
 #include <sluice/pipeline/launcher.hpp>
 #include <sluice/sluice.hpp>
 #include <sluice/train/allocator.hpp>
 #include <sluice/train/context.hpp>
+#include <sluice/train/epoch_runner.hpp>
 #include <sluice/train/models.hpp>
 #include <sluice/train/optimizer.hpp>
 
@@ -152,6 +154,32 @@ std::uint64_t weights_hash(sluice::train::Context& ctx, const std::vector<sluice
   return h;
 }
 
+// Rank 0's line every --log-every steps: the loss and accuracy of the steps since the last
+// line, over all ranks' batches, and the images per second over all ranks since the start.
+class ProgressLog final : public sluice::train::EpochHook {
+ public:
+  explicit ProgressLog(int every) : every_(every) {}
+
+  void on_step_end(const sluice::train::StepReport& s) override {
+    images_ += s.result.images;
+    window_ += s.result;
+    if (s.step % every_ != 0) return;
+    std::printf("epoch %lld step %5lld  loss %.4f  train accuracy %.3f  %.0f images/s over all ranks\n",
+                static_cast<long long>(s.epoch), static_cast<long long>(s.step), window_.mean_loss(),
+                window_.accuracy(), static_cast<double>(images_) / seconds());
+    std::fflush(stdout);
+    window_ = {};
+  }
+
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+ private:
+  int every_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::int64_t images_ = 0;
+  sluice::train::BatchResult window_;
+};
+
 int run(const Options& o, int rank, int world) {
   namespace st = sluice::train;
   const sluice::LauncherRank launched = sluice::launcher_rank();
@@ -173,7 +201,6 @@ int run(const Options& o, int rank, int world) {
   const std::unique_ptr<sluice_examples::GradientAllReduce> all_reduce = make_all_reduce(o, ctx);
   sluice_examples::DataParallel dp(ctx, *model, optimizer, MPI_COMM_WORLD, all_reduce.get());
   dp.broadcast_weights(0);
-  st::Tensor staged_x, staged_labels;  // a CUDA context's copy of each host batch, reused
 
   if (rank == 0) {
     std::printf("%s, %d ranks (%s), %d images per rank and step, %lld samples on rank 0\n", o.model.c_str(), world,
@@ -182,55 +209,17 @@ int run(const Options& o, int rank, int world) {
     std::printf("rank 0 trains on %s; gradients: %s\n", sluice::to_string(device).c_str(),
                 dp.all_reduce().describe().c_str());
   }
-  const auto start = std::chrono::steady_clock::now();
-  std::int64_t images = 0;
-  std::int64_t step = 0;
-  double window_loss = 0.0;
-  std::int64_t window_correct = 0, window_images = 0;
-  bool done = false;
-  for (int epoch = 0; epoch < o.epochs && !done; ++epoch) {
-    long long steps_here = loader.batches_per_epoch();
-    MPI_Allreduce(MPI_IN_PLACE, &steps_here, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
-    std::int64_t taken = 0;
-    for (sluice::Batch& batch : loader.epoch(epoch)) {
-      if (taken == steps_here) break;
-      ++taken;
-      st::Tensor x = st::Tensor::wrap(batch.data());
-      st::Tensor labels = st::Tensor::wrap(const_cast<std::int32_t*>(batch.labels().data()),
-                                           sluice::Shape{batch.size()}, sluice::DType::kI32);
-      if (device.is_cuda()) {  // host batches: copied into reused device tensors
-        if (!staged_x.defined() || staged_x.shape() != x.shape()) {
-          staged_x = ctx.empty(x.shape(), sluice::DType::kF32, sluice::TensorCategory::kActivations);
-          staged_labels = ctx.empty(labels.shape(), sluice::DType::kI32, sluice::TensorCategory::kActivations);
-        }
-        st::ops::copy_from_host(ctx, x.data(), staged_x);
-        st::ops::copy_from_host(ctx, labels.data(), staged_labels);
-        x = staged_x;
-        labels = staged_labels;
-      }
-      const sluice_examples::GlobalStep g = dp.step(x, labels);
-      images += g.images;
-      ++step;
-      window_loss += g.loss * static_cast<double>(g.images);
-      window_correct += g.correct;
-      window_images += g.images;
-      if (rank == 0 && (step % o.log_every == 0)) {
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        std::printf("epoch %d step %5lld  loss %.4f  train accuracy %.3f  %.0f images/s over all ranks\n", epoch,
-                    static_cast<long long>(step), window_loss / static_cast<double>(window_images),
-                    static_cast<double>(window_correct) / static_cast<double>(window_images),
-                    static_cast<double>(images) / seconds);
-        std::fflush(stdout);
-        window_loss = 0.0;
-        window_correct = window_images = 0;
-      }
-      if (o.steps > 0 && step == o.steps) {
-        done = true;
-        break;
-      }
-    }
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The library's epoch loop: this rank's shard, each epoch cut to the ranks' fewest batches,
+  // one data-parallel step a batch, and rank 0's progress line as a hook.
+  sluice::LoaderBatches shard(loader);
+  sluice_examples::EvenEpochs batches(shard, MPI_COMM_WORLD);
+  sluice_examples::DataParallelStep step(ctx, *model, dp);
+  st::EpochRunner runner(step, batches, {.epochs = o.epochs, .max_steps = o.steps});
+  ProgressLog log(o.log_every);
+  if (rank == 0) runner.add_hook(log);
+  const st::RunReport& report = runner.run();
+  const double seconds = log.seconds();
+  const std::int64_t step_count = report.steps, images = report.images;
 
   // The point of data parallelism: the ranks' models are the same model.
   unsigned long long hash = weights_hash(ctx, dp.parameters());
@@ -239,7 +228,7 @@ int run(const Options& o, int rank, int world) {
   MPI_Allreduce(MPI_IN_PLACE, &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0) {
     std::printf("%lld steps, %lld images in %.1f s: %.0f images/s over %d ranks; weights %s on every rank\n",
-                static_cast<long long>(step), static_cast<long long>(images), seconds,
+                static_cast<long long>(step_count), static_cast<long long>(images), seconds,
                 static_cast<double>(images) / seconds, world, low == high ? "identical" : "DIFFER");
   }
   return low == high ? 0 : 1;

@@ -17,6 +17,9 @@
 // context, which keeps the gradients on the device and queues the all-reduce on the context's
 // stream between backward and the optimizer step. The loss and the sample counts go through a
 // small MPI_Allreduce on the host first: the gradients' scale needs the union's size.
+//
+// The loop over epochs is the library's EpochRunner (sluice/train/epoch_runner.hpp):
+// DataParallelStep is the step it runs, EvenEpochs the source that keeps the ranks in step.
 #pragma once
 
 #include <mpi.h>
@@ -28,6 +31,7 @@
 #include "gradient_all_reduce.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/train/context.hpp"
+#include "sluice/train/epoch_runner.hpp"
 #include "sluice/train/layer.hpp"
 #include "sluice/train/ops.hpp"
 #include "sluice/train/optimizer.hpp"
@@ -136,6 +140,95 @@ class DataParallel {
   int rank_ = 0;
   int world_ = 1;
   std::uint64_t steps_ = 0;
+};
+
+// DataParallel as the epoch runner's TrainingStep: a host batch is copied into reused device
+// tensors for a CUDA context (a batch already on the context's device is used in place), then
+// one data-parallel step, whose result is the union batch's (the same on every rank).
+// evaluate() scores this rank's batch alone, with no communication.
+class DataParallelStep final : public st::TrainingStep {
+ public:
+  // The context, the model (the one `dp` trains) and `dp` must outlive the step.
+  DataParallelStep(st::Context& ctx, st::Sequential& model, DataParallel& dp) : ctx_(ctx), model_(model), dp_(dp) {}
+
+  st::BatchResult train(const st::TrainBatch& batch) override {
+    const Input in = input(batch);
+    const GlobalStep g = dp_.step(in.x, in.labels);
+    return {.loss_sum = g.loss * static_cast<double>(g.images), .correct = g.correct, .images = g.images};
+  }
+
+  st::BatchResult evaluate(const st::TrainBatch& batch) override {
+    const Input in = input(batch);
+    const st::Tensor logits = model_.forward(ctx_, in.x, st::ForwardMode{.training = false});
+    const st::LossResult loss = st::ops::softmax_cross_entropy(ctx_, logits, in.labels, nullptr);
+    const std::int64_t n = in.x.dim(0);
+    return {.loss_sum = loss.loss * static_cast<double>(n), .correct = loss.correct, .images = n};
+  }
+
+ private:
+  struct Input {
+    st::Tensor x;       // (n, C, H, W) f32 on the context's device
+    st::Tensor labels;  // (n) i32
+  };
+
+  Input input(const st::TrainBatch& batch) {
+    const std::int64_t n = static_cast<std::int64_t>(batch.labels.size());
+    auto* labels = const_cast<std::int32_t*>(batch.labels.data());  // read only: the ops take labels as const
+    if (batch.where == ctx_.device()) {
+      return {st::Tensor::wrap(batch.data, batch.where),
+              st::Tensor::wrap(labels, sluice::Shape{n}, sluice::DType::kI32, batch.where)};
+    }
+    if (!batch.where.is_host()) {
+      throw sluice::Error(sluice::ErrorCode::kInvalidArgument, "DataParallelStep: the batch is on " +
+                                                                   sluice::to_string(batch.where) + ", the model on " +
+                                                                   sluice::to_string(ctx_.device()));
+    }
+    if (!staged_x_.defined() || staged_x_.shape() != batch.data.shape) {
+      staged_x_ = ctx_.empty(batch.data.shape, sluice::DType::kF32, sluice::TensorCategory::kActivations);
+      staged_labels_ = ctx_.empty(sluice::Shape{n}, sluice::DType::kI32, sluice::TensorCategory::kActivations);
+    }
+    st::ops::copy_from_host(ctx_, batch.data.data, staged_x_);
+    st::ops::copy_from_host(ctx_, labels, staged_labels_);
+    return {staged_x_, staged_labels_};
+  }
+
+  st::Context& ctx_;
+  st::Sequential& model_;
+  DataParallel& dp_;
+  st::Tensor staged_x_, staged_labels_;  // a device context's copy of each host batch, reused
+};
+
+// A rank's source with every epoch cut to the fewest batches any rank has in it: a rank that
+// stepped on while another had run out would wait in the all-reduce for ever. start_epoch() is
+// a collective: every rank of `comm` calls it for the same epoch.
+class EvenEpochs final : public st::BatchSource {
+ public:
+  // `source` must outlive this object.
+  EvenEpochs(st::BatchSource& source, MPI_Comm comm) : source_(source), comm_(comm) {}
+
+  // This rank's own count; the epoch's, agreed at start_epoch(), can be lower.
+  std::int64_t batches_per_epoch() const override { return source_.batches_per_epoch(); }
+
+  void start_epoch(std::int64_t epoch) override {
+    long long fewest = source_.batches_per_epoch();
+    MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_LONG_LONG, MPI_MIN, comm_);
+    left_ = fewest;
+    source_.start_epoch(epoch);
+  }
+
+  const st::TrainBatch* next() override {
+    if (left_ == 0) return nullptr;
+    --left_;
+    return source_.next();
+  }
+
+  void end_epoch() override { source_.end_epoch(); }
+  st::InputStats input_stats() const override { return source_.input_stats(); }
+
+ private:
+  st::BatchSource& source_;
+  MPI_Comm comm_;
+  std::int64_t left_ = 0;
 };
 
 }  // namespace sluice_examples

@@ -194,38 +194,31 @@ PipelineDocument load_spec(BenchOptions& o) {
   return doc;
 }
 
-int run_bench(const BenchOptions& given) {
-  BenchOptions o = given;
-  const std::optional<PipelineDocument> doc = o.spec.empty() ? std::nullopt : std::optional(load_spec(o));
-  const std::uint64_t baseline_rss = peak_rss_bytes();  // before the pipeline holds anything
-  const Pipeline pipeline = doc ? Pipeline(doc->spec) : make_pipeline(o);
-  if (o.drop_cache) drop_page_cache(pipeline.spec());
-  Stopwatch setup;
-  Loader loader = pipeline.build(doc ? doc->build : build_options(o));
-  const double setup_seconds = setup.seconds();
-  const std::int64_t per_epoch = loader.samples_per_epoch();
+// What the epochs delivered: a hash of every batch's bytes and labels in order (and each
+// batch's own with --per-batch), images and the cache's hit rate per epoch, and whether
+// --stop-after-batches cut the run short.
+struct EpochsRun {
+  std::string checksum_hex;
+  json batch_checksums = json::array();
+  json per_epoch = json::array();
+  std::int64_t images = 0;
+  bool stopped = false;
+  double seconds = 0;
+};
+
+EpochsRun run_epochs(Loader& loader, const BenchOptions& o, std::int64_t first_epoch) {
+  EpochsRun run;
   std::atomic<std::uint64_t> done{0};
   XXH3_state_t* hash = XXH3_createState();
   XXH3_64bits_reset(hash);
-
-  std::int64_t first_epoch = 0;
-  if (!o.resume.empty()) {
-    std::ifstream in(o.resume, std::ios::binary);
-    if (!in) throw Error(ErrorCode::kNotFound, "cannot read the state file", o.resume);
-    const std::vector<std::uint8_t> state{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    loader.restore(state);
-    first_epoch = loader.resume_epoch();
-  }
-  json batch_checksums = json::array();
   std::int64_t delivered = 0;
-  bool stopped = false;
-  json epochs = json::array();
   std::int64_t last_hits = 0;
   std::int64_t last_misses = 0;
   Stopwatch clock;
   {
-    ProgressLine progress("bench", static_cast<std::uint64_t>(per_epoch) * o.epochs, done, stderr_is_terminal() && !o.json);
-    for (std::int64_t e = first_epoch; e < o.epochs && !stopped; ++e) {
+    ProgressLine progress("bench", static_cast<std::uint64_t>(loader.samples_per_epoch()) * o.epochs, done,
+                          stderr_is_terminal() && !o.json);
+    for (std::int64_t e = first_epoch; e < o.epochs && !run.stopped; ++e) {
       Stopwatch epoch_clock;
       std::int64_t images = 0;
       for (Batch& b : loader.epoch(e)) {
@@ -236,12 +229,12 @@ int run_bench(const BenchOptions& given) {
           const std::uint64_t one = XXH3_64bits(b.data().data, b.data().bytes()) ^
                                     XXH3_64bits(b.labels().data(), b.labels().size_bytes());
           std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(one));
-          batch_checksums.push_back(hex);
+          run.batch_checksums.push_back(hex);
         }
         images += b.size();
         done.fetch_add(static_cast<std::uint64_t>(b.size()), std::memory_order_relaxed);
         if (o.stop_after_batches > 0 && ++delivered == o.stop_after_batches) {
-          stopped = true;
+          run.stopped = true;
           break;
         }
       }
@@ -253,43 +246,47 @@ int run_bench(const BenchOptions& given) {
       const std::int64_t misses = c.misses - last_misses;
       last_hits = c.hits;
       last_misses = c.misses;
-      epochs.push_back({{"epoch", e}, {"images", images}, {"seconds", s}, {"images_per_sec", images / s},
-                        {"cache_hit_rate", hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0}});
+      run.per_epoch.push_back({{"epoch", e}, {"images", images}, {"seconds", s}, {"images_per_sec", images / s},
+                               {"cache_hit_rate", hits + misses > 0 ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0}});
     }
   }
-  const double seconds = clock.seconds();
-  if (!o.save_state.empty()) {
-    const std::vector<std::uint8_t> state = loader.state();
-    std::ofstream out(o.save_state, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
-    if (!out) throw Error(ErrorCode::kIo, "cannot write the state file", o.save_state);
-  }
-  const std::uint64_t checksum = XXH3_64bits_digest(hash);
+  run.seconds = clock.seconds();
+  run.images = static_cast<std::int64_t>(done.load());
+  char checksum_hex[17];
+  std::snprintf(checksum_hex, sizeof checksum_hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits_digest(hash)));
   XXH3_freeState(hash);
+  run.checksum_hex = checksum_hex;
+  return run;
+}
 
-  const Stats stats = loader.stats();
-  const std::int64_t images = static_cast<std::int64_t>(done.load());
-  std::int64_t read_bytes = 0;
+// The bytes the read stage produced: the data set's bytes read, for MB/s.
+std::int64_t read_bytes_of(const Stats& stats) {
+  for (const auto& s : stats.stages) {
+    if (s.name == "read") return s.bytes;
+  }
+  return 0;
+}
+
+json bench_json(const BenchOptions& o, const Stats& stats, const EpochsRun& run, double setup_seconds,
+                std::uint64_t baseline_rss) {
+  const std::int64_t images = run.images;
+  const double seconds = run.seconds;
   json stages = json::array();
   for (const auto& s : stats.stages) {
-    if (s.name == "read") read_bytes = s.bytes;
     stages.push_back({{"name", s.name}, {"busy_seconds", s.busy_seconds}, {"items", s.items}, {"bytes", s.bytes}});
   }
   json memory = json::object();
   for (const auto& m : stats.memory) memory[m.use] = {{"used", m.used}, {"peak", m.peak}};
   json skipped_paths = json::array();
   for (const auto& s : stats.skipped_samples) skipped_paths.push_back(s.path);
-  char checksum_hex[17];
-  std::snprintf(checksum_hex, sizeof checksum_hex, "%016llx", static_cast<unsigned long long>(checksum));
-
-  const json result{
+  json result{
       {"images", images},
       {"batches", stats.batches},
       {"epochs", o.epochs},
       {"seconds", seconds},
       {"setup_seconds", setup_seconds},
       {"images_per_sec", images / seconds},
-      {"mb_per_sec", static_cast<double>(read_bytes) / 1e6 / seconds},
+      {"mb_per_sec", static_cast<double>(read_bytes_of(stats)) / 1e6 / seconds},
       {"peak_rss_bytes", peak_rss_bytes()},
       {"threads", stats.threads},
       {"batch", o.batch},
@@ -313,17 +310,23 @@ int run_bench(const BenchOptions& given) {
       {"tuning", {{"samples_in_flight", stats.tuning.samples_in_flight}, {"prefetch", stats.tuning.prefetch},
                   {"autotuned", stats.tuning.autotuned}, {"decisions", stats.tuning.decisions}}},
       {"stages", stages},
-      {"per_epoch", epochs},
-      {"checksum", checksum_hex},
+      {"per_epoch", run.per_epoch},
+      {"checksum", run.checksum_hex},
       {"device", o.device},
-      {"stopped_early", stopped},
+      {"stopped_early", run.stopped},
   };
+  if (o.per_batch) result["batch_checksums"] = run.batch_checksums;
+  return result;
+}
 
+void print_report(const Stats& stats, const EpochsRun& run) {
+  const std::int64_t images = run.images;
+  const double seconds = run.seconds;
   std::cout << "sluice bench: " << images << " images in " << format_seconds(seconds) << ", "
             << static_cast<std::int64_t>(images / seconds) << " images/s, "
-            << format_bytes(static_cast<std::uint64_t>(read_bytes / seconds)) << "/s read, "
+            << format_bytes(static_cast<std::uint64_t>(read_bytes_of(stats) / seconds)) << "/s read, "
             << stats.threads << " threads\n";
-  for (const auto& e : epochs) {
+  for (const auto& e : run.per_epoch) {
     std::cout << "  epoch " << e["epoch"].get<int>() << ": " << static_cast<std::int64_t>(e["images_per_sec"].get<double>())
               << " images/s\n";
   }
@@ -336,7 +339,7 @@ int run_bench(const BenchOptions& given) {
     std::cout << line;
   }
   std::cout << "  consumer waited " << format_seconds(stats.consumer_wait_seconds) << "; peak RSS "
-            << format_bytes(peak_rss_bytes()) << "; checksum " << checksum_hex << "\n";
+            << format_bytes(peak_rss_bytes()) << "; checksum " << run.checksum_hex << "\n";
   std::cout << "  memory: accounted peak " << format_bytes(stats.memory_peak);
   if (stats.memory_budget != 0) std::cout << " of a " << format_bytes(stats.memory_budget) << " budget";
   std::cout << " (";
@@ -359,12 +362,38 @@ int run_bench(const BenchOptions& given) {
   std::cout << "  skipped " << stats.skipped << " file(s), " << stats.skip_events << " replacement(s)";
   for (const auto& s : stats.skipped_samples) std::cout << "\n    " << s.path << ": " << s.cause;
   std::cout << "\n";
-  if (o.json) {
-    json out = result;
-    if (o.per_batch) out["batch_checksums"] = batch_checksums;
-    std::cout << out.dump() << "\n";
+}
+
+void run_bench(const BenchOptions& given) {
+  BenchOptions o = given;
+  const std::optional<PipelineDocument> doc = o.spec.empty() ? std::nullopt : std::optional(load_spec(o));
+  const std::uint64_t baseline_rss = peak_rss_bytes();  // before the pipeline holds anything
+  const Pipeline pipeline = doc ? Pipeline(doc->spec) : make_pipeline(o);
+  if (o.drop_cache) drop_page_cache(pipeline.spec());
+  Stopwatch setup;
+  Loader loader = pipeline.build(doc ? doc->build : build_options(o));
+  const double setup_seconds = setup.seconds();
+
+  std::int64_t first_epoch = 0;
+  if (!o.resume.empty()) {
+    std::ifstream in(o.resume, std::ios::binary);
+    if (!in) throw Error(ErrorCode::kNotFound, "cannot read the state file", o.resume);
+    const std::vector<std::uint8_t> state{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    loader.restore(state);
+    first_epoch = loader.resume_epoch();
   }
-  return 0;
+  const EpochsRun run = run_epochs(loader, o, first_epoch);
+  if (!o.save_state.empty()) {
+    const std::vector<std::uint8_t> state = loader.state();
+    std::ofstream out(o.save_state, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
+    if (!out) throw Error(ErrorCode::kIo, "cannot write the state file", o.save_state);
+  }
+  const Stats stats = loader.stats();
+  // Built before the report prints: peak_rss_bytes() is read at the same point as before.
+  const json result = bench_json(o, stats, run, setup_seconds, baseline_rss);
+  print_report(stats, run);
+  if (o.json) std::cout << result.dump() << "\n";
 }
 
 }  // namespace
@@ -435,8 +464,7 @@ void add_bench_command(CLI::App& app) {
         throw CLI::ValidationError("--threads", "must be a positive number or auto");
       }
     }
-    const int code = run_bench(*options);
-    if (code != 0) throw CLI::RuntimeError(code);
+    run_bench(*options);
   });
 }
 

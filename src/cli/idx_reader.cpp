@@ -99,7 +99,8 @@ void check_payload(std::vector<std::uint8_t>& bytes, std::size_t header_size,
 
 std::vector<std::uint8_t> read_gzip_file(const std::filesystem::path& path, std::size_t max_bytes) {
   gzFile file = open_gzip(path);
-  // A bigger internal buffer than the default 8 KiB halves the time zlib spends in read(2).
+  // A bigger internal buffer than zlib's default 8 KiB: fewer read(2) calls for the same bytes
+  // (docs/performance.md, "Figures behind choices in the code", has the counts and times).
   gzbuffer(file, 1 << 18);
   std::vector<std::uint8_t> bytes;
   std::size_t used = 0;

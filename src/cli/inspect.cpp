@@ -293,130 +293,150 @@ void print_buckets(std::ostream& out, const std::vector<Bucket>& buckets) {
   }
 }
 
-void report(const InspectOptions& options, const Listing& listing,
-            const std::vector<FileReport>& reports, double seconds) {
+// What the files add up to: per class, the histograms, the dimensions and kinds the headers
+// say, and the failures.
+struct Summary {
   struct ClassTotals {
     std::uint64_t files = 0;
     std::uint64_t bytes = 0;
   };
-  std::vector<ClassTotals> classes(listing.classes.size());
+  std::vector<ClassTotals> classes;
   std::vector<Bucket> sizes = size_buckets();
   std::vector<Bucket> sides = side_buckets();
-  std::map<std::pair<int, int>, std::uint64_t> exact_sizes;
+  std::vector<std::pair<std::pair<int, int>, std::uint64_t>> common;  // the 5 most common sizes
   std::uint64_t bytes = 0, headers = 0, grey = 0, colour = 0, cmyk = 0, progressive = 0;
   std::uint64_t pixels = 0;
   int min_w = 0, max_w = 0, min_h = 0, max_h = 0;
   json failures = json::array();
+};
+
+Summary summarize(const Listing& listing, const std::vector<FileReport>& reports) {
+  Summary t;
+  t.classes.resize(listing.classes.size());
+  std::map<std::pair<int, int>, std::uint64_t> exact_sizes;
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const FileReport& r = reports[i];
-    classes[listing.labels[i]].files += 1;
-    classes[listing.labels[i]].bytes += r.bytes;
-    bytes += r.bytes;
-    if (r.failed_at == nullptr || std::strcmp(r.failed_at, "read") != 0) count_into(sizes, r.bytes);
+    t.classes[listing.labels[i]].files += 1;
+    t.classes[listing.labels[i]].bytes += r.bytes;
+    t.bytes += r.bytes;
+    if (r.failed_at == nullptr || std::strcmp(r.failed_at, "read") != 0) count_into(t.sizes, r.bytes);
     if (r.failed_at != nullptr) {
-      failures.push_back({{"path", listing.files[i].string()}, {"stage", r.failed_at},
-                          {"cause", r.cause}});
+      t.failures.push_back({{"path", listing.files[i].string()}, {"stage", r.failed_at},
+                            {"cause", r.cause}});
     }
     if (!r.header_ok) continue;
     const stages::JpegHeader& h = r.header;
-    min_w = headers == 0 ? h.width : std::min(min_w, h.width);
-    min_h = headers == 0 ? h.height : std::min(min_h, h.height);
-    max_w = std::max(max_w, h.width);
-    max_h = std::max(max_h, h.height);
-    ++headers;
-    pixels += static_cast<std::uint64_t>(h.width) * h.height;
-    count_into(sides, static_cast<std::uint64_t>(std::min(h.width, h.height)));
+    t.min_w = t.headers == 0 ? h.width : std::min(t.min_w, h.width);
+    t.min_h = t.headers == 0 ? h.height : std::min(t.min_h, h.height);
+    t.max_w = std::max(t.max_w, h.width);
+    t.max_h = std::max(t.max_h, h.height);
+    ++t.headers;
+    t.pixels += static_cast<std::uint64_t>(h.width) * h.height;
+    count_into(t.sides, static_cast<std::uint64_t>(std::min(h.width, h.height)));
     ++exact_sizes[{h.width, h.height}];
-    grey += h.components == 1;
-    colour += h.components == 3;
-    cmyk += h.components == 4;
-    progressive += h.progressive;
+    t.grey += h.components == 1;
+    t.colour += h.components == 3;
+    t.cmyk += h.components == 4;
+    t.progressive += h.progressive;
   }
-  std::vector<std::pair<std::pair<int, int>, std::uint64_t>> common(exact_sizes.begin(),
-                                                                    exact_sizes.end());
-  std::stable_sort(common.begin(), common.end(),
+  t.common.assign(exact_sizes.begin(), exact_sizes.end());
+  std::stable_sort(t.common.begin(), t.common.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
-  common.resize(std::min<std::size_t>(common.size(), 5));
+  t.common.resize(std::min<std::size_t>(t.common.size(), 5));
+  return t;
+}
 
-  if (options.json) {
-    json out;
-    out["root"] = options.dir.string();
-    out["layout"] = listing.flat ? "flat" : "class-folders";
-    out["files"] = reports.size();
-    out["bytes"] = bytes;
-    out["other_files"] = listing.other_files;
-    json class_list = json::array();
-    for (std::size_t c = 0; c < classes.size(); ++c) {
-      class_list.push_back({{"label", c}, {"name", listing.classes[c]},
-                            {"files", classes[c].files}, {"bytes", classes[c].bytes}});
-    }
-    out["classes"] = class_list;
-    out["size_histogram"] = buckets_json(sizes);
-    json common_json = json::array();
-    for (const auto& [size, files] : common) {
-      common_json.push_back({{"width", size.first}, {"height", size.second}, {"files", files}});
-    }
-    out["dimensions"] = {{"headers_read", headers},
-                         {"min_width", min_w}, {"max_width", max_w},
-                         {"min_height", min_h}, {"max_height", max_h},
-                         {"mean_megapixels", headers ? pixels / 1e6 / headers : 0.0},
-                         {"shorter_side_histogram", buckets_json(sides)},
-                         {"most_common", common_json}};
-    out["colour"] = colour;
-    out["greyscale"] = grey;
-    out["cmyk"] = cmyk;
-    out["progressive"] = progressive;
-    out["decoded"] = options.decode;
-    out["failed"] = failures.size();
-    out["failures"] = failures;
-    out["seconds"] = seconds;
-    std::cout << out.dump() << '\n';
-    return;
+void print_json(const InspectOptions& options, const Listing& listing, const Summary& t, std::size_t files,
+                double seconds) {
+  json out;
+  out["root"] = options.dir.string();
+  out["layout"] = listing.flat ? "flat" : "class-folders";
+  out["files"] = files;
+  out["bytes"] = t.bytes;
+  out["other_files"] = listing.other_files;
+  json class_list = json::array();
+  for (std::size_t c = 0; c < t.classes.size(); ++c) {
+    class_list.push_back({{"label", c}, {"name", listing.classes[c]},
+                          {"files", t.classes[c].files}, {"bytes", t.classes[c].bytes}});
   }
+  out["classes"] = class_list;
+  out["size_histogram"] = buckets_json(t.sizes);
+  json common_json = json::array();
+  for (const auto& [size, n] : t.common) {
+    common_json.push_back({{"width", size.first}, {"height", size.second}, {"files", n}});
+  }
+  out["dimensions"] = {{"headers_read", t.headers},
+                       {"min_width", t.min_w}, {"max_width", t.max_w},
+                       {"min_height", t.min_h}, {"max_height", t.max_h},
+                       {"mean_megapixels", t.headers ? t.pixels / 1e6 / t.headers : 0.0},
+                       {"shorter_side_histogram", buckets_json(t.sides)},
+                       {"most_common", common_json}};
+  out["colour"] = t.colour;
+  out["greyscale"] = t.grey;
+  out["cmyk"] = t.cmyk;
+  out["progressive"] = t.progressive;
+  out["decoded"] = options.decode;
+  out["failed"] = t.failures.size();
+  out["failures"] = t.failures;
+  out["seconds"] = seconds;
+  std::cout << out.dump() << '\n';
+}
 
+void print_text(const InspectOptions& options, const Listing& listing, const Summary& t, std::size_t files,
+                double seconds) {
   std::ostream& out = std::cout;
-  out << options.dir.string() << ": " << reports.size() << " image files, " << format_bytes(bytes)
-      << ", " << classes.size() << (classes.size() == 1 ? " class" : " classes")
+  out << options.dir.string() << ": " << files << " image files, " << format_bytes(t.bytes)
+      << ", " << t.classes.size() << (t.classes.size() == 1 ? " class" : " classes")
       << (listing.flat ? " (flat folder)" : "") << '\n';
   if (listing.other_files > 0) {
     out << "  (" << listing.other_files
         << " other files ignored: not *.jpg/*.jpeg, or beside the class folders)\n";
   }
   out << "classes (label = index of the sorted folder names):\n";
-  for (std::size_t c = 0; c < classes.size() && c < kListedClasses; ++c) {
+  for (std::size_t c = 0; c < t.classes.size() && c < kListedClasses; ++c) {
     char line[96];
     std::snprintf(line, sizeof line, "  %5zu %8llu %10s  ", c,
-                  static_cast<unsigned long long>(classes[c].files),
-                  format_bytes(classes[c].bytes).c_str());
+                  static_cast<unsigned long long>(t.classes[c].files),
+                  format_bytes(t.classes[c].bytes).c_str());
     out << line << listing.classes[c] << '\n';
   }
-  if (classes.size() > kListedClasses) {
-    out << "  ... and " << classes.size() - kListedClasses << " more (--json lists all)\n";
+  if (t.classes.size() > kListedClasses) {
+    out << "  ... and " << t.classes.size() - kListedClasses << " more (--json lists all)\n";
   }
   out << "file sizes:\n";
-  print_buckets(out, sizes);
-  if (headers > 0) {
-    out << "dimensions (shorter side), width " << min_w << "-" << max_w << ", height " << min_h
-        << "-" << max_h << ":\n";
-    print_buckets(out, sides);
+  print_buckets(out, t.sizes);
+  if (t.headers > 0) {
+    out << "dimensions (shorter side), width " << t.min_w << "-" << t.max_w << ", height " << t.min_h
+        << "-" << t.max_h << ":\n";
+    print_buckets(out, t.sides);
     out << "  most common:";
-    for (const auto& [size, files] : common) {
-      out << ' ' << size.first << 'x' << size.second << " (" << files << ")";
+    for (const auto& [size, n] : t.common) {
+      out << ' ' << size.first << 'x' << size.second << " (" << n << ")";
     }
     out << '\n';
-    out << "colour: " << colour << " colour, " << grey << " greyscale, " << cmyk << " CMYK; "
-        << progressive << " progressive\n";
+    out << "colour: " << t.colour << " colour, " << t.grey << " greyscale, " << t.cmyk << " CMYK; "
+        << t.progressive << " progressive\n";
   }
-  out << "failures: " << failures.size();
+  out << "failures: " << t.failures.size();
   out << (options.decode ? " (headers and full decode)\n" : " (headers only; --decode decodes)\n");
-  for (std::size_t i = 0; i < failures.size() && i < kListedFailures; ++i) {
-    out << "  " << failures[i]["path"].get<std::string>() << ": "
-        << failures[i]["cause"].get<std::string>() << '\n';
+  for (std::size_t i = 0; i < t.failures.size() && i < kListedFailures; ++i) {
+    out << "  " << t.failures[i]["path"].get<std::string>() << ": "
+        << t.failures[i]["cause"].get<std::string>() << '\n';
   }
-  if (failures.size() > kListedFailures) {
-    out << "  ... and " << failures.size() - kListedFailures << " more (--json lists all)\n";
+  if (t.failures.size() > kListedFailures) {
+    out << "  ... and " << t.failures.size() - kListedFailures << " more (--json lists all)\n";
   }
   out << "inspected in " << format_seconds(seconds) << '\n';
+}
+
+void report(const InspectOptions& options, const Listing& listing,
+            const std::vector<FileReport>& reports, double seconds) {
+  const Summary summary = summarize(listing, reports);
+  if (options.json) {
+    print_json(options, listing, summary, reports.size(), seconds);
+  } else {
+    print_text(options, listing, summary, reports.size(), seconds);
+  }
 }
 
 void run_inspect(const InspectOptions& options) {

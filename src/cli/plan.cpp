@@ -1,7 +1,8 @@
 // `sluice plan`: the training allocator's peak in use for `sluice train`'s flags, predicted by a
 // dry run of the real training step (sluice/train/planner.hpp) in milliseconds, without data,
-// computation or the memory itself. --batch auto: the largest batch whose dry run fits --memory's
-// limit. --json ends stdout with one object.
+// computation or the memory itself; for --device cuda:N without a GPU too (the CUDA backend's
+// workspaces are modelled, src/train/cuda/cuda_workspace.hpp). --batch auto: the largest batch whose dry run fits
+// --memory's limit. --json ends stdout with one object.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -24,11 +25,8 @@ namespace {
 
 using nlohmann::json;
 
-int run_plan(TrainOptions o) {
-  if (o.device != "cpu" && o.device != "host") {
-    throw Error(ErrorCode::kInvalidArgument, "sluice plan: only --device cpu is planned for now (the CUDA backend's "
-                                             "workspaces are not modelled yet), got " + o.device);
-  }
+void run_plan(TrainOptions o) {
+  const DeviceId device = parse_device(o.device);  // cuda:N needs no GPU: its workspaces are modelled
   if (o.model.empty()) o.model = "fashion-cnn";
   const train::ModelInfo& info = train::model_info(o.model);
   const AllocatorOptions memory = parse_memory(o.memory);
@@ -43,6 +41,7 @@ int run_plan(TrainOptions o) {
   Stopwatch clock;
   train::PlanConfig pc;
   pc.train = train_config(o, batch == 0 ? 2 : batch, 0);
+  pc.device = device;
   pc.threads = threads;
   pc.allocator = memory;
   pc.eval_batch = o.no_eval ? 0 : kEvalBatch;
@@ -73,12 +72,14 @@ int run_plan(TrainOptions o) {
     if (plan.peak_by_category[i] > 0) text += "\n    " + name + ": " + format_bytes(plan.peak_by_category[i]);
   }
   std::cout << "sluice plan: " << info.name << " (" << plan.parameters << " parameters), batch " << batch
-            << (o.batch_text == "auto" ? " (--batch auto)" : "") << ", " << o.optimizer << ", " << threads
-            << " thread(s), memory " << describe_memory(memory) << "\n"
+            << (o.batch_text == "auto" ? " (--batch auto)" : "") << ", " << o.optimizer << ", "
+            << (device.is_host() ? std::to_string(threads) + " thread(s)" : to_string(device)) << ", memory "
+            << describe_memory(memory) << "\n  planned for: " << plan.backend << "\n"
             << "  predicted peak in use: " << format_bytes(plan.peak_in_use_bytes) << " (" << plan.peak_in_use_bytes
             << " B; `sluice train` reports it as peak_device_bytes)\n"
             << "  training steps alone: " << format_bytes(plan.step_peak_in_use_bytes)
-            << (o.no_eval ? std::string(" (--no-eval)") : "; with the evaluation (batch " + std::to_string(kEvalBatch) + ")")
+            << (o.no_eval ? std::string(" (--no-eval)")
+                          : "; with the evaluation (batch " + std::to_string(kEvalBatch) + ")")
             << "\n  peak per category (each at its own highest):" << text << "\n"
             << "  reserved by the allocator: " << format_bytes(plan.reserved_bytes) << "\n";
   if (!plan.fits) std::cout << "  DOES NOT FIT: " << plan.failure << "\n";
@@ -90,10 +91,14 @@ int run_plan(TrainOptions o) {
         {"batch_auto", o.batch_text == "auto"},
         {"optimizer", o.optimizer},
         {"threads", threads},
+        {"device", to_string(device)},
+        {"backend", plan.backend},
         {"epochs_simulated", std::min(epochs, 2)},
         {"eval_batch", pc.eval_batch},
-        {"memory", {{"mode", memory.mode == AllocatorMode::kPreallocate ? "prealloc" : "grow"},
-                    {"limit_bytes", memory.limit}, {"text", o.memory}}},
+        {"memory",
+         {{"mode", memory.mode == AllocatorMode::kPreallocate ? "prealloc" : "grow"},
+          {"limit_bytes", memory.limit},
+          {"text", o.memory}}},
         {"parameters", plan.parameters},
         {"predicted_peak_bytes", plan.peak_in_use_bytes},
         {"predicted_step_peak_bytes", plan.step_peak_in_use_bytes},
@@ -106,7 +111,10 @@ int run_plan(TrainOptions o) {
     };
     std::cout << result.dump() << "\n";
   }
-  return plan.fits ? 0 : kExitFailure;
+  // A plan that does not fit is a failure of the command (exit 1), after its report.
+  if (!plan.fits) {
+    throw Error(ErrorCode::kOutOfBudget, "the training step does not fit --memory " + o.memory + " (the plan above says where)");
+  }
 }
 
 }  // namespace
@@ -120,10 +128,7 @@ void add_plan_command(CLI::App& app) {
                   "Epochs of the run (default: the model's, as train); from 2 on the evaluation's workspace carries over")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "End stdout with one JSON object");
-  cmd->callback([o] {
-    const int code = run_plan(*o);
-    if (code != 0) throw CLI::RuntimeError(code);
-  });
+  cmd->callback([o] { run_plan(*o); });
 }
 
 }  // namespace sluice::cli

@@ -304,19 +304,10 @@ void remove_stale(const fs::path& out) {
   }
 }
 
-void run_prepare(PrepareOptions options) {
-  Stopwatch clock;
+// True when `out` already holds exactly what `request` asks for (and says so). Throws when it
+// holds another preparation, or train/ or test/ without a marker, unless --force.
+bool already_prepared(const PrepareOptions& options, const fs::path& out, const json& request) {
   std::error_code ec;
-  fs::path source = options.source;
-  if (fs::path canonical = fs::weakly_canonical(source, ec); !ec) source = canonical;
-  const fs::path out = options.out;
-  if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
-    throw Error(ErrorCode::kInvalidArgument, "exists and is not a folder", out.string());
-  }
-  const bool created_out = fs::create_directories(out);
-  DirLock lock(out);
-
-  const json request = request_json(options, source);
   const json marker = read_marker(out);
   if (!marker.is_null() && !options.force) {
     const json previous = {{"dataset", marker.value("dataset", "")},
@@ -332,7 +323,7 @@ void run_prepare(PrepareOptions options) {
     std::cout << out.string() << ": already prepared (" << options.dataset << ", "
               << marker.value("files", 0) << " files, " << describe(request)
               << "); --force to prepare again\n";
-    return;
+    return true;
   }
   if (marker.is_null() && !options.force) {
     for (const SplitSpec& spec : kSplits) {
@@ -345,24 +336,65 @@ void run_prepare(PrepareOptions options) {
       }
     }
   }
-  remove_stale(out);
+  return false;
+}
 
+// Every split's IDX files read and checked, the splits in parallel: they are independent, and
+// decompressing their images is most of the time before encoding starts (docs/performance.md).
+// On bad input, removes `out` when this run created it.
+std::vector<Split> load_splits(const fs::path& source, const fs::path& out, bool created_out) {
   std::vector<Split> splits(kSplits.size());
   for (std::size_t s = 0; s < kSplits.size(); ++s) splits[s].spec = &kSplits[s];
-  {
-    // Decompressing is ~0.3 s a split; the splits are independent, so overlap them.
-    std::vector<std::future<void>> loads;
-    for (Split& split : splits) {
-      loads.push_back(std::async(std::launch::async, [&split, &source] { load_split(split, source); }));
-    }
-    for (auto& load : loads) load.wait();
-    try {
-      for (auto& load : loads) load.get();  // rethrows the first split's error
-    } catch (...) {
-      if (created_out) fs::remove(out, ec);  // bad input leaves no trace
-      throw;
-    }
+  std::vector<std::future<void>> loads;
+  for (Split& split : splits) {
+    loads.push_back(std::async(std::launch::async, [&split, &source] { load_split(split, source); }));
   }
+  for (auto& load : loads) load.wait();
+  try {
+    for (auto& load : loads) load.get();  // rethrows the first split's error
+  } catch (...) {
+    std::error_code ec;
+    if (created_out) fs::remove(out, ec);  // bad input leaves no trace
+    throw;
+  }
+  return splits;
+}
+
+// Puts the encoded splits in place of the old ones and writes the marker. Between removing the
+// old marker and writing the new one `out` is visibly incomplete, so a crash in that window
+// makes the next run ask for --force rather than trust half a tree.
+void commit(const fs::path& out, const fs::path& partial, const std::vector<Split>& splits, const json& result) {
+  std::error_code ec;
+  fs::remove(out / kMarkerName, ec);
+  const fs::path old = out / (".old-" + std::to_string(::getpid()));
+  for (const Split& split : splits) {
+    if (fs::exists(out / split.spec->name, ec)) {
+      fs::create_directories(old);
+      fs::rename(out / split.spec->name, old / split.spec->name);
+    }
+    fs::rename(partial / split.spec->name, out / split.spec->name);
+  }
+  write_marker(out, result);
+  fs::remove_all(partial, ec);
+  fs::remove_all(old, ec);
+}
+
+void run_prepare(PrepareOptions options) {
+  Stopwatch clock;
+  std::error_code ec;
+  fs::path source = options.source;
+  if (fs::path canonical = fs::weakly_canonical(source, ec); !ec) source = canonical;
+  const fs::path out = options.out;
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
+    throw Error(ErrorCode::kInvalidArgument, "exists and is not a folder", out.string());
+  }
+  const bool created_out = fs::create_directories(out);
+  DirLock lock(out);
+
+  const json request = request_json(options, source);
+  if (already_prepared(options, out, request)) return;
+  remove_stale(out);
+  std::vector<Split> splits = load_splits(source, out, created_out);
 
   InterruptGuard interrupt_guard;
   const fs::path partial = out / (".partial-" + std::to_string(::getpid()));
@@ -393,8 +425,6 @@ void run_prepare(PrepareOptions options) {
     throw;
   }
 
-  // Commit. Between removing the old marker and writing the new one DIR is visibly incomplete,
-  // so a crash in that window makes the next run ask for --force rather than trust half a tree.
   json result = request;
   result["format"] = "jpeg, greyscale, 28x28";
   result["layout"] = "<split>/<class>/<index>.jpg; label = index of the sorted class folder names";
@@ -407,19 +437,7 @@ void run_prepare(PrepareOptions options) {
   result["files"] = total;
   result["bytes"] = bytes;
   result["sluice_version"] = SLUICE_VERSION;
-
-  fs::remove(out / kMarkerName, ec);
-  const fs::path old = out / (".old-" + std::to_string(::getpid()));
-  for (const Split& split : splits) {
-    if (fs::exists(out / split.spec->name, ec)) {
-      fs::create_directories(old);
-      fs::rename(out / split.spec->name, old / split.spec->name);
-    }
-    fs::rename(partial / split.spec->name, out / split.spec->name);
-  }
-  write_marker(out, result);
-  fs::remove_all(partial, ec);
-  fs::remove_all(old, ec);
+  commit(out, partial, splits, result);
 
   std::cout << "prepared " << options.dataset << " in " << out.string() << ": " << total
             << " files (";

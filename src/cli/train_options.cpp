@@ -43,6 +43,19 @@ void add_model_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_flag("--no-eval", o.no_eval, "Skip the test set (for speed measurements)");
 }
 
+DeviceId parse_device(const std::string& text) {
+  if (text == "cpu" || text == "host") return host();
+  if (text.rfind("cuda:", 0) == 0) {
+    try {
+      std::size_t used = 0;
+      const int index = std::stoi(text.substr(5), &used);
+      if (used == text.size() - 5 && index >= 0) return cuda(index);
+    } catch (const std::exception&) {
+    }
+  }
+  throw Error(ErrorCode::kInvalidArgument, "--device must be cpu or cuda:N, got \"" + text + "\"");
+}
+
 AllocatorOptions parse_memory(const std::string& text) {
   AllocatorOptions a{.name = "training"};
   const std::size_t colon = text.find(':');

@@ -57,6 +57,9 @@ inline constexpr std::int64_t kEvalBatch = 256;
 // alike on train and plan.
 void add_model_options(CLI::App* cmd, TrainOptions& o);
 
+// --device: "cpu" (or "host") or "cuda:N". Throws sluice::Error(kInvalidArgument) otherwise.
+DeviceId parse_device(const std::string& text);
+
 // --memory: "grow" (regions as needed, no limit), "grow:LIMIT" (as needed up to LIMIT) or
 // "prealloc:SIZE" (one region of SIZE at start, never more); sizes as 512MiB, 2GiB, 1000000.
 // Throws sluice::Error(kInvalidArgument) naming the problem.

@@ -1,5 +1,5 @@
-// launcher_rank(): the rank and world size a parallel launcher (mpirun, srun) exported to this
-// process, from the environment alone, so libsluice needs no MPI to shard by rank.
+// launcher_rank(): the rank and world size a parallel launcher (torchrun, mpirun, srun) exported
+// to this process, from the environment alone, so libsluice needs no MPI or torch to shard by rank.
 #include "sluice/pipeline/launcher.hpp"
 
 #include <cerrno>
@@ -21,6 +21,7 @@ struct Variables {
 
 // In the order they are tried: see launcher.hpp for why.
 constexpr Variables kLaunchers[] = {
+    {"RANK", "WORLD_SIZE"},
     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
     {"PMI_RANK", "PMI_SIZE"},
     {"MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE"},
@@ -48,8 +49,9 @@ LauncherRank launcher_rank() {
     const std::string source = std::string(v.rank) + "/" + v.world;
     const char* world = std::getenv(v.world);
     if (world == nullptr) {
-      // Slurm's batch script has SLURM_PROCID but no step: one process, not a rank of many.
-      if (std::string_view(v.world) == "SLURM_STEP_NUM_TASKS") continue;
+      // Slurm's batch script has SLURM_PROCID but no step: one process, not a rank of many. RANK
+      // alone is too common a name to be taken for torchrun's (which always sets both).
+      if (std::string_view(v.world) == "SLURM_STEP_NUM_TASKS" || std::string_view(v.world) == "WORLD_SIZE") continue;
       throw Error(ErrorCode::kInvalidArgument,
                   std::string(v.rank) + " is set but " + v.world + " is not: cannot tell the world size");
     }

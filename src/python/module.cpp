@@ -1,5 +1,6 @@
-// The Python module `sluice`: the entry point that assembles the exceptions (errors.cpp), the
-// pipeline and its epoch iterators (pipeline_binding.cpp), and batches with their DLPack tensors
+// The compiled part of the Python package `sluice` (sluice._sluice, re-exported by
+// sluice/__init__.py): the entry point that assembles the exceptions (errors.cpp), the pipeline
+// and its epoch iterators (pipeline_binding.cpp), and batches with their DLPack tensors
 // (batch_binding.cpp). docs/python.md is the user's page.
 #include "python_module.hpp"
 #include "sluice/pipeline/launcher.hpp"
@@ -10,7 +11,7 @@
 
 namespace py = pybind11;
 
-PYBIND11_MODULE(sluice, m) {
+PYBIND11_MODULE(_sluice, m) {
   m.doc() =
       "sluice: image batches for training from a JSON pipeline spec, handed over as DLPack tensors that "
       "share the pipeline's memory.\n\n"
@@ -35,7 +36,7 @@ PYBIND11_MODULE(sluice, m) {
         out["source"] = r.source;
         return out;
       },
-      "The rank and world size mpirun or srun gave this process, as {\"rank\", \"world\", \"source\"} "
+      "The rank and world size torchrun, mpirun or srun gave this process, as {\"rank\", \"world\", \"source\"} "
       "(rank 0 of 1 and source \"\" without a launcher); spec[\"shard\"] = {\"rank\": r[\"rank\"], "
       "\"world\": r[\"world\"]} gives each process its disjoint slice (docs/distributed.md).");
 }

@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include <pybind11/stl.h>
 
@@ -116,7 +118,7 @@ std::uint64_t memory_budget_option(const py::object& budget) {
 }
 
 // The keyword arguments that override the spec, applied as the C API applies its options.
-// shard="launcher": the rank and world size mpirun or srun gave this process (launcher.hpp);
+// shard="launcher": the rank and world size torchrun, mpirun or srun gave this process (launcher.hpp);
 // shard=(rank, world): those.
 void shard_option(PipelineDocument& doc, const py::object& shard) {
   if (py::isinstance<py::str>(shard) && shard.cast<std::string>() == "launcher") {
@@ -243,7 +245,7 @@ void bind_pipeline(py::module_& m) {
            "(relative paths resolve against the file's folder). threads (int or \"auto\") and memory_budget "
            "(bytes or \"4GiB\") override the spec's build options; cuda_stream (an int cudaStream_t, e.g. "
            "torch.cuda.current_stream().cuda_stream) is the stream a to_device stage hands batches to. shard "
-           "(\"launcher\": the rank and world size mpirun or srun gave this process; or (rank, world)) "
+           "(\"launcher\": the rank and world size torchrun, mpirun or srun gave this process; or (rank, world)) "
            "overrides the spec's shard.")
       .def_static(
           "from_json",
@@ -283,6 +285,15 @@ void bind_pipeline(py::module_& m) {
       .def_property_readonly("device", [](const PipelineRef& p) { return to_string(p.core->device); })
       .def_property_readonly("next_epoch", [](const PipelineRef& p) { return locked(*p.core, [&] { return p.core->next_epoch; }); },
                              "The epoch iter(pipeline) iterates next.")
+      .def_property_readonly("batches_held", [](const PipelineRef& p) { return p.core->batches_held.load(); },
+                             "Batches handed out whose slot is still held (by the Batch, its tensor views, an "
+                             "unconsumed capsule or a tensor made from them).")
+      .def_property_readonly("batch_slots",
+                             [](const PipelineRef& p) {
+                               return locked(*p.core, [&] { return p.core->loader.stats().tuning.prefetch + 2; });
+                             },
+                             "Slots of the batch ring at its current prefetch depth (depth + 2; the ring never "
+                             "has fewer). Holding that many batches stops production until one is released.")
       .def_property_readonly("spec", [](const PipelineRef& p) { return py::module_::import("json").attr("loads")(p.spec_json); },
                              "The canonical spec: every option written out.")
       .def("stats",
@@ -294,16 +305,19 @@ void bind_pipeline(py::module_& m) {
            "per use, cache and tuning (the fields of sluice::Stats).")
       .def("state",
            [](const PipelineRef& p) {
+             // After restore() and until an epoch starts, the Loader's state() is the restored one.
              const std::vector<std::uint8_t> s = locked(*p.core, [&] { return p.core->loader.state(); });
              return py::bytes(reinterpret_cast<const char*>(s.data()), s.size());
            },
-           "Where the consumer is (epoch and next batch) as bytes, for restore().")
+           "Where the consumer is (epoch and next batch) as bytes, for restore(); after restore() and "
+           "before the next epoch starts, the state it restored.")
       .def(
           "restore",
           [](const PipelineRef& p, const py::object& state) {
             const std::string bytes = py::bytes(state).cast<std::string>();
             locked(*p.core, [&] {
-              p.core->loader.restore(std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+              const std::span state(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+              p.core->loader.restore(state);
               ++p.core->generation;  // the runtime abandoned the epoch in progress
               p.core->next_epoch = p.core->loader.resume_epoch();
               return 0;

@@ -5,6 +5,7 @@
 // tensor torch still holds is never overwritten, whichever object Python frees last.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -43,11 +44,22 @@ struct Core {
   // the legacy default stream). Fixed at construction.
   DeviceId device = host();
   void* cuda_stream = nullptr;
+  // Batches handed to Python whose slot is still out of the ring (BatchHolds alive). Changed
+  // without the GIL or `mutex`, from any thread (DLPack deleters).
+  std::atomic<int> batches_held{0};
 };
 
 // One batch handed to Python.
 struct BatchHold {
-  BatchHold(std::shared_ptr<Core> c, Batch b) : core(std::move(c)), batch(std::move(b)) {}
+  BatchHold(std::shared_ptr<Core> c, Batch b) : core(std::move(c)), batch(std::move(b)) {
+    core->batches_held.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~BatchHold() {
+    batch.release();  // the slot first: a count that says a slot is free means it is
+    core->batches_held.fetch_sub(1, std::memory_order_relaxed);
+  }
+  BatchHold(const BatchHold&) = delete;
+  BatchHold& operator=(const BatchHold&) = delete;
   std::shared_ptr<Core> core;  // declared before `batch`: the whole pipeline outlives the batch
   Batch batch;
 };

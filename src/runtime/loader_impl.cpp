@@ -41,7 +41,12 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
       runtime::SampleTaskOptions{.on_error = options.on_error, .skip_key = plan_.skip_key, .threads = threads_});
   create_slots();
   submitter_ = std::make_unique<runtime::SampleSubmitter>(tuning_->initial_in_flight());
-  executor_ = std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this);
+  // After the slots: workers go where the pinned ring's pages are (a node only on a multi-node
+  // machine with a device attached): they write the batches there, and the DMA engine reads them
+  // locally.
+  const int numa_node = shared_->device ? shared_->device->numa_node() : -1;
+  executor_ = std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this,
+                                                  runtime::WorkerPlacement{.numa_node = numa_node});
   submitter_->attach(*executor_);
 }
 

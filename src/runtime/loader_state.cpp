@@ -48,12 +48,18 @@ std::uint64_t LoaderState::fingerprint() const {
 }
 
 std::vector<std::uint8_t> LoaderState::save(std::int64_t epoch, std::int64_t returned, std::int64_t batches) const {
-  SavedState s{kStateMagic, kStateVersion, fingerprint(), 0, 0, 0};
+  if (resume_.epoch >= 0) return encode(resume_);
+  ResumePoint at{0, 0};
   if (epoch >= 0) {
     // Past the last batch handed out; a finished epoch resumes at the next one's start.
-    s.epoch = returned >= batches ? epoch + 1 : epoch;
-    s.batch = returned >= batches ? 0 : returned;
+    at.epoch = returned >= batches ? epoch + 1 : epoch;
+    at.batch = returned >= batches ? 0 : returned;
   }
+  return encode(at);
+}
+
+std::vector<std::uint8_t> LoaderState::encode(ResumePoint point) const {
+  SavedState s{kStateMagic, kStateVersion, fingerprint(), point.epoch, point.batch, 0};
   s.check = check_of(s);
   std::vector<std::uint8_t> bytes(sizeof s);
   std::memcpy(bytes.data(), &s, sizeof s);

@@ -20,12 +20,12 @@ void check_input(const Shape& input, int channels) {
 BatchNorm::BatchNorm(Context& ctx, BatchNormOptions options) : options_(options) {
   detail::require_positive(options.channels, "BatchNorm", "channels");
   const Shape c{options.channels};
-  detail::make_parameter(ctx, c, gamma_, gamma_grad_);
-  detail::make_parameter(ctx, c, beta_, beta_grad_);
+  gamma_ = Param(ctx, c, WeightDecay::kExempt);
+  beta_ = Param(ctx, c, WeightDecay::kExempt);
   running_mean_ = ctx.zeros(c, DType::kF32, TensorCategory::kWeights);
   running_var_ = ctx.empty(c, DType::kF32, TensorCategory::kWeights);
   ops::fill(ctx, running_var_, 1.0f);
-  ops::fill(ctx, gamma_, 1.0f);
+  ops::fill(ctx, gamma_.value, 1.0f);
 }
 
 std::string BatchNorm::describe() const { return "BatchNorm " + std::to_string(options_.channels); }
@@ -37,8 +37,8 @@ Shape BatchNorm::output_shape(const Shape& input) const {
 
 void BatchNorm::initialize(Context& ctx, std::uint64_t key) {
   (void)key;
-  ops::fill(ctx, gamma_, 1.0f);
-  ops::fill(ctx, beta_, 0.0f);
+  ops::fill(ctx, gamma_.value, 1.0f);
+  ops::fill(ctx, beta_.value, 0.0f);
   ops::fill(ctx, running_mean_, 0.0f);
   ops::fill(ctx, running_var_, 1.0f);
 }
@@ -49,32 +49,33 @@ Tensor BatchNorm::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   Tensor y = detail::activation(ctx, x.shape(), x.dtype());
   if (!mode.training) {
     release_saved();
-    ops::batchnorm_forward_inference(ctx, s, options_.params, x, gamma_, beta_, running_mean_, running_var_, y);
+    ops::batchnorm_forward_inference(ctx, s, options_.params, x, gamma_.value, beta_.value, running_mean_,
+                                     running_var_, y);
     return y;
   }
   saved_mean_ = ctx.empty(s.channel_shape(), DType::kF32, TensorCategory::kActivations);
   saved_invstd_ = ctx.empty(s.channel_shape(), DType::kF32, TensorCategory::kActivations);
   BatchNormParams params = options_.params;
   if (mode.recompute) params.update_running_stats = false;  // folded in by the first forward
-  ops::batchnorm_forward_training(ctx, s, params, x, gamma_, beta_, running_mean_, running_var_, y, saved_mean_,
-                                  saved_invstd_);
+  ops::batchnorm_forward_training(ctx, s, params, x, gamma_.value, beta_.value, running_mean_, running_var_, y,
+                                  saved_mean_, saved_invstd_);
   x_ = x;
   return y;
 }
 
-Tensor BatchNorm::backward(Context& ctx, Tensor dy, bool need_dx) {
+Tensor BatchNorm::backward(Context& ctx, Tensor dy, InputGradient input_gradient) {
   detail::require_saved(x_.defined(), "BatchNorm");
   const BatchNormShape s = BatchNormShape::make(x_.shape());
-  Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
-  ops::batchnorm_backward(ctx, s, x_, gamma_, saved_mean_, saved_invstd_, dy, need_dx ? &dx : nullptr, gamma_grad_,
-                          beta_grad_, grad_mode());
+  Tensor dx = detail::input_gradient(ctx, x_, input_gradient);
+  ops::batchnorm_backward(ctx, s, x_, gamma_.value, saved_mean_, saved_invstd_, dy, detail::defined_or_null(dx),
+                          gamma_.grad, beta_.grad, grad_mode());
   release_saved();
   return dx;
 }
 
 void BatchNorm::parameters(const std::string& prefix, std::vector<Parameter>& out) {
-  detail::add_parameter(out, prefix + "gamma", gamma_, gamma_grad_, false);
-  detail::add_parameter(out, prefix + "beta", beta_, beta_grad_, false);
+  gamma_.append_to(out, prefix + "gamma");
+  beta_.append_to(out, prefix + "beta");
 }
 
 void BatchNorm::buffers(const std::string& prefix, std::vector<Buffer>& out) {

@@ -31,8 +31,8 @@ Conv2D::Conv2D(Context& ctx, Conv2DOptions options) : options_(options) {
   detail::require_positive(options.in_channels, "Conv2D", "in_channels");
   detail::require_positive(options.out_channels, "Conv2D", "out_channels");
   const Window2d& w = options.window;
-  detail::make_parameter(ctx, {options.out_channels, options.in_channels, w.kernel_h, w.kernel_w}, weight_, weight_grad_);
-  if (options.bias) detail::make_parameter(ctx, {options.out_channels}, bias_, bias_grad_);
+  weight_ = Param(ctx, {options.out_channels, options.in_channels, w.kernel_h, w.kernel_w}, WeightDecay::kApply);
+  if (options.bias) bias_ = Param(ctx, {options.out_channels}, WeightDecay::kExempt);
 }
 
 std::string Conv2D::describe() const {
@@ -47,8 +47,8 @@ Shape Conv2D::output_shape(const Shape& input) const {
 
 void Conv2D::initialize(Context& ctx, std::uint64_t key) {
   const Window2d& w = options_.window;
-  he_normal(ctx, weight_, std::int64_t{options_.in_channels} * w.kernel_h * w.kernel_w, key);
-  if (bias_.defined()) ops::fill(ctx, bias_, 0.0f);
+  he_normal(ctx, weight_.value, std::int64_t{options_.in_channels} * w.kernel_h * w.kernel_w, key);
+  if (bias_.defined()) ops::fill(ctx, bias_.value, 0.0f);
 }
 
 Tensor Conv2D::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
@@ -56,32 +56,30 @@ Tensor Conv2D::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   const Conv2dShape s = Conv2dShape::make(x.shape(), options_.out_channels, options_.window);
   const DType t = x.dtype();
   Tensor y = detail::activation(ctx, s.output(), t);
-  ops::conv2d_forward(ctx, s, x, detail::compute_tensor(weight_, weight16_, t),
-                      detail::compute_tensor_or_null(bias_, bias16_, t), y);
+  ops::conv2d_forward(ctx, s, x, weight_.value_for(t), bias_.value_or_null(t), y);
   x_ = mode.training ? std::move(x) : Tensor();
   return y;
 }
 
-Tensor Conv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
+Tensor Conv2D::backward(Context& ctx, Tensor dy, InputGradient input_gradient) {
   detail::require_saved(x_.defined(), "Conv2D");
   const Conv2dShape s = Conv2dShape::make(x_.shape(), options_.out_channels, options_.window);
-  Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
+  Tensor dx = detail::input_gradient(ctx, x_, input_gradient);
   const DType t = x_.dtype();
-  ops::conv2d_backward(ctx, s, x_, detail::compute_tensor(weight_, weight16_, t), dy, need_dx ? &dx : nullptr,
-                       detail::compute_tensor(weight_grad_, weight16_grad_, t),
-                       bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
+  ops::conv2d_backward(ctx, s, x_, weight_.value_for(t), dy, detail::defined_or_null(dx), weight_.grad_for(t),
+                       bias_.grad_or_null(t), grad_mode());
   x_.reset();
   return dx;
 }
 
 void Conv2D::parameters(const std::string& prefix, std::vector<Parameter>& out) {
-  detail::add_parameter(out, prefix + "weight", weight_, weight_grad_, true, weight16_, weight16_grad_);
-  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false, bias16_, bias16_grad_);
+  weight_.append_to(out, prefix + "weight");
+  bias_.append_to(out, prefix + "bias");
 }
 
 void Conv2D::set_compute_dtype(Context& ctx, DType dtype) {
-  detail::make_compute_copy(ctx, weight_, dtype, weight16_, weight16_grad_);
-  detail::make_compute_copy(ctx, bias_, dtype, bias16_, bias16_grad_);
+  weight_.set_compute_dtype(ctx, dtype);
+  bias_.set_compute_dtype(ctx, dtype);
 }
 
 // ---- DepthwiseConv2D ----------------------------------------------------------------------
@@ -89,8 +87,8 @@ void Conv2D::set_compute_dtype(Context& ctx, DType dtype) {
 DepthwiseConv2D::DepthwiseConv2D(Context& ctx, DepthwiseConv2DOptions options) : options_(options) {
   detail::require_positive(options.channels, "DepthwiseConv2D", "channels");
   const Window2d& w = options.window;
-  detail::make_parameter(ctx, {options.channels, 1, w.kernel_h, w.kernel_w}, weight_, weight_grad_);
-  if (options.bias) detail::make_parameter(ctx, {options.channels}, bias_, bias_grad_);
+  weight_ = Param(ctx, {options.channels, 1, w.kernel_h, w.kernel_w}, WeightDecay::kApply);
+  if (options.bias) bias_ = Param(ctx, {options.channels}, WeightDecay::kExempt);
 }
 
 std::string DepthwiseConv2D::describe() const {
@@ -103,8 +101,8 @@ Shape DepthwiseConv2D::output_shape(const Shape& input) const {
 }
 
 void DepthwiseConv2D::initialize(Context& ctx, std::uint64_t key) {
-  he_normal(ctx, weight_, std::int64_t{options_.window.kernel_h} * options_.window.kernel_w, key);
-  if (bias_.defined()) ops::fill(ctx, bias_, 0.0f);
+  he_normal(ctx, weight_.value, std::int64_t{options_.window.kernel_h} * options_.window.kernel_w, key);
+  if (bias_.defined()) ops::fill(ctx, bias_.value, 0.0f);
 }
 
 Tensor DepthwiseConv2D::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
@@ -112,32 +110,30 @@ Tensor DepthwiseConv2D::forward(Context& ctx, Tensor x, const ForwardMode& mode)
   const Conv2dShape s = Conv2dShape::make_depthwise(x.shape(), options_.window);
   const DType t = x.dtype();
   Tensor y = detail::activation(ctx, s.output(), t);
-  ops::depthwise_conv2d_forward(ctx, s, x, detail::compute_tensor(weight_, weight16_, t),
-                                detail::compute_tensor_or_null(bias_, bias16_, t), y);
+  ops::depthwise_conv2d_forward(ctx, s, x, weight_.value_for(t), bias_.value_or_null(t), y);
   x_ = mode.training ? std::move(x) : Tensor();
   return y;
 }
 
-Tensor DepthwiseConv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
+Tensor DepthwiseConv2D::backward(Context& ctx, Tensor dy, InputGradient input_gradient) {
   detail::require_saved(x_.defined(), "DepthwiseConv2D");
   const Conv2dShape s = Conv2dShape::make_depthwise(x_.shape(), options_.window);
-  Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
+  Tensor dx = detail::input_gradient(ctx, x_, input_gradient);
   const DType t = x_.dtype();
-  ops::depthwise_conv2d_backward(ctx, s, x_, detail::compute_tensor(weight_, weight16_, t), dy,
-                                 need_dx ? &dx : nullptr, detail::compute_tensor(weight_grad_, weight16_grad_, t),
-                                 bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
+  ops::depthwise_conv2d_backward(ctx, s, x_, weight_.value_for(t), dy, detail::defined_or_null(dx),
+                                 weight_.grad_for(t), bias_.grad_or_null(t), grad_mode());
   x_.reset();
   return dx;
 }
 
 void DepthwiseConv2D::parameters(const std::string& prefix, std::vector<Parameter>& out) {
-  detail::add_parameter(out, prefix + "weight", weight_, weight_grad_, true, weight16_, weight16_grad_);
-  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false, bias16_, bias16_grad_);
+  weight_.append_to(out, prefix + "weight");
+  bias_.append_to(out, prefix + "bias");
 }
 
 void DepthwiseConv2D::set_compute_dtype(Context& ctx, DType dtype) {
-  detail::make_compute_copy(ctx, weight_, dtype, weight16_, weight16_grad_);
-  detail::make_compute_copy(ctx, bias_, dtype, bias16_, bias16_grad_);
+  weight_.set_compute_dtype(ctx, dtype);
+  bias_.set_compute_dtype(ctx, dtype);
 }
 
 // ---- SeparableConv2D ----------------------------------------------------------------------
@@ -146,9 +142,9 @@ SeparableConv2D::SeparableConv2D(Context& ctx, SeparableConv2DOptions options) :
   detail::require_positive(options.in_channels, "SeparableConv2D", "in_channels");
   detail::require_positive(options.out_channels, "SeparableConv2D", "out_channels");
   const Window2d& w = options.window;
-  detail::make_parameter(ctx, {options.in_channels, 1, w.kernel_h, w.kernel_w}, depthwise_, depthwise_grad_);
-  detail::make_parameter(ctx, {options.out_channels, options.in_channels, 1, 1}, pointwise_, pointwise_grad_);
-  if (options.bias) detail::make_parameter(ctx, {options.out_channels}, bias_, bias_grad_);
+  depthwise_ = Param(ctx, {options.in_channels, 1, w.kernel_h, w.kernel_w}, WeightDecay::kApply);
+  pointwise_ = Param(ctx, {options.out_channels, options.in_channels, 1, 1}, WeightDecay::kApply);
+  if (options.bias) bias_ = Param(ctx, {options.out_channels}, WeightDecay::kExempt);
 }
 
 std::string SeparableConv2D::describe() const {
@@ -163,9 +159,9 @@ Shape SeparableConv2D::output_shape(const Shape& input) const {
 
 void SeparableConv2D::initialize(Context& ctx, std::uint64_t key) {
   const Window2d& w = options_.window;
-  he_normal(ctx, depthwise_, std::int64_t{w.kernel_h} * w.kernel_w, derive_key(key, 0));
-  he_normal(ctx, pointwise_, options_.in_channels, derive_key(key, 1));
-  if (bias_.defined()) ops::fill(ctx, bias_, 0.0f);
+  he_normal(ctx, depthwise_.value, std::int64_t{w.kernel_h} * w.kernel_w, derive_key(key, 0));
+  he_normal(ctx, pointwise_.value, options_.in_channels, derive_key(key, 1));
+  if (bias_.defined()) ops::fill(ctx, bias_.value, 0.0f);
 }
 
 Tensor SeparableConv2D::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
@@ -173,37 +169,34 @@ Tensor SeparableConv2D::forward(Context& ctx, Tensor x, const ForwardMode& mode)
   const SeparableShape s = SeparableShape::make(x.shape(), options_.out_channels, options_.window);
   const DType t = x.dtype();
   Tensor y = detail::activation(ctx, s.output(), t);
-  ops::separable_conv2d_forward(ctx, s, x, detail::compute_tensor(depthwise_, depthwise16_, t),
-                                detail::compute_tensor(pointwise_, pointwise16_, t),
-                                detail::compute_tensor_or_null(bias_, bias16_, t), y);
+  ops::separable_conv2d_forward(ctx, s, x, depthwise_.value_for(t), pointwise_.value_for(t), bias_.value_or_null(t),
+                                y);
   x_ = mode.training ? std::move(x) : Tensor();
   return y;
 }
 
-Tensor SeparableConv2D::backward(Context& ctx, Tensor dy, bool need_dx) {
+Tensor SeparableConv2D::backward(Context& ctx, Tensor dy, InputGradient input_gradient) {
   detail::require_saved(x_.defined(), "SeparableConv2D");
   const SeparableShape s = SeparableShape::make(x_.shape(), options_.out_channels, options_.window);
-  Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
+  Tensor dx = detail::input_gradient(ctx, x_, input_gradient);
   const DType t = x_.dtype();
-  ops::separable_conv2d_backward(ctx, s, x_, detail::compute_tensor(depthwise_, depthwise16_, t),
-                                 detail::compute_tensor(pointwise_, pointwise16_, t), dy, need_dx ? &dx : nullptr,
-                                 detail::compute_tensor(depthwise_grad_, depthwise16_grad_, t),
-                                 detail::compute_tensor(pointwise_grad_, pointwise16_grad_, t),
-                                 bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
+  ops::separable_conv2d_backward(ctx, s, x_, depthwise_.value_for(t), pointwise_.value_for(t), dy,
+                                 detail::defined_or_null(dx), depthwise_.grad_for(t), pointwise_.grad_for(t),
+                                 bias_.grad_or_null(t), grad_mode());
   x_.reset();
   return dx;
 }
 
 void SeparableConv2D::parameters(const std::string& prefix, std::vector<Parameter>& out) {
-  detail::add_parameter(out, prefix + "depthwise", depthwise_, depthwise_grad_, true, depthwise16_, depthwise16_grad_);
-  detail::add_parameter(out, prefix + "pointwise", pointwise_, pointwise_grad_, true, pointwise16_, pointwise16_grad_);
-  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false, bias16_, bias16_grad_);
+  depthwise_.append_to(out, prefix + "depthwise");
+  pointwise_.append_to(out, prefix + "pointwise");
+  bias_.append_to(out, prefix + "bias");
 }
 
 void SeparableConv2D::set_compute_dtype(Context& ctx, DType dtype) {
-  detail::make_compute_copy(ctx, depthwise_, dtype, depthwise16_, depthwise16_grad_);
-  detail::make_compute_copy(ctx, pointwise_, dtype, pointwise16_, pointwise16_grad_);
-  detail::make_compute_copy(ctx, bias_, dtype, bias16_, bias16_grad_);
+  depthwise_.set_compute_dtype(ctx, dtype);
+  pointwise_.set_compute_dtype(ctx, dtype);
+  bias_.set_compute_dtype(ctx, dtype);
 }
 
 }  // namespace sluice::train

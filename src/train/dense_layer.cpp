@@ -11,8 +11,8 @@ namespace sluice::train {
 Dense::Dense(Context& ctx, DenseOptions options) : options_(options) {
   detail::require_positive(options.in_features, "Dense", "in_features");
   detail::require_positive(options.out_features, "Dense", "out_features");
-  detail::make_parameter(ctx, {options.out_features, options.in_features}, weight_, weight_grad_);
-  if (options.bias) detail::make_parameter(ctx, {options.out_features}, bias_, bias_grad_);
+  weight_ = Param(ctx, {options.out_features, options.in_features}, WeightDecay::kApply);
+  if (options.bias) bias_ = Param(ctx, {options.out_features}, WeightDecay::kExempt);
 }
 
 std::string Dense::describe() const {
@@ -27,8 +27,8 @@ Shape Dense::output_shape(const Shape& input) const {
 }
 
 void Dense::initialize(Context& ctx, std::uint64_t key) {
-  he_normal(ctx, weight_, options_.in_features, key);
-  if (bias_.defined()) ops::fill(ctx, bias_, 0.0f);
+  he_normal(ctx, weight_.value, options_.in_features, key);
+  if (bias_.defined()) ops::fill(ctx, bias_.value, 0.0f);
 }
 
 Tensor Dense::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
@@ -36,32 +36,30 @@ Tensor Dense::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   const DenseShape s = DenseShape::make(x.shape(), options_.out_features);
   const DType t = x.dtype();
   Tensor y = detail::activation(ctx, s.output(), t);
-  ops::dense_forward(ctx, s, x, detail::compute_tensor(weight_, weight16_, t),
-                     detail::compute_tensor_or_null(bias_, bias16_, t), y);
+  ops::dense_forward(ctx, s, x, weight_.value_for(t), bias_.value_or_null(t), y);
   x_ = mode.training ? std::move(x) : Tensor();
   return y;
 }
 
-Tensor Dense::backward(Context& ctx, Tensor dy, bool need_dx) {
+Tensor Dense::backward(Context& ctx, Tensor dy, InputGradient input_gradient) {
   detail::require_saved(x_.defined(), "Dense");
   const DenseShape s = DenseShape::make(x_.shape(), options_.out_features);
-  Tensor dx = need_dx ? detail::activation(ctx, x_.shape(), x_.dtype()) : Tensor();
+  Tensor dx = detail::input_gradient(ctx, x_, input_gradient);
   const DType t = x_.dtype();
-  ops::dense_backward(ctx, s, x_, detail::compute_tensor(weight_, weight16_, t), dy, need_dx ? &dx : nullptr,
-                      detail::compute_tensor(weight_grad_, weight16_grad_, t),
-                      bias_.defined() ? &detail::compute_tensor(bias_grad_, bias16_grad_, t) : nullptr, grad_mode());
+  ops::dense_backward(ctx, s, x_, weight_.value_for(t), dy, detail::defined_or_null(dx), weight_.grad_for(t),
+                      bias_.grad_or_null(t), grad_mode());
   x_.reset();
   return dx;
 }
 
 void Dense::parameters(const std::string& prefix, std::vector<Parameter>& out) {
-  detail::add_parameter(out, prefix + "weight", weight_, weight_grad_, true, weight16_, weight16_grad_);
-  detail::add_parameter(out, prefix + "bias", bias_, bias_grad_, false, bias16_, bias16_grad_);
+  weight_.append_to(out, prefix + "weight");
+  bias_.append_to(out, prefix + "bias");
 }
 
 void Dense::set_compute_dtype(Context& ctx, DType dtype) {
-  detail::make_compute_copy(ctx, weight_, dtype, weight16_, weight16_grad_);
-  detail::make_compute_copy(ctx, bias_, dtype, bias16_, bias16_grad_);
+  weight_.set_compute_dtype(ctx, dtype);
+  bias_.set_compute_dtype(ctx, dtype);
 }
 
 }  // namespace sluice::train

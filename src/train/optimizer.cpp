@@ -102,7 +102,7 @@ void Sgd::step(Context& ctx, const std::vector<Parameter>& params) {
     SgdUpdate u{.learning_rate = options_.learning_rate,
                 .momentum = options_.momentum,
                 .nesterov = options_.nesterov,
-                .weight_decay = p.decay ? options_.weight_decay : 0.0f,
+                .weight_decay = p.decay == WeightDecay::kApply ? options_.weight_decay : 0.0f,
                 .first_step = steps_ == 0};
     update_parameter(ctx, p, i, [&](Tensor& w, const Tensor& g, std::vector<Tensor>& s) {
       ops::sgd_update(ctx, u, w, g, momentum ? &s[0] : nullptr);
@@ -136,7 +136,7 @@ void AdamW::step(Context& ctx, const std::vector<Parameter>& params) {
                   .beta1 = options_.beta1,
                   .beta2 = options_.beta2,
                   .epsilon = options_.epsilon,
-                  .weight_decay = p.decay ? options_.weight_decay : 0.0f,
+                  .weight_decay = p.decay == WeightDecay::kApply ? options_.weight_decay : 0.0f,
                   .step = steps_ + 1};
     update_parameter(ctx, p, i, [&](Tensor& w, const Tensor& g, std::vector<Tensor>& s) {
       ops::adamw_update(ctx, u, w, g, s[0], s[1]);

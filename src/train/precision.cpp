@@ -85,12 +85,12 @@ MixedPrecision::~MixedPrecision() {
   }
 }
 
-void MixedPrecision::begin_step(bool training) {
+void MixedPrecision::begin_step(StepKind kind) {
   if (!enabled()) return;
   for (const Parameter& p : params_) {
     if (p.compute != nullptr) ops::cast(ctx_, *p.value, *p.compute);
   }
-  if (training && scaling()) {
+  if (kind == StepKind::kTraining && scaling()) {
     for (std::size_t i = 0; i < buffers_.size(); ++i) ops::cast(ctx_, *buffers_[i].value, buffer_copies_[i]);
   }
 }

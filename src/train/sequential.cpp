@@ -7,6 +7,14 @@
 #include "sluice/core/rng.hpp"
 
 namespace sluice::train {
+namespace {
+
+// The first layer's input is the batch, whose gradient nobody uses.
+InputGradient input_gradient(std::size_t layer) {
+  return layer > 0 ? InputGradient::kCompute : InputGradient::kSkip;
+}
+
+}  // namespace
 
 Sequential::Sequential(Shape input) : input_(input) {
   if (input.rank() < 1 || input.rank() >= Shape::kMaxRank || input.elements() < 1) {
@@ -72,7 +80,7 @@ void Sequential::backward(Context& ctx, Tensor dlogits, GradMode mode) {
   Tensor g = std::move(dlogits);
   const std::size_t first_kept = segment_inputs_.size() * segment_;  // 0 without checkpoints
   for (std::size_t i = layers_.size(); i-- > first_kept;) {
-    g = layers_[i]->backward(ctx, std::move(g), i > 0);
+    g = layers_[i]->backward(ctx, std::move(g), input_gradient(i));
   }
   // The checkpointed segments, last to first: forward again from the segment's input, then back.
   ForwardMode again = checkpointed_mode_;
@@ -83,7 +91,9 @@ void Sequential::backward(Context& ctx, Tensor dlogits, GradMode mode) {
     segment_inputs_.pop_back();
     for (std::size_t i = begin; i < begin + segment_; ++i) h = layers_[i]->forward(ctx, std::move(h), again);
     h.reset();  // the segment's output: its backward needs only what the layers kept
-    for (std::size_t i = begin + segment_; i-- > begin;) g = layers_[i]->backward(ctx, std::move(g), i > 0);
+    for (std::size_t i = begin + segment_; i-- > begin;) {
+      g = layers_[i]->backward(ctx, std::move(g), input_gradient(i));
+    }
   }
   segment_ = 0;
 }

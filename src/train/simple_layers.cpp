@@ -27,10 +27,10 @@ Tensor ReLU::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   return y;
 }
 
-Tensor ReLU::backward(Context& ctx, Tensor dy, bool need_dx) {
+Tensor ReLU::backward(Context& ctx, Tensor dy, InputGradient input_gradient) {
   detail::require_saved(y_.defined(), "ReLU");
   Tensor dx;
-  if (need_dx) {
+  if (input_gradient == InputGradient::kCompute) {
     dx = writable_in_place(dy) ? dy : detail::activation(ctx, dy.shape(), dy.dtype());
     ops::relu_backward(ctx, y_, dy, dx);
   }
@@ -55,10 +55,10 @@ Tensor MaxPool2D::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   return y;
 }
 
-Tensor MaxPool2D::backward(Context& ctx, Tensor dy, bool need_dx) {
+Tensor MaxPool2D::backward(Context& ctx, Tensor dy, InputGradient input_gradient) {
   detail::require_saved(x_.defined(), "MaxPool2D");
   Tensor dx;
-  if (need_dx) {
+  if (input_gradient == InputGradient::kCompute) {
     const Pool2dShape s = Pool2dShape::make(x_.shape(), window_);
     dx = detail::activation(ctx, x_.shape(), x_.dtype());
     ops::maxpool2d_backward(ctx, s, x_, dy, dx);
@@ -81,10 +81,10 @@ Tensor GlobalAvgPool::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   return y;
 }
 
-Tensor GlobalAvgPool::backward(Context& ctx, Tensor dy, bool need_dx) {
+Tensor GlobalAvgPool::backward(Context& ctx, Tensor dy, InputGradient input_gradient) {
   detail::require_saved(input_shape_.rank() == 4, "GlobalAvgPool");
   Tensor dx;
-  if (need_dx) {
+  if (input_gradient == InputGradient::kCompute) {
     dx = detail::activation(ctx, input_shape_, dy.dtype());
     ops::global_avg_pool_backward(ctx, dy, dx);
   }
@@ -120,10 +120,10 @@ Tensor Dropout::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   return y;
 }
 
-Tensor Dropout::backward(Context& ctx, Tensor dy, bool need_dx) {
+Tensor Dropout::backward(Context& ctx, Tensor dy, InputGradient input_gradient) {
   detail::require_saved(pending_, "Dropout");
   pending_ = false;
-  if (!need_dx) return Tensor();
+  if (input_gradient == InputGradient::kSkip) return Tensor();
   if (mask_.rate == 0.0f) return dy;
   Tensor dx = writable_in_place(dy) ? dy : detail::activation(ctx, dy.shape(), dy.dtype());
   ops::dropout_backward(ctx, mask_, dy, dx);
@@ -144,12 +144,12 @@ Tensor Flatten::forward(Context& ctx, Tensor x, const ForwardMode& mode) {
   return x.reshaped(out);
 }
 
-Tensor Flatten::backward(Context& ctx, Tensor dy, bool need_dx) {
+Tensor Flatten::backward(Context& ctx, Tensor dy, InputGradient input_gradient) {
   (void)ctx;
   detail::require_saved(input_shape_.rank() >= 2, "Flatten");
   const Shape in = input_shape_;
   input_shape_ = {};
-  return need_dx ? dy.reshaped(in) : Tensor();
+  return input_gradient == InputGradient::kCompute ? dy.reshaped(in) : Tensor();
 }
 
 }  // namespace sluice::train

@@ -42,6 +42,42 @@ TEST(CliPlan, PredictsTrainsPeakDeviceBytes) {
   }
 }
 
+// A plan that does not fit is the command's failure (exit 1, not a usage error), after the
+// whole report and its JSON.
+TEST(CliPlan, APlanThatDoesNotFitExitsOneAfterItsReport) {
+  const CliRun run = run_cli({"plan", "--model", "fashion-cnn", "--batch", "256", "--threads", "1", "--memory",
+                              "grow:1MiB", "--json"});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_NE(run.out.find("DOES NOT FIT"), std::string::npos) << run.out;
+  EXPECT_NE(run.err.find("--memory grow:1MiB"), std::string::npos) << run.err;
+  const json p = json::parse(run.last_line());
+  EXPECT_EQ(p["fits"], false);
+  EXPECT_FALSE(p["failure"].is_null());
+}
+
+// --device cuda:0 is planned without a GPU (issue 17: it used to be refused): the CUDA backend's
+// workspaces plus cuBLAS's, which the CPU plan of the same flags does not have; the weights,
+// gradients and optimizer state are the same tensors either way.
+TEST(CliPlan, PlansForACudaDeviceWithoutAGpu) {
+  const std::vector<std::string> flags = {"plan", "--model", "cifar10-separable", "--batch", "32", "--threads", "1",
+                                          "--no-eval", "--epochs", "1", "--json"};
+  std::vector<std::string> cuda_flags = flags;
+  cuda_flags.insert(cuda_flags.end(), {"--device", "cuda:0"});
+  const json cpu = last_json(flags);
+  const json gpu = last_json(cuda_flags);
+  EXPECT_EQ(gpu["device"], "cuda:0");
+  EXPECT_NE(gpu["backend"].get<std::string>().find("cuda:0"), std::string::npos) << gpu["backend"];
+  EXPECT_EQ(cpu["device"], "host");
+  EXPECT_TRUE(gpu["fits"].get<bool>());
+  EXPECT_GE(gpu["by_category"]["workspace"].get<std::uint64_t>(), 4u << 20);  // cuBLAS's, at least
+  for (const char* same : {"weights", "gradients", "optimizer state"}) {
+    EXPECT_EQ(gpu["by_category"][same], cpu["by_category"][same]) << same;
+  }
+  const CliRun bad = run_cli({"plan", "--device", "gpu0"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("cpu or cuda:N"), std::string::npos) << bad.err;
+}
+
 TEST(CliPlan, BadValuesAreClearErrors) {
   const CliRun bad_memory = run_cli({"plan", "--memory", "lots"});
   EXPECT_EQ(bad_memory.exit_code, 1);
@@ -103,6 +139,22 @@ TEST(CliTrainMemory, BatchAutoFindsABatchUnderTheLimit) {
   ASSERT_TRUE(s.is_object()) << t.dump();
   EXPECT_EQ(t["batch"], s["batch"]);
   EXPECT_LE(s["trials"].size(), 6u);
+  EXPECT_LE(t["peak_device_bytes"].get<std::uint64_t>(), 9u << 20);
+}
+
+// --batch auto with --accumulate K searches the multiples of K only: every batch it finds splits
+// into K equal micro-batches (it used to start at 2 and fail for K = 3).
+TEST(CliTrainMemory, BatchAutoWithAccumulationFindsAMultipleOfIt) {
+  TempDir dir;
+  make_split_folder(dir);
+  const json t = last_json({"train", "--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "1",
+                            "--batch", "auto", "--accumulate", "3", "--memory", "grow:9MiB", "--threads", "1",
+                            "--no-eval", "--json"});
+  const json& s = t["batch_search"];
+  ASSERT_TRUE(s.is_object()) << t.dump();
+  EXPECT_EQ(t["accumulate"], 3);
+  EXPECT_EQ(t["batch"].get<int>() % 3, 0) << t["batch"];
+  for (const json& trial : s["trials"]) EXPECT_EQ(trial["batch"].get<int>() % 3, 0) << trial;
   EXPECT_LE(t["peak_device_bytes"].get<std::uint64_t>(), 9u << 20);
 }
 

@@ -1,5 +1,6 @@
 // `sluice train`: the JSON contract (accuracy, images/s, peak memory by category) on a tiny
-// generated data set for both models, the prepared-data and device errors, and usage errors.
+// generated data set for both models, pruning and optimizer offload as reported, the
+// prepared-data and device errors, and usage errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -111,6 +112,47 @@ TEST(CliTrain, MixedPrecisionReportsItsLossScaleCounters) {
                                "--threads", "1"});
   EXPECT_EQ(f32["precision"], "f32");
   EXPECT_EQ(f32["loss_scale"], 1.0);
+}
+
+TEST(CliTrain, PruningReportsItsScheduleAndSparsityAndSavesCompressedWeights) {
+  TempDir dir;
+  make_split_folder(dir, 28, 8, 4);  // 3 steps an epoch
+  const std::string packed = (dir / "pruned.bin").string();
+  const json j = train_json({"--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "6", "--batch", "8",
+                             "--threads", "1", "--prune", "0.5", "--prune-frequency", "1", "--prune-end", "3",
+                             "--save-pruned", packed});
+  expect_contract(j, 6);
+  ASSERT_TRUE(j.contains("pruning"));
+  const json& p = j["pruning"];
+  EXPECT_EQ(p["target_sparsity"], 0.5);
+  EXPECT_EQ(p["end_step"], 3);
+  EXPECT_EQ(p["frequency"], 1);
+  // The masks reached 50% at step 3 and held it: each tensor keeps round(n / 2) elements.
+  EXPECT_NEAR(p["sparsity"].get<double>(), 0.5, 1e-3);
+  EXPECT_LT(p["resident_bytes"].get<std::uint64_t>(), p["dense_bytes"].get<std::uint64_t>());
+  EXPECT_EQ(p["file_bytes"].get<std::uint64_t>(), read_bytes(packed).size());
+  ASSERT_EQ(j["per_epoch"].size(), 2u);
+  for (const json& e : j["per_epoch"]) {
+    EXPECT_TRUE(e.contains("sparsity"));
+    EXPECT_TRUE(e.contains("target_sparsity"));
+  }
+  EXPECT_LT(j["per_epoch"][0]["target_sparsity"].get<double>(), 0.5);  // the schedule's step 2
+  EXPECT_EQ(j["per_epoch"][1]["target_sparsity"], 0.5);
+}
+
+TEST(CliTrain, OffloadKeepsTheOptimizerStateInHostMemory) {
+  TempDir dir;
+  make_split_folder(dir, 28, 8, 4);
+  const json j = train_json({"--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "2", "--batch", "8",
+                             "--threads", "1", "--optimizer", "adam", "--offload", "optimizer"});
+  expect_contract(j, 2);
+  ASSERT_TRUE(j.contains("offload"));
+  EXPECT_EQ(j["offload"]["what"], "optimizer");
+  EXPECT_EQ(j["offload"]["host_memory"], "pageable");
+  // AdamW's two f32 moments per parameter live on the host; the device holds a staging buffer.
+  const auto host_state = j["offload"]["host_state_bytes"].get<std::uint64_t>();
+  EXPECT_GE(host_state, 2u * 4u * 421738u);
+  EXPECT_LT(j["peak_by_category"]["optimizer state"].get<std::uint64_t>(), host_state);
 }
 
 TEST(CliTrain, UnpreparedDatasetSaysHowToPrepareIt) {

@@ -37,7 +37,10 @@ Result run(bool offload) {
     for (float& x : v) x = 0.5f * x * x - 0.1f;
     ops::copy_from_host(ctx, v.data(), g.back());
   }
-  for (std::size_t i = 0; i < sizes.size(); ++i) params.push_back({"p" + std::to_string(i), &w[i], &g[i], i % 2 == 0});
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    params.push_back({.name = "p" + std::to_string(i), .value = &w[i], .grad = &g[i],
+                      .decay = i % 2 == 0 ? WeightDecay::kApply : WeightDecay::kExempt});
+  }
   AdamW adam({.learning_rate = 0.01f, .weight_decay = 0.1f, .offload = offload});
   for (int s = 0; s < 5; ++s) adam.step(ctx, params);
   Result r;

@@ -11,6 +11,9 @@
 //    tolerance tells an averaged gradient from a local one.
 // 2. fashion-cnn (BatchNorm and dropout), the model the example trains: after two steps the
 //    weights and BatchNorm's running statistics are identical on every rank, and they changed.
+// 3. The example's epoch loop: the library's EpochRunner over DataParallelStep, with EvenEpochs
+//    cutting each epoch to the ranks' fewest batches (rank r has 3 + r): every rank runs the same
+//    steps, each reports the union batch, and the weights end identical.
 // Exit status 0 only when every check passed on every rank.
 #include <mpi.h>
 
@@ -28,6 +31,7 @@
 #include "mpi_data_parallel.hpp"
 #include "mpi_test_models.hpp"
 #include "sluice/train/allocator.hpp"
+#include "sluice/train/epoch_runner.hpp"
 #include "sluice/train/layers.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/trainer.hpp"
@@ -132,6 +136,50 @@ void fashion_cnn_stays_identical() {
   check(max_difference(b, initial_buffers) > 1e-4, "fashion-cnn: the running statistics did not move");
 }
 
+// Batches of 4 images from make_batch, the same every epoch.
+class FixedBatches final : public st::BatchSource {
+ public:
+  FixedBatches(std::int64_t batches, const sluice::Shape& sample) : batches_(batches), sample_(sample) {
+    make_batch(batches * 4, sample.elements(), x_, y_);
+  }
+  std::int64_t batches_per_epoch() const override { return batches_; }
+  void start_epoch(std::int64_t) override { next_ = 0; }
+  const st::TrainBatch* next() override {
+    if (next_ == batches_) return nullptr;
+    const std::int64_t begin = next_++ * 4;
+    current_ = {.data = view(x_, begin, begin + 4, sample_),
+                .labels = std::span<const std::int32_t>(y_.data() + begin, 4)};
+    return &current_;
+  }
+
+ private:
+  std::int64_t batches_, next_ = 0;
+  sluice::Shape sample_;
+  std::vector<float> x_;
+  std::vector<std::int32_t> y_;
+  st::TrainBatch current_;
+};
+
+void epoch_runner_keeps_the_ranks_in_step() {
+  sluice::Allocator allocator(sluice::host(), {.name = "mpi_train_test"});
+  st::Context ctx(allocator, {.threads = 1});
+  auto model = plain_cnn(ctx);
+  st::Sgd sgd(kSgd);
+  sluice_examples::DataParallel dp(ctx, *model, sgd, MPI_COMM_WORLD);
+  const sluice::Shape sample{1, 12, 12};
+  FixedBatches own(3 + rank, sample), test(2, sample);
+  sluice_examples::EvenEpochs batches(own, MPI_COMM_WORLD);
+  sluice_examples::DataParallelStep step(ctx, *model, dp);
+  st::EpochRunner runner(step, batches, {.epochs = 2, .evaluation = &test});
+  const st::RunReport& r = runner.run();
+  check(r.steps == 6, "runner: " + std::to_string(r.steps) + " steps, expected 2 epochs of the ranks' fewest, 3");
+  check(r.images == 6 * 4 * world, "runner: " + std::to_string(r.images) + " images, expected the union batches'");
+  check(same_as_rank_zero(weights(ctx, *model)), "runner: weights differ from rank 0's");
+  for (const st::EpochReport& e : r.per_epoch) {
+    check(e.evaluation.has_value() && e.evaluation->images == 8, "runner: the evaluation did not see its 8 images");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,6 +190,7 @@ int main(int argc, char** argv) {
     check(world >= 2, "run under mpirun -np 2 (or more); world size is " + std::to_string(world));
     plain_cnn_matches_the_union_step();
     fashion_cnn_stays_identical();
+    epoch_runner_keeps_the_ranks_in_step();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: exception: %s\n", rank, e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);  // the other rank may be waiting in a collective

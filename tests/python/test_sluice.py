@@ -277,6 +277,7 @@ class PipelineApiTest(unittest.TestCase):
         resumed = sluice.Pipeline(spec)
         resumed.restore(state)
         self.assertEqual(resumed.next_epoch, 0)
+        self.assertEqual(resumed.state(), state)  # until the epoch starts: the state it restored
         rest = [bytes(np_bytes(b)) for b in resumed]
         self.assertEqual(rest, full[2:])
         with self.assertRaises(ValueError) as caught:
@@ -321,8 +322,8 @@ class LauncherRankTest(unittest.TestCase):
     """sluice.launcher_rank() reads what mpirun or srun exported (the C++ unit test covers every
     launcher); here: the binding, and a bad value raising ValueError naming the variable."""
 
-    NAMES = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "MV2_COMM_WORLD_RANK",
-             "MV2_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS")
+    NAMES = ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+             "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS")
 
     def setUp(self):
         self.saved = {name: os.environ.pop(name) for name in self.NAMES if name in os.environ}

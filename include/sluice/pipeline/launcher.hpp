@@ -1,6 +1,6 @@
 // Which slice of the data this process reads when a parallel launcher started it: the rank and
-// world size that mpirun (OpenMPI, MPICH, Intel MPI, MVAPICH) or Slurm's srun put in each
-// process's environment, read without linking MPI. Pipeline::shard_from_launcher() applies it;
+// world size that torchrun, mpirun (OpenMPI, MPICH, Intel MPI, MVAPICH) or Slurm's srun put in
+// each process's environment, read without linking MPI. Pipeline::shard_from_launcher() applies it;
 // docs/distributed.md says how to launch.
 #pragma once
 
@@ -16,8 +16,11 @@ struct LauncherRank {
   std::string source;
 };
 
-// Reads, first found wins (a launcher's own variables before the scheduler's, so mpirun inside a
-// Slurm allocation gives mpirun's ranks):
+// Reads, first found wins (the innermost launcher's variables first: torchrun started by srun or
+// mpirun gives torchrun's ranks, as torch.distributed's env:// init reads them; mpirun inside a
+// Slurm allocation gives mpirun's):
+//   RANK / WORLD_SIZE                             torchrun (torch.distributed.run); RANK without
+//                                                 WORLD_SIZE is not taken for a launcher's
 //   OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE   OpenMPI's mpirun
 //   PMI_RANK / PMI_SIZE                           MPICH and Intel MPI (Hydra), srun --mpi=pmi2
 //   MV2_COMM_WORLD_RANK / MV2_COMM_WORLD_SIZE     MVAPICH's mpirun_rsh

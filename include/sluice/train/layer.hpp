@@ -17,12 +17,18 @@
 
 namespace sluice::train {
 
-// A trainable tensor and its gradient, as optimizers and checkpoints see it.
+// Whether the optimizer's weight decay applies to a parameter: to weights, never to biases nor
+// to BatchNorm's gamma and beta (decaying an offset or a scale only pulls the model off its
+// normalisation, the exemption PyTorch's and TF's recipes make).
+enum class WeightDecay : std::uint8_t { kApply, kExempt };
+
+// A trainable tensor and its gradient, as optimizers and checkpoints see it: a view of a Param
+// (below) under the name its model gives it.
 struct Parameter {
   std::string name;         // "3.weight": the layer's index in the model, then the tensor's role
   Tensor* value = nullptr;  // category weights, f32
   Tensor* grad = nullptr;   // category gradients, value's shape; written by backward
-  bool decay = true;        // weight decay applies (false for biases and BatchNorm's gamma, beta)
+  WeightDecay decay = WeightDecay::kApply;
   // Mixed precision (sluice/train/precision.hpp): the 16-bit copy of value that the ops compute
   // with (category weights) and its 16-bit gradient (category gradients), written by backward in
   // place of grad; null where the layer computes on value itself (f32, and BatchNorm's gamma and
@@ -31,11 +37,46 @@ struct Parameter {
   Tensor* compute_grad = nullptr;
 };
 
+// A parameter as its layer holds it: the f32 value and gradient, the 16-bit copies mixed
+// precision computes with, and whether weight decay applies. Default-constructed it is
+// undefined: an optional parameter that is switched off (a bias a BatchNorm makes redundant).
+struct Param {
+  Tensor value;         // f32, category weights
+  Tensor grad;          // f32, category gradients
+  Tensor value16;       // mixed precision: value in the compute dtype (category weights)
+  Tensor grad16;        // and its gradient (category gradients); both undefined in f32
+  WeightDecay decay = WeightDecay::kApply;
+
+  Param() = default;
+  // Value and gradient of `shape`, f32 and zero: the gradient of a layer whose backward never
+  // ran is zero rather than garbage, so an optimizer step is harmless.
+  Param(Context& ctx, const Shape& shape, WeightDecay decay);
+
+  bool defined() const { return value.defined(); }
+
+  // The tensors a call on activations of `dtype` computes with: the 16-bit copy when it is of
+  // that dtype, else the f32 master.
+  Tensor& value_for(DType dtype) { return value16.defined() && value16.dtype() == dtype ? value16 : value; }
+  Tensor& grad_for(DType dtype) { return grad16.defined() && grad16.dtype() == dtype ? grad16 : grad; }
+  // The same for an optional parameter: null when it is undefined.
+  Tensor* value_or_null(DType dtype) { return defined() ? &value_for(dtype) : nullptr; }
+  Tensor* grad_or_null(DType dtype) { return defined() ? &grad_for(dtype) : nullptr; }
+
+  // Mixed precision: 16-bit copies of `dtype` (f16, bf16) for a defined parameter; kF32 drops
+  // them. Who casts value into value16, and grad16 back, is the caller's (MixedPrecision).
+  void set_compute_dtype(Context& ctx, DType dtype);
+  // Appends the view of this parameter named `name` to `out`; nothing when it is undefined.
+  void append_to(std::vector<Parameter>& out, std::string name);
+};
+
 // A tensor that is saved with the weights but not trained (BatchNorm's running statistics).
 struct Buffer {
   std::string name;
   Tensor* value = nullptr;
 };
+
+// Whether backward computes the gradient with respect to the layer's input.
+enum class InputGradient : std::uint8_t { kCompute, kSkip };
 
 struct ForwardMode {
   bool training = false;    // batch statistics, dropout on, keep what backward needs
@@ -67,11 +108,11 @@ class Layer {
   // does), a ReLU or Dropout writes y over it; a caller that keeps its copy keeps its values.
   virtual Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) = 0;
   // From dy, the gradient of the loss with respect to the last training forward's output: writes
-  // the parameter gradients and returns dx (an undefined tensor when `need_dx` is false: the
-  // model's first layer). Releases what forward kept. dy may be consumed (a ReLU writes dx over
-  // it when no one else holds it). Throws sluice::Error(kInvalidArgument) without a training
-  // forward before it.
-  virtual Tensor backward(Context& ctx, Tensor dy, bool need_dx) = 0;
+  // the parameter gradients and returns dx, or an undefined tensor for InputGradient::kSkip (the
+  // model's first layer, whose input is the batch). Releases what forward kept. dy may be
+  // consumed (a ReLU writes dx over it when no one else holds it). Throws
+  // sluice::Error(kInvalidArgument) without a training forward before it.
+  virtual Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) = 0;
 
   // Appends this layer's parameters and buffers, names prefixed with `prefix` ("3.").
   virtual void parameters(const std::string& prefix, std::vector<Parameter>& out) {

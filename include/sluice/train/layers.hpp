@@ -32,17 +32,16 @@ class Conv2D : public Layer {
   Shape output_shape(const Shape& input) const override;
   void initialize(Context& ctx, std::uint64_t key) override;
   Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) override;
-  Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
+  Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) override;
   void parameters(const std::string& prefix, std::vector<Parameter>& out) override;
   void release_saved() override { x_.reset(); }
   void set_compute_dtype(Context& ctx, DType dtype) override;
 
  private:
   Conv2DOptions options_;
-  Tensor weight_, weight_grad_;  // (K, C, kh, kw)
-  Tensor bias_, bias_grad_;      // (K), when options_.bias
-  Tensor weight16_, weight16_grad_, bias16_, bias16_grad_;  // mixed precision: 16-bit copies
-  Tensor x_;                     // (N, C, H, W): the input, kept for backward
+  Param weight_;  // (K, C, kh, kw)
+  Param bias_;    // (K), when options_.bias
+  Tensor x_;      // (N, C, H, W): the input, kept for backward
 };
 
 struct DepthwiseConv2DOptions {
@@ -58,17 +57,16 @@ class DepthwiseConv2D : public Layer {
   Shape output_shape(const Shape& input) const override;
   void initialize(Context& ctx, std::uint64_t key) override;
   Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) override;
-  Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
+  Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) override;
   void parameters(const std::string& prefix, std::vector<Parameter>& out) override;
   void release_saved() override { x_.reset(); }
   void set_compute_dtype(Context& ctx, DType dtype) override;
 
  private:
   DepthwiseConv2DOptions options_;
-  Tensor weight_, weight_grad_;  // (C, 1, kh, kw)
-  Tensor bias_, bias_grad_;      // (C)
-  Tensor weight16_, weight16_grad_, bias16_, bias16_grad_;  // mixed precision: 16-bit copies
-  Tensor x_;                     // (N, C, H, W)
+  Param weight_;  // (C, 1, kh, kw)
+  Param bias_;    // (C), when options_.bias
+  Tensor x_;      // (N, C, H, W)
 };
 
 // A depthwise convolution then a 1x1 pointwise one, fused by the op: the depthwise result never
@@ -87,19 +85,17 @@ class SeparableConv2D : public Layer {
   Shape output_shape(const Shape& input) const override;
   void initialize(Context& ctx, std::uint64_t key) override;
   Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) override;
-  Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
+  Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) override;
   void parameters(const std::string& prefix, std::vector<Parameter>& out) override;
   void release_saved() override { x_.reset(); }
   void set_compute_dtype(Context& ctx, DType dtype) override;
 
  private:
   SeparableConv2DOptions options_;
-  Tensor depthwise_, depthwise_grad_;  // (C, 1, kh, kw)
-  Tensor pointwise_, pointwise_grad_;  // (K, C, 1, 1)
-  Tensor bias_, bias_grad_;            // (K)
-  Tensor depthwise16_, depthwise16_grad_, pointwise16_, pointwise16_grad_;  // mixed precision
-  Tensor bias16_, bias16_grad_;
-  Tensor x_;                           // (N, C, H, W)
+  Param depthwise_;  // (C, 1, kh, kw)
+  Param pointwise_;  // (K, C, 1, 1)
+  Param bias_;       // (K), when options_.bias
+  Tensor x_;         // (N, C, H, W)
 };
 
 struct DenseOptions {
@@ -115,17 +111,16 @@ class Dense : public Layer {
   Shape output_shape(const Shape& input) const override;
   void initialize(Context& ctx, std::uint64_t key) override;
   Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) override;
-  Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
+  Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) override;
   void parameters(const std::string& prefix, std::vector<Parameter>& out) override;
   void release_saved() override { x_.reset(); }
   void set_compute_dtype(Context& ctx, DType dtype) override;
 
  private:
   DenseOptions options_;
-  Tensor weight_, weight_grad_;  // (out, in)
-  Tensor bias_, bias_grad_;      // (out)
-  Tensor weight16_, weight16_grad_, bias16_, bias16_grad_;  // mixed precision: 16-bit copies
-  Tensor x_;                     // (N, in)
+  Param weight_;  // (out, in)
+  Param bias_;    // (out), when options_.bias
+  Tensor x_;      // (N, in)
 };
 
 struct BatchNormOptions {
@@ -142,14 +137,14 @@ class BatchNorm : public Layer {
   Shape output_shape(const Shape& input) const override;
   void initialize(Context& ctx, std::uint64_t key) override;
   Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) override;
-  Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
+  Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) override;
   void parameters(const std::string& prefix, std::vector<Parameter>& out) override;
   void buffers(const std::string& prefix, std::vector<Buffer>& out) override;
   void release_saved() override;
 
  private:
   BatchNormOptions options_;
-  Tensor gamma_, gamma_grad_, beta_, beta_grad_;  // (C) f32
+  Param gamma_, beta_;                            // (C) f32, no 16-bit copies
   Tensor running_mean_, running_var_;             // (C) f32, category weights
   Tensor x_, saved_mean_, saved_invstd_;          // the input and the batch statistics
 };
@@ -162,7 +157,7 @@ class ReLU : public Layer {
   std::string describe() const override { return "ReLU"; }
   Shape output_shape(const Shape& input) const override { return input; }
   Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) override;
-  Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
+  Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) override;
   void release_saved() override { y_.reset(); }
 
  private:
@@ -175,7 +170,7 @@ class MaxPool2D : public Layer {
   std::string describe() const override;
   Shape output_shape(const Shape& input) const override;
   Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) override;
-  Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
+  Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) override;
   void release_saved() override { x_.reset(); }
 
  private:
@@ -189,7 +184,7 @@ class GlobalAvgPool : public Layer {
   std::string describe() const override { return "GlobalAvgPool"; }
   Shape output_shape(const Shape& input) const override;
   Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) override;
-  Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
+  Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) override;
   void release_saved() override { input_shape_ = {}; }
 
  private:
@@ -206,7 +201,7 @@ class Dropout : public Layer {
   Shape output_shape(const Shape& input) const override { return input; }
   void initialize(Context& ctx, std::uint64_t key) override;
   Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) override;
-  Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
+  Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) override;
   void release_saved() override { pending_ = false; }
 
  private:
@@ -220,7 +215,7 @@ class Flatten : public Layer {
   std::string describe() const override { return "Flatten"; }
   Shape output_shape(const Shape& input) const override;
   Tensor forward(Context& ctx, Tensor x, const ForwardMode& mode) override;
-  Tensor backward(Context& ctx, Tensor dy, bool need_dx) override;
+  Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) override;
   void release_saved() override { input_shape_ = {}; }
 
  private:

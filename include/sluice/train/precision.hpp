@@ -82,6 +82,10 @@ struct PrecisionStats {
   std::int64_t growth_events = 0;
 };
 
+// What a pass over a batch does: a training step (forward, backward, update) or an evaluation
+// (an inference forward only).
+enum class StepKind : std::uint8_t { kTraining, kEvaluation };
+
 class MixedPrecision {
  public:
   // Gives every layer of `model` its 16-bit weight copies (none for Precision::kF32, where every
@@ -97,9 +101,9 @@ class MixedPrecision {
   bool scaling() const { return precision_ == Precision::kMixedF16; }
 
   // Before a step's forwards (all its micro-batches) or an evaluation's: casts the master weights
-  // into their 16-bit copies. With `training` (f16), also copies the model's buffers (BatchNorm's
-  // running statistics) so a skipped step can put them back.
-  void begin_step(bool training);
+  // into their 16-bit copies. For a training step (f16), also copies the model's buffers
+  // (BatchNorm's running statistics) so a skipped step can put them back.
+  void begin_step(StepKind kind);
   // x (an f32 batch) cast to the compute dtype, a new activation; x itself in f32.
   Tensor cast_input(const Tensor& x);
   // The logits as f32 for the loss (a new activation; the 16-bit one is left to the caller).

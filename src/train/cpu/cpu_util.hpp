@@ -42,7 +42,8 @@ struct BF16 {
 // f16 <-> f32 without branches, so the 16-bit loops vectorise (F. Giesen's half_to_float_fast5 and
 // float_to_half_fast3_rtne): bit for bit sluice::f16_to_float and float_to_f16 (round to nearest
 // even, subnormals, infinities and NaN payloads; checked over every f16 and every f32 input).
-// The reference versions branch per element, and made a 16-bit training step ~3.5x an f32 one.
+// The reference versions branch per element, which kept every 16-bit loop of the backend scalar
+// (docs/performance.md, "Figures behind choices in the code", has what that cost a step).
 inline float f16_bits_to_float(std::uint16_t h) {
   constexpr std::uint32_t shifted_exp = 0x7c00u << 13;
   std::uint32_t o = (static_cast<std::uint32_t>(h) & 0x7fffu) << 13;

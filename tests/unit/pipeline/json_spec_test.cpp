@@ -189,8 +189,8 @@ std::string with_stages(const std::string& stages, const std::string& build = "{
 
 TEST(JsonSpec, ShardFromTheLauncher) {
   // The launcher's variables for this test only (the suite itself may run under mpirun or srun).
-  const char* const names[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-                               "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "SLURM_PROCID",
+  const char* const names[] = {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                               "PMI_RANK", "PMI_SIZE", "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "SLURM_PROCID",
                                "SLURM_STEP_NUM_TASKS"};
   std::vector<std::pair<std::string, std::optional<std::string>>> saved;
   for (const char* name : names) {

@@ -1,6 +1,6 @@
 // launcher_rank() and Pipeline::shard_from_launcher(): the rank and world size read from what
-// mpirun (OpenMPI, MPICH/Hydra, MVAPICH) and srun export, their precedence, the Slurm batch
-// script that is not a rank, malformed values, and that the shard taken from the environment
+// torchrun, mpirun (OpenMPI, MPICH/Hydra, MVAPICH) and srun export, their precedence, the Slurm
+// batch script that is not a rank, a lone RANK that is not torchrun's, malformed values, and that the shard taken from the environment
 // delivers the same disjoint slices as shard(rank, world).
 #include <gtest/gtest.h>
 
@@ -21,6 +21,7 @@ namespace sluice {
 namespace {
 
 constexpr const char* kVariables[] = {
+    "RANK",                 "WORLD_SIZE",
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",     "PMI_SIZE",
     "MV2_COMM_WORLD_RANK",  "MV2_COMM_WORLD_SIZE",  "SLURM_PROCID", "SLURM_STEP_NUM_TASKS",
     "SLURM_NTASKS"};
@@ -123,6 +124,48 @@ TEST_F(LauncherEnv, MpirunInsideASlurmAllocationUsesMpirunsRanks) {
   const LauncherRank r = launcher_rank();
   EXPECT_EQ(r.rank, 1);
   EXPECT_EQ(r.world, 2);
+}
+
+TEST_F(LauncherEnv, Torchrun) {
+  set("RANK", "5");
+  set("WORLD_SIZE", "8");
+  const LauncherRank r = launcher_rank();
+  EXPECT_EQ(r.rank, 5);
+  EXPECT_EQ(r.world, 8);
+  EXPECT_EQ(r.source, "RANK/WORLD_SIZE");
+}
+
+TEST_F(LauncherEnv, TorchrunStartedBySrunUsesTorchrunsRanks) {
+  // One torchrun per node under srun: SLURM_PROCID is the node's index, RANK the process's.
+  set("SLURM_PROCID", "1");
+  set("SLURM_STEP_NUM_TASKS", "2");
+  set("RANK", "6");
+  set("WORLD_SIZE", "8");
+  const LauncherRank r = launcher_rank();
+  EXPECT_EQ(r.rank, 6);
+  EXPECT_EQ(r.world, 8);
+}
+
+TEST_F(LauncherEnv, RankAloneIsNotALauncher) {
+  // RANK is a common name; torchrun always sets WORLD_SIZE with it.
+  set("RANK", "3");
+  LauncherRank r = launcher_rank();
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.world, 1);
+  EXPECT_EQ(r.source, "");
+  set("OMPI_COMM_WORLD_RANK", "1");
+  set("OMPI_COMM_WORLD_SIZE", "2");
+  r = launcher_rank();
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.source, "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE");
+}
+
+TEST_F(LauncherEnv, TorchrunMalformedWorldSizeNamesTheVariable) {
+  set("RANK", "0");
+  set("WORLD_SIZE", "many");
+  const std::string message = invalid_message();
+  EXPECT_NE(message.find("WORLD_SIZE"), std::string::npos) << message;
+  EXPECT_NE(message.find("\"many\""), std::string::npos) << message;
 }
 
 TEST_F(LauncherEnv, RankWithoutSizeNamesBothVariables) {

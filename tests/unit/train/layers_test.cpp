@@ -58,9 +58,53 @@ TEST(Layers, BackwardWithoutTrainingForwardThrows) {
   Conv2D conv(ctx, {.in_channels = 1, .out_channels = 2});
   Tensor x = from_values(ctx, {1, 1, 4, 4}, random_values(16, 1));
   Tensor y = conv.forward(ctx, x, {.training = false});
-  EXPECT_THROW((void)conv.backward(ctx, y, true), Error);
+  EXPECT_THROW((void)conv.backward(ctx, y, InputGradient::kCompute), Error);
   ReLU relu;
-  EXPECT_THROW((void)relu.backward(ctx, y, true), Error);
+  EXPECT_THROW((void)relu.backward(ctx, y, InputGradient::kCompute), Error);
+}
+
+// InputGradient::kSkip (a model's first layer) leaves dx out and nothing else: every weighted
+// layer and every parameterless one writes the same parameter gradients either way.
+TEST(Layers, SkippingTheInputGradientChangesOnlyDx) {
+  HostRig rig;
+  Context& ctx = rig.ctx;
+  auto check = [&](Layer& layer, const Shape& in, const char* what) {
+    layer.initialize(ctx, 5);
+    const std::vector<float> x_values = random_values(in.elements(), 11);
+    std::vector<std::vector<float>> grads[2];
+    for (const InputGradient wanted : {InputGradient::kCompute, InputGradient::kSkip}) {
+      Tensor y = layer.forward(ctx, from_values(ctx, in, x_values), {.training = true});
+      const Tensor dx = layer.backward(ctx, from_values(ctx, y.shape(), random_values(y.elements(), 12)), wanted);
+      EXPECT_EQ(dx.defined(), wanted == InputGradient::kCompute) << what;
+      if (dx.defined()) {
+        EXPECT_EQ(dx.shape(), in) << what;
+      }
+      std::vector<Parameter> params;
+      layer.parameters("", params);
+      for (const Parameter& p : params) grads[wanted == InputGradient::kSkip].push_back(values_of(ctx, *p.grad));
+    }
+    EXPECT_EQ(grads[0], grads[1]) << what;
+  };
+  Conv2D conv(ctx, {.in_channels = 2, .out_channels = 3, .bias = true});
+  check(conv, {2, 2, 5, 5}, "Conv2D");
+  DepthwiseConv2D dw(ctx, {.channels = 2, .bias = true});
+  check(dw, {2, 2, 5, 5}, "DepthwiseConv2D");
+  SeparableConv2D sep(ctx, {.in_channels = 2, .out_channels = 3, .bias = true});
+  check(sep, {2, 2, 5, 5}, "SeparableConv2D");
+  Dense dense(ctx, {.in_features = 6, .out_features = 4});
+  check(dense, {3, 6}, "Dense");
+  BatchNorm bn(ctx, {.channels = 2});
+  check(bn, {4, 2, 3, 3}, "BatchNorm");
+  ReLU relu;
+  check(relu, {2, 8}, "ReLU");
+  MaxPool2D pool;
+  check(pool, {1, 2, 4, 4}, "MaxPool2D");
+  GlobalAvgPool gap;
+  check(gap, {2, 2, 3, 3}, "GlobalAvgPool");
+  Dropout drop(0.5f, 3);
+  check(drop, {2, 10}, "Dropout");
+  Flatten flatten;
+  check(flatten, {2, 2, 3}, "Flatten");
 }
 
 TEST(Layers, InferenceKeepsNothingTrainingKeepsTheInput) {
@@ -120,7 +164,7 @@ TEST(Layers, ReluBackwardMasksBySign) {
   ReLU relu;
   Tensor x = from_values(ctx, {1, 4}, {-1, 2, -3, 4});
   Tensor y = relu.forward(ctx, x, {.training = true});
-  Tensor dx = relu.backward(ctx, from_values(ctx, {1, 4}, {10, 20, 30, 40}), true);
+  Tensor dx = relu.backward(ctx, from_values(ctx, {1, 4}, {10, 20, 30, 40}), InputGradient::kCompute);
   EXPECT_EQ(values_of(ctx, dx), (std::vector<float>{0, 20, 0, 40}));
 }
 
@@ -142,7 +186,7 @@ TEST(Layers, DropoutIsIdentityInInferenceAndScalesInTraining) {
   EXPECT_LT(zeros, 600);
   // Backward applies the same mask (recomputed from key and step).
   const std::vector<float> kept = values_of(ctx, yt);
-  Tensor dx = drop.backward(ctx, from_values(ctx, {10, 100}, ones), true);
+  Tensor dx = drop.backward(ctx, from_values(ctx, {10, 100}, ones), InputGradient::kCompute);
   EXPECT_EQ(values_of(ctx, dx), kept);
 }
 
@@ -154,7 +198,7 @@ TEST(Layers, FlattenSharesStorageAndRestoresTheShape) {
   Tensor y = flatten.forward(ctx, x, {.training = true});
   EXPECT_EQ(y.shape(), (Shape{2, 12}));
   EXPECT_EQ(y.data(), x.data());
-  Tensor dx = flatten.backward(ctx, y, true);
+  Tensor dx = flatten.backward(ctx, y, InputGradient::kCompute);
   EXPECT_EQ(dx.shape(), x.shape());
 }
 
@@ -190,7 +234,8 @@ TEST(Layers, ParametersAndGradientsAreCategorised) {
   EXPECT_EQ(params[0].name, "2.depthwise");
   EXPECT_EQ(params[1].name, "2.pointwise");
   EXPECT_EQ(params[2].name, "2.bias");
-  EXPECT_FALSE(params[2].decay);
+  EXPECT_EQ(params[0].decay, WeightDecay::kApply);
+  EXPECT_EQ(params[2].decay, WeightDecay::kExempt);
   for (const Parameter& p : params) {
     EXPECT_EQ(p.value->category(), TensorCategory::kWeights);
     EXPECT_EQ(p.grad->category(), TensorCategory::kGradients);

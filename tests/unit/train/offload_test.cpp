@@ -111,7 +111,10 @@ std::vector<std::vector<float>> raw_steps(bool adam, bool offload, std::uint64_t
     g.push_back(test::from_values(rig.ctx, {sizes[i]}, test::random_values(sizes[i], 20 + i), TensorCategory::kGradients));
   }
   std::vector<Parameter> params;
-  for (std::size_t i = 0; i < sizes.size(); ++i) params.push_back({"p" + std::to_string(i), &w[i], &g[i], i % 2 == 0});
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    params.push_back({.name = "p" + std::to_string(i), .value = &w[i], .grad = &g[i],
+                      .decay = i % 2 == 0 ? WeightDecay::kApply : WeightDecay::kExempt});
+  }
   std::unique_ptr<Optimizer> opt;
   if (adam) {
     opt = std::make_unique<AdamW>(AdamWOptions{.learning_rate = 0.01f, .weight_decay = 0.1f, .offload = offload});

@@ -21,7 +21,10 @@ struct TwoParams {
         gw(from_values(ctx, {2}, {0.5f, 0.25f}, TensorCategory::kGradients)),
         b(from_values(ctx, {1}, {3.0f}, TensorCategory::kWeights)),
         gb(from_values(ctx, {1}, {-1.0f}, TensorCategory::kGradients)) {}
-  std::vector<Parameter> list() { return {{"w", &w, &gw, true}, {"b", &b, &gb, false}}; }
+  std::vector<Parameter> list() {
+    return {{.name = "w", .value = &w, .grad = &gw, .decay = WeightDecay::kApply},
+            {.name = "b", .value = &b, .grad = &gb, .decay = WeightDecay::kExempt}};
+  }
   Tensor w, gw, b, gb;
 };
 

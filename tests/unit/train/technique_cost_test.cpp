@@ -37,9 +37,9 @@ class CountingLayer : public Layer {
     if (mode.training) ++*training_forwards_;
     return inner_->forward(ctx, std::move(x), mode);
   }
-  Tensor backward(Context& ctx, Tensor dy, bool need_dx) override {
+  Tensor backward(Context& ctx, Tensor dy, InputGradient input_gradient) override {
     inner_->set_grad_mode(grad_mode());
-    return inner_->backward(ctx, std::move(dy), need_dx);
+    return inner_->backward(ctx, std::move(dy), input_gradient);
   }
   void parameters(const std::string& prefix, std::vector<Parameter>& out) override { inner_->parameters(prefix, out); }
   void buffers(const std::string& prefix, std::vector<Buffer>& out) override { inner_->buffers(prefix, out); }
