@@ -1,10 +1,11 @@
 // `sluice train`: trains one of the training core's models (sluice/train/models.hpp) on an image
-// folder with train/ and test/ splits, fed by two sluice pipelines. The loop is the library's
-// epoch runner (sluice/train/epoch_runner.hpp), taking the loaders' batches through
-// sluice/loader_batches.hpp: it only pulls the next batch, while the loader decodes, augments and
-// batches ahead on its own threads, and the time it waits for one is reported. This file reads
-// the flags, runs the --batch/--accumulate auto search, builds the pipelines, the model and the
-// runner with its hooks, and finishes (saved weights, pruning, profile); train_report.cpp prints.
+// folder with train/ and test/ splits (or tar shards of each), fed by two sluice pipelines. The
+// loop is the library's epoch runner (sluice/train/epoch_runner.hpp), taking the loaders' batches
+// through sluice/loader_batches.hpp: it only pulls the next batch, while the loader decodes,
+// augments and batches ahead on its own threads, and the time it waits for one is reported. This
+// file reads the flags, runs the --batch/--accumulate auto search, builds the pipelines, the model
+// and the runner with its hooks, and finishes (saved weights, pruning, profile); train_report.cpp
+// prints.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -60,6 +61,27 @@ fs::path data_dir(const TrainOptions& o) {
   return dir;
 }
 
+// Where the splits come from: train/ and test/ of --data (or of the prepared --dataset), or
+// --shards and --test-shards.
+struct Splits {
+  spec::Source train;
+  spec::Source test;
+  std::string where;  // for messages and --json's "data"
+};
+
+Splits data_splits(const TrainOptions& o) {
+  if (o.shards.empty()) {
+    const fs::path dir = data_dir(o);
+    return {spec::Folder{(dir / "train").string()}, spec::Folder{(dir / "test").string()}, dir.string()};
+  }
+  if (o.test_shards.empty() && !o.no_eval) {
+    throw Error(ErrorCode::kInvalidArgument, "--shards gives the training split: add --test-shards PATTERN for the "
+                                             "evaluation, or --no-eval");
+  }
+  // Without evaluation the test loader is built but never read: the training shards serve.
+  return {spec::Shards{{o.shards}}, spec::Shards{{o.test_shards.empty() ? o.shards : o.test_shards}}, o.shards};
+}
+
 // What a pipeline feeds: training steps (shuffled, augmented, full batches) or the evaluation.
 enum class PipelineUse { kTraining, kEvaluation };
 
@@ -67,11 +89,11 @@ enum class PipelineUse { kTraining, kEvaluation };
 // CIFAR's augmentation (random crop with padding 4, horizontal flip) for the RGB model's training.
 // For a CUDA device the batches go there through the loader's pinned transfer ring, handed over
 // to `stream` (the training context's) with an event: no pageable copy, no host wait per step.
-Pipeline make_pipeline(const fs::path& dir, const train::ModelInfo& model, PipelineUse use, std::int64_t batch,
+Pipeline make_pipeline(const spec::Source& source, const train::ModelInfo& model, PipelineUse use, std::int64_t batch,
                        std::uint64_t seed, DeviceId device, void* stream) {
   const bool grey = model.channels == 1;
   const bool training = use == PipelineUse::kTraining;
-  Pipeline p = Pipeline::from_folder(dir.string());
+  Pipeline p(PipelineSpec{.source = source});
   if (training) p.shuffle_files(seed);
   p.read().decode_jpeg({.color = grey ? Color::kGrey : Color::kRGB});
   if (training && !grey) p.random_crop(model.width, model.height, {.padding = 4}).flip_horizontal(0.5);
@@ -107,14 +129,14 @@ enum class AutoSize { kNone, kBatch, kAccumulate };
 // and --accumulate (a size left to the search stays 0 for --batch, 1 for --accumulate).
 struct CheckedFlags {
   DeviceId device;
-  fs::path data;
+  Splits data;
   AllocatorOptions memory;
   AutoSize auto_size = AutoSize::kNone;
   train::CheckpointPolicy checkpoint;
 };
 
 CheckedFlags check_flags(TrainOptions& o) {
-  CheckedFlags f{.device = parse_device(o.device), .data = data_dir(o)};
+  CheckedFlags f{.device = parse_device(o.device), .data = data_splits(o)};
   if (o.model.empty()) o.model = o.dataset == "fashion-mnist" ? "fashion-cnn" : "cifar10-separable";
   o.model = train::model_info(o.model).name;
   if (o.epochs == 0) o.epochs = o.model == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
@@ -274,16 +296,16 @@ void run_train(TrainOptions o) {
   if (!o.profile.empty()) profiler.emplace(*allocator);
 
   const train::ModelInfo& info = train::model_info(o.model);
-  Loader train_loader = make_pipeline(flags.data / "train", info, PipelineUse::kTraining, o.batch, o.seed,
+  Loader train_loader = make_pipeline(flags.data.train, info, PipelineUse::kTraining, o.batch, o.seed,
                                       flags.device, ctx->native_stream())
                             .build({.threads = o.loader_threads, .seed = o.seed});
-  Loader test_loader = make_pipeline(flags.data / "test", info, PipelineUse::kEvaluation, kEvalBatch, o.seed, flags.device,
+  Loader test_loader = make_pipeline(flags.data.test, info, PipelineUse::kEvaluation, kEvalBatch, o.seed, flags.device,
                                       ctx->native_stream())
                            .build({.threads = o.loader_threads, .seed = o.seed});
   const std::int64_t per_epoch = train_loader.batches_per_epoch();
   if (per_epoch < 1) {
     throw Error(ErrorCode::kInvalidArgument, "the training split has fewer images than one batch of " +
-                                                 std::to_string(o.batch), (flags.data / "train").string());
+                                                 std::to_string(o.batch), flags.data.where);
   }
   const std::int64_t total_steps = o.steps > 0 ? o.steps : per_epoch * o.epochs;
 
@@ -292,8 +314,8 @@ void run_train(TrainOptions o) {
   std::optional<train::MagnitudePruner> pruner;
   if (o.prune > 0) pruner.emplace(setup.model->parameters(), prune_schedule(o, total_steps));
   train::Trainer trainer(*ctx, *setup.model, *setup.optimizer, setup.trainer);
-  const TrainRun run{.options = o, .model = info, .data = flags.data, .device = flags.device, .memory = flags.memory,
-                     .checkpoint = flags.checkpoint, .ctx = *ctx, .setup = setup, .trainer = trainer,
+  const TrainRun run{.options = o, .model = info, .data = flags.data.where, .device = flags.device,
+                     .memory = flags.memory, .checkpoint = flags.checkpoint, .ctx = *ctx, .setup = setup, .trainer = trainer,
                      .pruner = pruner ? &*pruner : nullptr, .steps = total_steps,
                      .epochs = (total_steps + per_epoch - 1) / per_epoch, .steps_per_epoch = per_epoch};
   print_run_plan(run);
@@ -336,6 +358,9 @@ void add_train_command(CLI::App& app) {
                       ->check(CLI::IsMember({"fashion-mnist"}));
   auto* data = cmd->add_option("--data", o->data, "A folder with train/ and test/ image folders")->check(CLI::ExistingDirectory);
   dataset->excludes(data);
+  auto* shards = cmd->add_option("--shards", o->shards, "Tar shards of the training split (a pattern: brace ranges, globs)");
+  shards->excludes(dataset)->excludes(data);
+  cmd->add_option("--test-shards", o->test_shards, "Tar shards of the test split (with --shards)")->needs(shards);
   cmd->add_option("--data-root", o->data_root, "Where `sluice prepare` wrote --dataset")->capture_default_str();
   add_model_options(cmd, *o);
   auto* epochs = cmd->add_option("--epochs", o->epochs, "Epochs (default: 3 for fashion-cnn, 15 for cifar10-separable)")
@@ -358,8 +383,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--prune-frequency", o->prune_frequency, "Recompute the masks every N steps (default 100)")
       ->check(CLI::PositiveNumber)->needs(prune);
   cmd->add_option("--save-pruned", o->save_pruned, "Write the weights compressed (bitmap + nonzero values) here");
-  cmd->callback([o, dataset, data] {
-    if (dataset->count() == 0 && data->count() == 0) throw CLI::RequiredError("--dataset or --data");
+  cmd->callback([o, dataset, data, shards] {
+    if (dataset->count() + data->count() + shards->count() == 0) throw CLI::RequiredError("--dataset, --data or --shards");
     run_train(*o);
   });
 }

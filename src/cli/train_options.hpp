@@ -20,6 +20,8 @@ struct TrainOptions {
   std::string dataset;                 // "fashion-mnist" or empty
   std::string data_root = "data";      // where `sluice prepare` put it
   std::string data;                    // a folder with train/ and test/
+  std::string shards;                  // or tar shards: the training split (a pattern)...
+  std::string test_shards;             // ...and the test split
   std::string model;                   // default: by dataset
   int epochs = 0;                      // 0: the model's default
   std::int64_t steps = 0;              // > 0: stop after this many steps

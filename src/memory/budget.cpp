@@ -17,6 +17,7 @@ std::string_view to_string(MemoryUse use) {
     case MemoryUse::kCache: return "cache";
     case MemoryUse::kBatches: return "batches";
     case MemoryUse::kPinned: return "pinned";
+    case MemoryUse::kItems: return "items";
     case MemoryUse::kCount: break;
   }
   return "?";

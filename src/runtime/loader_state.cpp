@@ -30,11 +30,7 @@ std::uint64_t check_of(const SavedState& s) {
 }  // namespace
 
 std::uint64_t LoaderState::fingerprint() const {
-  std::uint64_t h = derive_key(plan_.dataset.items.size(), 0x7374617465);
-  for (const Item& item : plan_.dataset.items) {
-    for (const char c : item.path) h = h * 1099511628211ull ^ static_cast<unsigned char>(c);
-    h = derive_key(h, static_cast<std::uint64_t>(item.label));
-  }
+  std::uint64_t h = plan_.dataset.items.fingerprint();  // of every item's path and label
   const auto mix = [&h](std::uint64_t v) { h = derive_key(h, v); };
   mix(static_cast<std::uint64_t>(plan_.batch_size));
   mix(plan_.drop_last ? 1 : 0);

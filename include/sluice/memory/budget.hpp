@@ -26,6 +26,7 @@ enum class MemoryUse : std::uint8_t {
   kCache,          // the memory cache
   kBatches,        // the batch ring (filling, ready and held batches)
   kPinned,         // page-locked batch slots for the device
+  kItems,          // the item table: the data set's names, labels and tar member offsets
   kCount,
 };
 
