@@ -312,6 +312,7 @@ json bench_json(const BenchOptions& o, const Stats& stats, const EpochsRun& run,
       {"size", o.size},
       {"out", o.out},
       {"skipped", stats.skipped},
+      {"skip_events", stats.skip_events},
       {"skipped_paths", skipped_paths},
       {"recovered", stats.recovered},
       {"recovered_samples", recovered},
@@ -378,7 +379,7 @@ void print_report(const Stats& stats, const EpochsRun& run) {
   std::cout << "  samples in flight " << stats.tuning.samples_in_flight << ", prefetch " << stats.tuning.prefetch
             << (stats.tuning.autotuned ? " (autotuned, " + std::to_string(stats.tuning.decisions) + " changes)" : "")
             << "\n";
-  std::cout << "  skipped " << stats.skipped << " sample(s)";
+  std::cout << "  skipped " << stats.skipped << " file(s), " << stats.skip_events << " replacement(s)";
   for (const auto& s : stats.skipped_samples) std::cout << "\n    " << s.path << ": " << s.cause;
   std::cout << "\n";
   if (stats.recovered > 0) {

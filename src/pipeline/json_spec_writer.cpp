@@ -79,6 +79,7 @@ std::string stats_to_json(const Stats& stats) {
   j["samples"] = stats.samples;
   j["batches"] = stats.batches;
   j["skipped"] = stats.skipped;
+  j["skip_events"] = stats.skip_events;
   j["skipped_samples"] = std::move(skipped);
   j["recovered"] = stats.recovered;
   j["recovered_samples"] = std::move(recovered);

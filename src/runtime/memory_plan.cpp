@@ -55,7 +55,7 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   const int channels = config.decode.color == Color::kGrey ? 1 : 3;
   std::uint64_t largest_file = 0;
   std::uint64_t largest_image = 0;
-  stages::ItemReader reader(plan.options.file_ops);
+  stages::ItemReader reader(plan.program.file_ops);
   const std::int64_t size_step = std::max<std::int64_t>(1, n / kSizeProbes);
   for (std::int64_t i = 0; i < n; i += size_step) {
     try {

@@ -30,12 +30,12 @@ constexpr int kMaxSizeProbes = 64;
 // is bad input like any other: under kFail build() fails naming it (epoch 0 would fail on it
 // first), under kSkip the probe goes on to the next (the epoch will skip and count it).
 Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_options, const DecodeOptions& decode,
-                        const ReadOptions& read, const BuildOptions& options) {
+                        const ReadOptions& read, OnError on_error, FileOps* file_ops) {
   std::vector<std::int64_t> order;
   EpochOrder(order_options).compute(0, order);
   AlignedBuffer bytes;
   JpegDecoder decoder(decode);
-  ItemReader reader(options.file_ops);
+  ItemReader reader(file_ops);
   const std::size_t probes = std::min<std::size_t>(order.size(), kMaxSizeProbes);
   for (std::size_t i = 0; i < probes; ++i) {
     const std::int64_t item = order[i];
@@ -43,7 +43,7 @@ Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_o
       const JpegHeader h = decoder.read_header(reader.read(dataset.items, item, bytes, read.max_file_size));
       return {h.width, h.height};
     } catch (const Error& e) {
-      if (options.on_error == OnError::kFail) {
+      if (on_error == OnError::kFail) {
         throw Error(e.code(),
                     "cannot fix the sample size from the first image the pipeline reads (" + e.cause() +
                         "); under OnError::kSkip the next image fixes it, or add resize() or a crop so the "
@@ -151,7 +151,7 @@ NormalizeOptions split_normalize(Chain& chain) {
 
 }  // namespace
 
-PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options) {
+PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options, FileOps* file_ops) {
   if (options.threads != autotune && options.threads < 1) {
     bad("build: threads must be >= 1 or sluice::autotune, got " + std::to_string(options.threads));
   }
@@ -169,7 +169,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
 
   PipelinePlan plan;
   plan.options = options;
-  plan.dataset = load_dataset(spec.source, options.file_ops);
+  plan.dataset = load_dataset(spec.source, file_ops);
   plan.order = EpochOrderOptions{
       .items = plan.dataset.items.size(),
       .shard_rank = spec.shard_rank,
@@ -197,9 +197,10 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
   plan.to_device = chain.to_device;
   plan.device_normalize = device_normalize;
 
-  program.file_ops = options.file_ops;
+  program.file_ops = file_ops;
   program.output = geometry.out ? *geometry.out
-                                : probe_sample_size(plan.dataset, plan.order, program.decode, program.read, options);
+                                : probe_sample_size(plan.dataset, plan.order, program.decode, program.read,
+                                                    options.on_error, file_ops);
   plan.program = std::move(program);
   return plan;
 }

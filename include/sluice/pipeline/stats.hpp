@@ -54,7 +54,9 @@ struct Stats {
   std::vector<StageStats> stages;
   std::int64_t samples = 0;             // samples written into batches
   std::int64_t batches = 0;             // batches handed to the consumer
-  std::int64_t skipped = 0;             // bad samples replaced under OnError::kSkip
+  std::int64_t skipped = 0;             // distinct bad files replaced under OnError::kSkip
+  // Replacements made: a file bad in two epochs, or a replacement that was bad too, counts again.
+  std::int64_t skip_events = 0;
   std::vector<SkippedSample> skipped_samples;  // each distinct bad path once, first cause
   std::int64_t recovered = 0;           // files decoded despite libjpeg warnings, each counted once
   std::vector<RecoveredSample> recovered_samples;  // the first 1000 of them, with their first warning
