@@ -3,6 +3,13 @@
 // until releases make room (backpressure), or fails after a deadline, never over-commits. Caches
 // are elastic: they register a reclaimer, and a waiting reservation asks them to give memory
 // back before it waits.
+//
+// A budget can be a part of a larger one (a training job's: sluice/train/job_plan.hpp): each
+// pipeline of the job reserves in its own part, whose reservations are taken from the job's
+// budget too. A part keeps its own usage, peaks and cancellation (a loader that stops wakes its
+// own waiters, not the trainer's); reclaimers and waits are the whole job's, so the training
+// allocator's growth can ask a pipeline's cache to give memory back, and a release anywhere in
+// the job wakes a waiter anywhere in it.
 #pragma once
 
 #include <array>
@@ -11,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -26,8 +34,16 @@ enum class MemoryUse : std::uint8_t {
   kCache,          // the memory cache
   kBatches,        // the batch ring (filling, ready and held batches)
   kPinned,         // page-locked batch slots for the device
+  // The uses above are a pipeline's; those below belong to the rest of a training job that shares
+  // one budget with its pipelines (sluice/train/job_plan.hpp).
+  kTraining,       // the training allocator's regions (tensors of the training step)
+  kOffload,        // optimizer state offloaded to host memory
+  kDeviceBatches,  // device copies of the batches (a pipeline's transfer ring, on the device)
   kCount,
 };
+
+// The uses a pipeline reserves (its Stats list these).
+inline constexpr int kPipelineUseCount = static_cast<int>(MemoryUse::kPinned) + 1;
 
 std::string_view to_string(MemoryUse use);
 
@@ -74,6 +90,10 @@ class MemoryBudget {
 
   // limit 0: unlimited (every reservation succeeds; usage is still accounted).
   explicit MemoryBudget(std::uint64_t limit = 0);
+  // A part of `parent` (null: a budget of its own, as above): every reservation is taken from
+  // both, so it fits this part's limit (0: none of its own) and what the parent has left. The
+  // parent is kept alive by its parts.
+  MemoryBudget(std::uint64_t limit, std::shared_ptr<MemoryBudget> parent);
   MemoryBudget(const MemoryBudget&) = delete;
   MemoryBudget& operator=(const MemoryBudget&) = delete;
 
@@ -88,10 +108,14 @@ class MemoryBudget {
   bool try_grow(Reservation& r, std::uint64_t more, Reclaim reclaim = Reclaim::kNo);
   bool grow(Reservation& r, std::uint64_t more, Clock::time_point deadline);
 
-  // Wakes every waiter with kCancelled; later reservations fail the same way.
+  // Wakes every waiter of this budget and its parts with kCancelled; later reservations fail
+  // the same way. A parent's other parts go on.
   void cancel();
 
-  // Registers an elastic holder (a cache); returns an id for remove_reclaimer.
+  // Registers an elastic holder (a cache); returns an id for remove_reclaimer. A part's
+  // reclaimers may be asked by any reservation of the whole tree: by its own for its limit, by
+  // any for the parent's. remove_reclaimer waits for a call in progress, so the holder may go
+  // once it returns.
   int add_reclaimer(Reclaimer reclaimer);
   void remove_reclaimer(int id);
 
@@ -100,15 +124,26 @@ class MemoryBudget {
   std::uint64_t peak() const { return peak_.load(std::memory_order_relaxed); }
   std::uint64_t used(MemoryUse use) const { return by_use_[index(use)].used.load(std::memory_order_relaxed); }
   std::uint64_t peak(MemoryUse use) const { return by_use_[index(use)].peak.load(std::memory_order_relaxed); }
-  // limit - used, or UINT64_MAX when unlimited.
+  // limit - used, or UINT64_MAX when unlimited; for a part, the least of its own and its
+  // parent's.
   std::uint64_t available() const;
+  // Starts the peaks (overall and per use) again from the current use: a training job reports
+  // each epoch's.
+  void reset_peak();
+  const std::shared_ptr<MemoryBudget>& parent() const { return parent_; }
 
  private:
   friend class Reservation;
+  struct ReclaimerEntry;
   static std::size_t index(MemoryUse use) { return static_cast<std::size_t>(use); }
+  MemoryBudget& root() { return parent_ ? parent_->root() : *this; }
+  bool cancelled() const;
   bool take(std::uint64_t bytes, MemoryUse use);  // lock-free: true if it fitted
   void give_back(std::uint64_t bytes, MemoryUse use) noexcept;
+  void notify_release() noexcept;  // on the root: a release anywhere may let a waiter through
   bool take_or_reclaim(std::uint64_t bytes, MemoryUse use, Reclaim reclaim);
+  bool contains(const MemoryBudget* part) const;  // this budget or one of its parts
+  std::uint64_t limit_or_max() const;              // the tightest limit on the way to the root
 
   struct PerUse {
     std::atomic<std::uint64_t> used{0};
@@ -116,16 +151,19 @@ class MemoryBudget {
   };
 
   const std::uint64_t limit_;
+  const std::shared_ptr<MemoryBudget> parent_;
   std::atomic<std::uint64_t> used_{0};
   std::atomic<std::uint64_t> peak_{0};
   std::array<PerUse, static_cast<std::size_t>(MemoryUse::kCount)> by_use_;
 
-  std::mutex mutex_;  // waiters and reclaimers only; reservations that fit never take it
+  // The root's: waiters and reclaimers of the whole tree; reservations that fit never take it.
+  std::mutex mutex_;
   std::condition_variable released_;
-  std::atomic<bool> cancelled_{false};
+  std::atomic<std::uint64_t> releases_{0};  // bumped by every release: a waiter's wake-up check
   std::atomic<int> waiters_{0};
-  std::vector<std::pair<int, Reclaimer>> reclaimers_;
+  std::vector<std::shared_ptr<ReclaimerEntry>> reclaimers_;
   int next_reclaimer_ = 0;
+  std::atomic<bool> cancelled_{false};  // this budget's own
 };
 
 }  // namespace sluice
