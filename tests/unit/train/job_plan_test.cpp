@@ -14,6 +14,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 #include "sluice/train/context.hpp"
+#include "sluice/train/epoch_runner.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/out_of_memory.hpp"
 #include "sluice/train/trainer.hpp"
@@ -249,6 +250,98 @@ TEST(JobPlan, ARealRunStaysInThePlannedRegionAndALargerBatchReclaimsFromTheCache
   EXPECT_GE(cache.calls, 1);
   EXPECT_GT(allocator->stats().regions, 1u);
   EXPECT_LE(budgets.host->peak(), 96 * kMiB);
+}
+
+TEST(JobPlan, TheOffloadedStateIsPlannedAndHeldInTheHostBudget) {
+  JobConfig config = job_config(96 * kMiB, 32);
+  config.train.optimizer = "adam";
+  config.train.offload = true;
+  const JobPlan plan = plan_job(config);
+  ASSERT_TRUE(plan.fits) << plan.failure;
+  EXPECT_GT(plan.offload_bytes, 0u);
+  EXPECT_NE(plan.explain().find("offloaded state"), std::string::npos);
+  const JobBudgets budgets(plan);
+  std::unique_ptr<Allocator> allocator = budgets.make_training_allocator(plan);
+  Context ctx(*allocator, ContextOptions{.threads = 2});
+  TrainSetup s = make_training(ctx, config.train);
+  s.optimizer->set_host_state_budget(budgets.host);
+  Trainer trainer(ctx, *s.model, *s.optimizer, s.trainer);
+  std::vector<float> data(32 * 28 * 28, 0.0f);
+  std::vector<std::int32_t> labels(32, 0);
+  trainer.step({data.data(), DType::kF32, {32, 1, 28, 28}}, labels, host());
+  ASSERT_NE(s.optimizer->host_state_allocator(), nullptr);
+  EXPECT_EQ(budgets.host->used(MemoryUse::kOffload), s.optimizer->host_state_allocator()->stats().reserved_bytes);
+  EXPECT_EQ(budgets.host->used(MemoryUse::kOffload), plan.offload_bytes);  // as planned
+}
+
+// A pipeline stand-in with a cache: every batch is a hit after the first epoch, a miss in it.
+class CachedSource final : public BatchSource {
+ public:
+  explicit CachedSource(std::shared_ptr<MemoryBudget> part) : part_(std::move(part)) {}
+  std::int64_t batches_per_epoch() const override { return 2; }
+  void start_epoch(std::int64_t epoch) override {
+    epoch_ = epoch;
+    next_ = 0;
+  }
+  const TrainBatch* next() override {
+    if (next_ == 2) return nullptr;
+    ++next_;
+    (epoch_ == 0 ? misses_ : hits_) += 8;
+    if (epoch_ == 0) cache_.push_back(*part_->try_reserve(kMiB, MemoryUse::kCache));
+    batch_ = TrainBatch{.data = TensorView{data_.data(), DType::kF32, {8, 1, 2, 2}},
+                        .labels = std::span<const std::int32_t>(labels_.data(), 8)};
+    return &batch_;
+  }
+  InputStats input_stats() const override {
+    return {.cache_hits = hits_, .cache_misses = misses_, .cache_bytes = cache_.size() * kMiB};
+  }
+
+ private:
+  std::shared_ptr<MemoryBudget> part_;
+  std::vector<Reservation> cache_;
+  std::int64_t epoch_ = 0, next_ = 0, hits_ = 0, misses_ = 0;
+  std::vector<float> data_ = std::vector<float>(32, 0.0f);
+  std::vector<std::int32_t> labels_ = std::vector<std::int32_t>(8, 0);
+  TrainBatch batch_;
+};
+
+class NoStep final : public TrainingStep {
+ public:
+  BatchResult train(const TrainBatch& b) override { return {.images = static_cast<std::int64_t>(b.labels.size())}; }
+  BatchResult evaluate(const TrainBatch& b) override { return {.images = static_cast<std::int64_t>(b.labels.size())}; }
+};
+
+TEST(JobMemoryHook, ReportsEachEpochsLimitPartsPeaksCacheHitsAndTheUnusedRest) {
+  JobPlan plan = plan_job(job_config(64 * kMiB, 32));
+  ASSERT_TRUE(plan.fits) << plan.failure;
+  const JobBudgets budgets(plan);
+  std::unique_ptr<Allocator> allocator = budgets.make_training_allocator(plan);
+  std::shared_ptr<MemoryBudget> train_part = budgets.pipeline_part();
+  std::shared_ptr<MemoryBudget> eval_part = budgets.pipeline_part();
+  CachedSource source(train_part);
+  NoStep step;
+  EpochRunner runner(step, source, {.epochs = 2, .allocator = allocator.get()});
+  JobMemoryHook hook(plan, budgets, {{"training pipeline", train_part, &source}, {"evaluation pipeline", eval_part, nullptr}});
+  runner.add_hook(hook);
+  const RunReport& run = runner.run();
+  ASSERT_EQ(run.per_epoch.size(), 2u);
+  for (const EpochReport& e : run.per_epoch) {
+    ASSERT_TRUE(e.job_memory) << e.epoch;
+    const JobMemoryReport& j = *e.job_memory;
+    EXPECT_EQ(j.memory_limit, 64 * kMiB);
+    ASSERT_GE(j.parts.size(), 3u);
+    EXPECT_EQ(j.parts[0].name, "training");
+    EXPECT_EQ(j.parts[0].share_bytes, plan.training_bytes);
+    EXPECT_EQ(j.parts[0].peak_bytes, plan.training_bytes);  // the floor is held the whole time
+    EXPECT_EQ(j.parts[1].name, "training pipeline");
+    EXPECT_EQ(j.parts[1].peak_bytes, 2 * kMiB);             // its cache, its only reservation
+    EXPECT_EQ(j.peak_bytes, plan.training_bytes + 2 * kMiB);
+    EXPECT_EQ(j.unused_bytes, 64 * kMiB - j.peak_bytes);
+    ASSERT_EQ(j.caches.size(), 1u);
+    EXPECT_EQ(j.caches[0].hits + j.caches[0].misses, 16);  // this epoch's, not the run's
+    EXPECT_EQ(j.caches[0].hit_rate(), e.epoch == 0 ? 0.0 : 1.0);
+    EXPECT_EQ(j.peak_by_use[static_cast<std::size_t>(MemoryUse::kCache)], 2 * kMiB);
+  }
 }
 
 TEST(JobSearch, FindsTheLargestBatchWhoseWholeJobFits) {
