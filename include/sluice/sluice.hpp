@@ -11,3 +11,4 @@
 #include "sluice/pipeline/pipeline.hpp"
 #include "sluice/pipeline/spec.hpp"
 #include "sluice/pipeline/stats.hpp"
+#include "sluice/runtime/loader.hpp"

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "c/c_api_internal.hpp"
+#include "c/dlpack_export.hpp"
 #include "sluice/pipeline/json_spec.hpp"
 
 #ifndef SLUICE_VERSION
@@ -45,21 +46,6 @@ sluice_status_t status_of(ErrorCode code) noexcept {
   return SLUICE_INTERNAL;
 }
 
-DLDataType dl_dtype(DType dtype) noexcept {
-  switch (dtype) {
-    case DType::kU8: return DLDataType{kDLUInt, 8, 1};
-    case DType::kI32: return DLDataType{kDLInt, 32, 1};
-    case DType::kF16: return DLDataType{kDLFloat, 16, 1};
-    case DType::kBF16: return DLDataType{kDLBfloat, 16, 1};
-    case DType::kF32: return DLDataType{kDLFloat, 32, 1};
-  }
-  return DLDataType{kDLOpaqueHandle, 0, 0};
-}
-
-DLDevice dl_device(DeviceId device) noexcept {
-  return device.is_cuda() ? DLDevice{kDLCUDA, device.index} : DLDevice{kDLCPU, 0};
-}
-
 namespace {
 
 // What a batch will look like. With normalize_on_device the host program ships u8 NHWC and the
@@ -77,7 +63,7 @@ sluice_loader_info_t describe(const PipelineSpec& spec, const Loader& loader) {
     if (const auto* t = std::get_if<spec::ToDevice>(&stage)) to_device = t;
   }
   if (to_device != nullptr) {
-    info.device = dl_device(to_device->device);
+    info.device = dlpack::dl_device(to_device->device);
     if (to_device->options.normalize_on_device && normalize != nullptr) {
       dtype = normalize->options.dtype;
       if (normalize->options.layout == Layout::kNCHW && shape.rank() == 4) {
@@ -87,7 +73,7 @@ sluice_loader_info_t describe(const PipelineSpec& spec, const Loader& loader) {
   }
   info.ndim = shape.rank();
   for (int i = 0; i < shape.rank(); ++i) info.shape[i] = shape[i];
-  info.dtype = dl_dtype(dtype);
+  info.dtype = dlpack::dl_dtype(dtype);
   return info;
 }
 

@@ -15,12 +15,13 @@
 
 #include "sluice/c/sluice.h"
 #include "sluice/core/error.hpp"
-#include "sluice/pipeline/pipeline.hpp"
+#include "sluice/runtime/loader.hpp"
 
 namespace sluice::c_api {
 
-// The built pipeline, shared by the loader handle and every batch it handed out: a batch's slot
-// must return to a living Loader, whichever of them the caller releases last.
+// The built pipeline, shared by the loader handle and every batch it handed out, so that, as
+// sluice.h promises, batches still held keep the whole pipeline, whichever of them the caller
+// releases last. (A C++ Batch alone keeps only its loader's slots: runtime/shared_slots.hpp.)
 struct LoaderCore {
   explicit LoaderCore(Loader built) : loader(std::move(built)) {}
   Loader loader;
@@ -28,8 +29,6 @@ struct LoaderCore {
 
 void set_last_error(const char* message) noexcept;
 sluice_status_t status_of(ErrorCode code) noexcept;
-DLDataType dl_dtype(DType dtype) noexcept;
-DLDevice dl_device(DeviceId device) noexcept;
 
 // Throws kInvalidArgument naming the function when a required pointer is NULL.
 inline void require(const void* pointer, const char* what) {

@@ -294,6 +294,7 @@ json bench_json(const BenchOptions& o, const Stats& stats, const EpochsRun& run,
       {"size", o.size},
       {"out", o.out},
       {"skipped", stats.skipped},
+      {"skip_events", stats.skip_events},
       {"skipped_paths", skipped_paths},
       {"consumer_wait_seconds", stats.consumer_wait_seconds},
       {"baseline_rss_bytes", baseline_rss},
@@ -358,7 +359,7 @@ void print_report(const Stats& stats, const EpochsRun& run) {
   std::cout << "  samples in flight " << stats.tuning.samples_in_flight << ", prefetch " << stats.tuning.prefetch
             << (stats.tuning.autotuned ? " (autotuned, " + std::to_string(stats.tuning.decisions) + " changes)" : "")
             << "\n";
-  std::cout << "  skipped " << stats.skipped << " sample(s)";
+  std::cout << "  skipped " << stats.skipped << " file(s), " << stats.skip_events << " replacement(s)";
   for (const auto& s : stats.skipped_samples) std::cout << "\n    " << s.path << ": " << s.cause;
   std::cout << "\n";
 }

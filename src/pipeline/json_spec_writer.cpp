@@ -71,6 +71,7 @@ std::string stats_to_json(const Stats& stats) {
   j["samples"] = stats.samples;
   j["batches"] = stats.batches;
   j["skipped"] = stats.skipped;
+  j["skip_events"] = stats.skip_events;
   j["skipped_samples"] = std::move(skipped);
   j["consumer_wait_seconds"] = stats.consumer_wait_seconds;
   j["threads"] = stats.threads;

@@ -13,7 +13,7 @@
 #include <dlpack/dlpack.h>
 #include <pybind11/stl.h>
 
-#include "c/c_api_internal.hpp"  // dl_dtype, dl_device
+#include "c/dlpack_export.hpp"  // the DLPack export the C API shares
 #include "device/cuda_backend.hpp"  // stream_wait_event for __dlpack__(stream) on a foreign stream
 #include "python_module.hpp"
 #include "sluice/core/error.hpp"
@@ -31,55 +31,16 @@ const char* dtype_name(DType dtype) {
   return "unknown";
 }
 
-TensorDesc describe(const TensorRef& tensor) {
+dlpack::TensorDesc describe(const TensorRef& tensor) {
   if (!tensor.hold) throw Error(ErrorCode::kInvalidArgument, "the batch was released");
-  const Batch& b = tensor.hold->batch;
-  TensorDesc d;
-  // After to_device() the consumer gets the device copy; data() is then the page-locked staging
-  // buffer, which belongs to the transfer ring.
-  if (b.on_device()) {
-    d.device = b.device();
-    if (tensor.labels) {
-      d.data = const_cast<std::int32_t*>(b.device_labels());
-    } else {
-      d.data = b.device_data().data;
-      d.dtype = b.device_data().dtype;
-      d.shape = b.device_data().shape;
-    }
-  } else if (!tensor.labels) {
-    d.data = b.data().data;
-    d.dtype = b.data().dtype;
-    d.shape = b.data().shape;
-  } else {
-    d.data = const_cast<std::int32_t*>(b.labels().data());  // DLPack's pointer is not const
-  }
-  if (tensor.labels) {
-    d.dtype = DType::kI32;
-    d.shape = Shape{b.size()};
-  }
-  return d;
+  return dlpack::describe(tensor.hold->batch, tensor.labels ? dlpack::BatchPart::kLabels : dlpack::BatchPart::kData);
 }
 
 namespace {
 
-// DLPack's names for sluice's dtypes and devices: the C API's (src/c), so both bindings hand
-// consumers the same descriptions.
-using c_api::dl_device;
-using c_api::dl_dtype;
-
-// One DLManagedTensor, the arrays its DLTensor points to and its hold on the batch.
-struct ManagedTensor {
-  DLManagedTensor managed{};
-  std::int64_t shape[Shape::kMaxRank]{};
-  std::int64_t strides[Shape::kMaxRank]{};  // in elements, row-major
-  std::shared_ptr<BatchHold> hold;
-};
+using dlpack::dl_device;
 
 extern "C" {
-static void delete_managed(DLManagedTensor* self) {
-  if (self != nullptr) delete static_cast<ManagedTensor*>(self->manager_ctx);
-}
-
 // A capsule nobody consumed still owns its tensor. A consumer renames it "used_dltensor" and
 // calls the deleter itself, later. Keeps any exception in flight: capsules die during unwinding.
 static void delete_capsule(PyObject* capsule) {
@@ -104,7 +65,7 @@ std::optional<void*> native_stream(const py::object& stream) {
 }
 
 py::capsule to_dlpack(const TensorRef& tensor, const py::object& stream) {
-  const TensorDesc d = describe(tensor);
+  const dlpack::TensorDesc d = describe(tensor);
   const Batch& b = tensor.hold->batch;
   if (d.device.is_cuda()) {
     // The loader's stream already waits for the batch's copy; another stream must wait too.
@@ -115,27 +76,13 @@ py::capsule to_dlpack(const TensorRef& tensor, const py::object& stream) {
       device_detail::stream_wait_event(d.device.index, *s, b.ready_event());
     }
   }
-  auto managed = std::make_unique<ManagedTensor>();
-  std::int64_t stride = 1;
-  for (int i = d.shape.rank() - 1; i >= 0; --i) {
-    managed->shape[i] = d.shape[i];
-    managed->strides[i] = stride;
-    stride *= d.shape[i];
+  // The tensor holds the BatchHold: the slot stays out of the ring until every consumer let go.
+  DLManagedTensor* managed = dlpack::export_tensor(d, tensor.hold);
+  PyObject* capsule = PyCapsule_New(managed, "dltensor", &delete_capsule);
+  if (capsule == nullptr) {
+    managed->deleter(managed);
+    throw py::error_already_set();
   }
-  DLTensor& t = managed->managed.dl_tensor;
-  t.data = d.data;
-  t.device = dl_device(d.device);
-  t.ndim = d.shape.rank();
-  t.dtype = dl_dtype(d.dtype);
-  t.shape = managed->shape;
-  t.strides = managed->strides;
-  t.byte_offset = 0;
-  managed->managed.manager_ctx = managed.get();
-  managed->managed.deleter = &delete_managed;
-  managed->hold = tensor.hold;
-  PyObject* capsule = PyCapsule_New(&managed->managed, "dltensor", &delete_capsule);
-  if (capsule == nullptr) throw py::error_already_set();
-  managed.release();  // the capsule owns it now
   return py::reinterpret_steal<py::capsule>(capsule);
 }
 
@@ -193,13 +140,13 @@ void bind_batch(py::module_& m) {
       .def_property_readonly("dtype", [](const TensorRef& t) { return dtype_name(describe(t).dtype); })
       .def_property_readonly("nbytes",
                              [](const TensorRef& t) {
-                               const TensorDesc d = describe(t);
+                               const dlpack::TensorDesc d = describe(t);
                                return static_cast<std::int64_t>(d.shape.elements()) * static_cast<std::int64_t>(size_of(d.dtype));
                              })
       .def_property_readonly("device", [](const TensorRef& t) { return device_string(describe(t).device); })
       .def("__repr__", [](const TensorRef& t) {
         if (!t.hold) return std::string("<sluice.Tensor of a released batch>");
-        const TensorDesc d = describe(t);
+        const dlpack::TensorDesc d = describe(t);
         return "<sluice.Tensor " + d.shape.to_string() + " " + dtype_name(d.dtype) + " on " + device_string(d.device) + ">";
       });
 

@@ -15,11 +15,12 @@
 
 #include <pybind11/pybind11.h>
 
+#include "c/dlpack_export.hpp"
 #include "sluice/core/device_id.hpp"
 #include "sluice/core/dtype.hpp"
 #include "sluice/core/shape.hpp"
 #include "sluice/pipeline/batch.hpp"
-#include "sluice/pipeline/pipeline.hpp"
+#include "sluice/runtime/loader.hpp"
 
 namespace sluice::python {
 
@@ -63,7 +64,7 @@ struct BatchHold {
   }
   BatchHold(const BatchHold&) = delete;
   BatchHold& operator=(const BatchHold&) = delete;
-  std::shared_ptr<Core> core;  // declared before `batch`: the slot returns to a living Loader
+  std::shared_ptr<Core> core;  // declared before `batch`: the pipeline outlives the batch
   Batch batch;
 };
 
@@ -79,14 +80,8 @@ struct TensorRef {
 };
 
 // What a TensorRef points at: the data pointer, dtype, shape and device of the batch's data or
-// labels (after to_device(), the device copy).
-struct TensorDesc {
-  void* data = nullptr;
-  DType dtype = DType::kU8;
-  Shape shape;
-  DeviceId device = host();
-};
-TensorDesc describe(const TensorRef& tensor);
+// labels (after to_device(), the device copy), as the C API describes them too.
+dlpack::TensorDesc describe(const TensorRef& tensor);
 
 // The module's parts, called from PYBIND11_MODULE in module.cpp.
 void register_errors(py::module_& m);

@@ -14,7 +14,9 @@ constexpr int kBlockPeriods = 8;       // how long a failed direction rests
 }  // namespace
 
 Autotuner::Autotuner(TuningLimits limits, TuningSettings start) : limits_(limits), settings_(start) {
-  settings_.in_flight = std::clamp(settings_.in_flight, 1, limits_.max_in_flight);
+  limits_.min_in_flight = std::max(1, limits_.min_in_flight);
+  limits_.max_in_flight = std::max(limits_.max_in_flight, limits_.min_in_flight);
+  settings_.in_flight = std::clamp(settings_.in_flight, limits_.min_in_flight, limits_.max_in_flight);
   settings_.prefetch = std::clamp(settings_.prefetch, limits_.min_prefetch, limits_.max_prefetch);
 }
 

@@ -23,6 +23,9 @@ struct TuningSettings {
 
 struct TuningLimits {
   int threads = 1;
+  // The loader's own choice of samples in flight (a whole batch, or what the user fixed) is the
+  // floor: the autotuner only ever adds to it. A ceiling below the floor is raised to it.
+  int min_in_flight = 1;
   int max_in_flight = 4;
   int min_prefetch = 1;
   int max_prefetch = 8;

@@ -55,7 +55,7 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   for (std::int64_t i = 0; i < n; i += size_step) {
     try {
       largest_file = std::max(largest_file, stages::file_size(plan.dataset.items[static_cast<std::size_t>(i)].path,
-                                                              plan.options.file_ops));
+                                                              plan.program.file_ops));
     } catch (const Error&) {
       // A missing file says nothing about memory; the run will report it.
     }
@@ -66,7 +66,7 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   for (std::int64_t i = 0; i < n && m.probed < kHeaderProbes; i += header_step) {
     try {
       const auto& item = plan.dataset.items[static_cast<std::size_t>(i)];
-      const std::size_t size = stages::read_file(item.path, bytes, config.read.max_file_size, plan.options.file_ops);
+      const std::size_t size = stages::read_file(item.path, bytes, config.read.max_file_size, plan.program.file_ops);
       const stages::JpegHeader h = decoder.read_header({bytes.data(), size});
       largest_image = std::max<std::uint64_t>(largest_image, static_cast<std::uint64_t>(h.width) * h.height * channels);
       if (const std::size_t planes = stages::JpegDecoder::working_bytes(h.width, h.height); planes > 0) {

@@ -126,7 +126,7 @@ NormalizeOptions split_normalize(Chain& chain) {
 
 }  // namespace
 
-PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options) {
+PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options, FileOps* file_ops) {
   if (options.threads != autotune && options.threads < 1) {
     bad("build: threads must be >= 1 or sluice::autotune, got " + std::to_string(options.threads));
   }
@@ -171,9 +171,9 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
   plan.to_device = chain.to_device;
   plan.device_normalize = device_normalize;
 
-  program.file_ops = options.file_ops;
+  program.file_ops = file_ops;
   program.output = geometry.out ? *geometry.out
-                                : probe_first_image(plan.dataset, program.decode, program.read, options.file_ops);
+                                : probe_first_image(plan.dataset, program.decode, program.read, file_ops);
   plan.program = std::move(program);
   return plan;
 }

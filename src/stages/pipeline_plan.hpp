@@ -30,7 +30,8 @@ struct PipelinePlan {
   std::uint64_t skip_key = 0;  // random stream that picks replacements for bad samples
 };
 
-// Throws sluice::Error(kInvalidArgument, kNotFound, ...) for a pipeline that cannot run.
-PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options);
+// Throws sluice::Error(kInvalidArgument, kNotFound, ...) for a pipeline that cannot run. Every
+// file the plan and its program open goes through `file_ops` (null: the real file system).
+PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options, FileOps* file_ops = nullptr);
 
 }  // namespace sluice::stages

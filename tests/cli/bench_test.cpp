@@ -29,7 +29,7 @@ TEST(CliBench, JsonHasTheContractKeysAndChecksumsMatchAcrossThreads) {
     const json j = bench_json({"--data", dir.string(), "--transform", "pad-crop", "--size", "32", "--batch", "128",
                                "--threads", threads, "--shuffle", "--seed", "3", "--out", "bf16"});
     for (const char* key : {"images", "seconds", "images_per_sec", "peak_rss_bytes", "threads", "skipped",
-                            "skipped_paths", "checksum"}) {
+                            "skip_events", "skipped_paths", "checksum"}) {
       EXPECT_TRUE(j.contains(key)) << key;
     }
     EXPECT_EQ(j["images"], 10000);
@@ -51,6 +51,7 @@ TEST(CliBench, SkipPolicyReportsBadFilesAndFailPolicyExitsOne) {
                              "--batch", "8", "--out", "u8", "--threads", "2"});
   EXPECT_EQ(j["images"], 31);
   EXPECT_EQ(j["skipped"], 1);
+  EXPECT_EQ(j["skip_events"], 1);  // one epoch, and no replacement is the bad file
   ASSERT_EQ(j["skipped_paths"].size(), 1u);
   EXPECT_EQ(j["skipped_paths"][0], bad.string());
 

@@ -1,4 +1,5 @@
-// Fault injection into whole pipelines, through BuildOptions::file_ops (tests/support/fault_fs.hpp):
+// Fault injection into whole pipelines, through runtime::build_loader's file-system seam
+// (src/runtime/loader_build.hpp; the injector is tests/support/fault_fs.hpp):
 // a file deleted, truncated or failing with EIO while an epoch runs, a disk that fills up while
 // the disk cache is being built, and a cache entry whose bytes rot. Each fault is switched on
 // after the first batch has been consumed, so it hits a pipeline that is already running with
@@ -18,6 +19,7 @@
 
 #include "fault_fs.hpp"
 #include "pipeline_support.hpp"
+#include "runtime/loader_build.hpp"
 #include "sluice/sluice.hpp"
 #include "test_support.hpp"
 
@@ -41,7 +43,7 @@ class PipelineFaults : public ::testing::Test {
     return Pipeline::from_items(items_).read().decode_jpeg().resize(24, 16).batch(kBatch);
   }
   Loader build(OnError policy, int threads) {
-    return pipeline().build({.threads = threads, .on_error = policy, .file_ops = &fs_});
+    return runtime::build_loader(pipeline(), {.threads = threads, .on_error = policy}, &fs_);
   }
   std::string victim() const { return items_[kVictim].path; }
 
@@ -142,7 +144,7 @@ TEST_F(PipelineFaults, SkipPolicyIsDeterministicUnderAFault) {
   for (int threads : {1, 2}) {
     FaultFs fs;
     fs.fail(FsOp::kPread, victim(), EIO, 1, FaultFs::kAlways);
-    Loader loader = pipeline().build({.threads = threads, .on_error = OnError::kSkip, .file_ops = &fs});
+    Loader loader = runtime::build_loader(pipeline(), {.threads = threads, .on_error = OnError::kSkip}, &fs);
     sums[threads - 1] = test::epoch_checksum(loader, 0);
   }
   EXPECT_EQ(sums[0], sums[1]);
@@ -190,7 +192,7 @@ class CacheFaults : public PipelineFaults {
 TEST_F(CacheFaults, DiskFullWhileBuildingTheCacheKeepsTheRunGoingUncached) {
   const auto cache = dir_.path() / "full.cache";
   fs_.fail(FsOp::kPwrite, FaultFs::kAnyPath, ENOSPC, 20, FaultFs::kAlways);  // full after a few entries
-  Loader loader = cached(cache).build({.threads = 2, .file_ops = &fs_});
+  Loader loader = runtime::build_loader(cached(cache), {.threads = 2}, &fs_);
   const std::uint64_t expected = uncached_checksum();
   EXPECT_EQ(test::epoch_checksum(loader, 0), expected);
   EXPECT_EQ(test::epoch_checksum(loader, 1), expected);
@@ -212,7 +214,7 @@ TEST_F(CacheFaults, FlippedBytesInACacheEntryAreDroppedAndRecomputedNeverServed)
   const auto size = std::filesystem::file_size(cache);
   // Rot a few bytes spread over the file: each lands in some entry's header or payload.
   for (int k = 1; k <= 4; ++k) fs_.flip_byte(cache.string(), size * k / 5, 0x5A);
-  Loader reader = cached(cache).build({.threads = 2, .file_ops = &fs_});
+  Loader reader = runtime::build_loader(cached(cache), {.threads = 2}, &fs_);
   EXPECT_EQ(test::epoch_checksum(reader, 0), expected);
   EXPECT_EQ(test::epoch_checksum(reader, 1), expected);
   const Stats s = reader.stats();
@@ -227,7 +229,7 @@ TEST_F(CacheFaults, EioReadingTheCacheFallsBackToTheSourceFiles) {
     Loader writer = cached(cache).build({.threads = 2});
     ASSERT_EQ(test::epoch_checksum(writer, 0), expected);
   }
-  Loader reader = cached(cache).build({.threads = 2, .file_ops = &fs_});
+  Loader reader = runtime::build_loader(cached(cache), {.threads = 2}, &fs_);
   fs_.fail(FsOp::kPread, cache.string(), EIO, 5, 10);  // ten cache reads fail, mid-epoch
   EXPECT_EQ(test::epoch_checksum(reader, 0), expected);
   EXPECT_EQ(reader.stats().skipped, 0);

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "pipeline_support.hpp"
@@ -170,13 +172,31 @@ TEST_F(CodedItems, AConsumerThatThrowsMidEpochLeavesTheLoaderUsable) {
 }
 
 TEST_F(CodedItems, DestroyingTheLoaderMidEpochDoesNotHang) {
+  // Workers are busy with the batches ahead (prefetch 4) when the loader goes: the destructor must
+  // stop them promptly, and the batch the consumer holds must survive it intact (batches share
+  // the loader's slots). Under ASan this is also the use-after-free check of that order.
   for (int i = 0; i < 5; ++i) {
-    Loader loader = Pipeline::from_items(*items_).read().decode_jpeg().batch(3).prefetch(4).build({.threads = 2});
-    auto range = loader.epoch(0);
+    std::optional<Loader> loader(Pipeline::from_items(*items_).read().decode_jpeg().batch(3).prefetch(4).build({.threads = 2}));
+    auto range = loader->epoch(0);
     auto it = range.begin();
     ++it;
+    Batch held = std::move(*it);
+    const auto start = std::chrono::steady_clock::now();
+    loader.reset();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 10.0) << "destroying the loader mid-epoch took " << seconds << " s";
+    ASSERT_TRUE(held.valid());
+    EXPECT_EQ(held.index(), 1);
+    ASSERT_EQ(held.size(), 3);
+    const auto* px = static_cast<const std::uint8_t*>(held.data().data);
+    const auto& shape = held.data().shape;
+    const std::size_t sample = static_cast<std::size_t>(shape[1] * shape[2] * shape[3]);
+    const std::size_t centre = (static_cast<std::size_t>(shape[1] / 2) * shape[2] + shape[2] / 2) * 3;
+    for (std::int64_t s = 0; s < 3; ++s) {
+      EXPECT_EQ(held.labels()[static_cast<std::size_t>(s)], 3 + s);
+      EXPECT_EQ(test::index_of_colour(px + static_cast<std::size_t>(s) * sample + centre), 3 + s);
+    }
   }
-  SUCCEED();
 }
 
 TEST(PipelineDeterminism, TrainTransformChecksumsEqualAt1And2And8Threads) {

@@ -120,6 +120,68 @@ TEST_P(BadInput, SkipPolicyIsDeterministic) {
 INSTANTIATE_TEST_SUITE_P(EachKind, BadInput, ::testing::ValuesIn(bad_files()),
                          [](const auto& info) { return info.param.name; });
 
+// Skip accounting (issue 14): Stats::skipped counts bad files, skipped_samples lists each once,
+// and skip_events counts every replacement: a file bad in two epochs, a file at two positions, a
+// replacement that is bad too.
+class SkipAccounting : public ::testing::Test {
+ protected:
+  void SetUp() override { good_ = test::make_coded_items(dir_.path(), 12); }
+  static Stats run(const std::vector<Item>& items, int threads, int epochs) {
+    Loader loader = Pipeline::from_items(items).read().decode_jpeg().resize(24, 16).batch(4).build(
+        {.threads = threads, .on_error = OnError::kSkip, .seed = 9});
+    for (int e = 0; e < epochs; ++e) {
+      std::int64_t n = 0;
+      for (Batch& b : loader.epoch(e)) n += b.size();
+      EXPECT_EQ(n, static_cast<std::int64_t>(items.size()));
+    }
+    return loader.stats();
+  }
+  std::string missing(int i) const { return (dir_.path() / ("missing-" + std::to_string(i) + ".jpg")).string(); }
+
+  TempDir dir_;
+  std::vector<Item> good_;
+};
+
+TEST_F(SkipAccounting, AFileBadInTwoEpochsIsOneFileAndTwoEvents) {
+  std::vector<Item> items = good_;
+  items.insert(items.begin() + 5, Item{missing(0), 5});
+  for (int threads : {1, 2}) {
+    const Stats s = run(items, threads, 2);
+    EXPECT_EQ(s.skipped, 1);
+    EXPECT_EQ(s.skip_events, 2);  // every replacement is a good file: one event per epoch
+    ASSERT_EQ(s.skipped_samples.size(), 1u);
+    EXPECT_EQ(s.skipped_samples[0].path, missing(0));
+  }
+}
+
+TEST_F(SkipAccounting, AFileAtTwoPositionsIsOneFileAndAtLeastTwoEvents) {
+  std::vector<Item> items = good_;
+  items.insert(items.begin() + 2, Item{missing(0), 2});
+  items.insert(items.begin() + 9, Item{missing(0), 9});
+  const Stats s = run(items, 2, 1);
+  EXPECT_EQ(s.skipped, 1);
+  EXPECT_GE(s.skip_events, 2);
+  EXPECT_EQ(s.skipped_samples.size(), 1u);
+}
+
+TEST_F(SkipAccounting, ReplacementsThatAreBadTooAreEventsNotFiles) {
+  // As many bad files as good ones: about half of the first replacements are bad again (the
+  // chance that none of 12 is: (12/23)^12, 4e-4), so the events outnumber the files; the count
+  // is the seed's, the same at any thread count.
+  std::vector<Item> items;
+  for (int i = 0; i < 12; ++i) {
+    items.push_back(good_[static_cast<std::size_t>(i)]);
+    items.push_back(Item{missing(i), 100 + i});
+  }
+  const Stats one = run(items, 1, 1);
+  const Stats two = run(items, 2, 1);
+  EXPECT_EQ(one.skipped, 12);
+  EXPECT_EQ(one.skipped_samples.size(), 12u);
+  EXPECT_GT(one.skip_events, 12);
+  EXPECT_EQ(two.skipped, 12);
+  EXPECT_EQ(two.skip_events, one.skip_events);
+}
+
 TEST(BadInput, PermissionDeniedIsReportedAsSuch) {
   // Root reads any file, so as root the check runs in a child that gives up its privileges.
   GTEST_FLAG_SET(death_test_style, "threadsafe");

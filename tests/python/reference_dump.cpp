@@ -14,7 +14,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/pipeline/json_spec.hpp"
-#include "sluice/pipeline/pipeline.hpp"
+#include "sluice/runtime/loader.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 4) {

@@ -311,6 +311,11 @@ class PipelineApiTest(unittest.TestCase):
         pipeline = sluice.Pipeline(spec)
         self.assertEqual(sum(len(b) for b in pipeline.epoch(0)), len(items))
         self.assertEqual(pipeline.stats()["skipped"], 1)
+        self.assertEqual(pipeline.stats()["skip_events"], 1)
+        self.assertEqual(sum(len(b) for b in pipeline.epoch(1)), len(items))
+        stats = pipeline.stats()
+        self.assertEqual((stats["skipped"], stats["skip_events"]), (1, 2))  # one file, skipped in two epochs
+        self.assertEqual([s["path"] for s in stats["skipped_samples"]], [TRUNCATED])
 
 
 class LauncherRankTest(unittest.TestCase):

@@ -5,11 +5,11 @@
 // fail with EIO or shrink under a running pipeline without a special file system or root.
 //
 // Hand it by pointer wherever a FileOps* is taken (stages::read_file, SampleProgramConfig::
-// file_ops, DiskCacheOptions::file_ops, and the pipeline once BuildOptions exposes the hook). It
-// is safe to call from every worker thread at once and to reconfigure while a pipeline runs
-// (one mutex: the calls it wraps cost microseconds, the lock nanoseconds). Descriptors are
-// mapped back to the path they were opened with, so faults on pread follow the file, not the fd
-// number. It must outlive whatever uses it.
+// file_ops, DiskCacheOptions::file_ops, and whole pipelines through runtime::build_loader in
+// src/runtime/loader_build.hpp). It is safe to call from every worker thread at once and to
+// reconfigure while a pipeline runs (one mutex: the calls it wraps cost microseconds, the lock
+// nanoseconds). Descriptors are mapped back to the path they were opened with, so faults on pread
+// follow the file, not the fd number. It must outlive whatever uses it.
 #pragma once
 
 #include <sys/stat.h>

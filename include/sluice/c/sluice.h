@@ -134,8 +134,8 @@ sluice_status_t sluice_loader_start_epoch(sluice_loader_t* loader, int64_t epoch
  * on_error "fail") ends the epoch: later calls return SLUICE_END. */
 sluice_status_t sluice_loader_next(sluice_loader_t* loader, sluice_batch_t** batch);
 
-/* The loader's statistics as a JSON object (per-stage busy time, samples, skipped files, memory
- * per use, cache, tuning). *json is owned by the loader and valid until the next call of this
+/* The loader's statistics as a JSON object (per-stage busy time, samples, skipped files and
+ * skip_events, the replacements made, memory per use, cache, tuning). *json is owned by the loader and valid until the next call of this
  * function on it or its destruction. */
 sluice_status_t sluice_loader_stats_json(sluice_loader_t* loader, const char** json);
 

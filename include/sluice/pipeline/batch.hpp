@@ -1,9 +1,11 @@
 // Batch: what the consumer receives. It owns a slot of the pipeline's batch ring until it is
 // destroyed (or release() is called); while a consumer holds batches, production of new ones
 // waits for free slots rather than allocating: the consumer's pace is the pipeline's backpressure.
+// Only the runtime makes batches; a consumer gets them from Loader::epoch() and may move them.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "sluice/core/device_id.hpp"
@@ -21,13 +23,16 @@ class BatchRecycler {
   ~BatchRecycler() = default;
 };
 
+namespace runtime {
+class BatchAccess;  // how the runtime makes batches (src/runtime/batch_access.hpp)
+}
+
+// A batch shares ownership of its loader's slots: it stays valid, and returns its slot safely,
+// even when the Loader that produced it is destroyed first (the slot memory, the budget it is
+// accounted in and the transfer ring then live until the last such batch is released).
 class Batch {
  public:
   Batch() = default;
-  Batch(TensorView data, std::span<const std::int32_t> labels, std::int64_t epoch,
-        std::int64_t index, int slot, BatchRecycler* recycler)
-      : data_(data), labels_(labels), epoch_(epoch), index_(index), slot_(slot),
-        recycler_(recycler) {}
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
   Batch(Batch&& other) noexcept { *this = std::move(other); }
@@ -39,22 +44,13 @@ class Batch {
       epoch_ = other.epoch_;
       index_ = other.index_;
       slot_ = other.slot_;
-      recycler_ = other.recycler_;
+      recycler_ = std::move(other.recycler_);
       device_ = other.device_;
       device_data_ = other.device_data_;
       device_labels_ = other.device_labels_;
       ready_event_ = other.ready_event_;
-      other.recycler_ = nullptr;
     }
     return *this;
-  }
-
-  // Set by the runtime for a pipeline with to_device(): where the batch is on the device.
-  void set_device(DeviceId device, TensorView data, const std::int32_t* labels, void* ready_event) {
-    device_ = device;
-    device_data_ = data;
-    device_labels_ = labels;
-    ready_event_ = ready_event;
   }
   ~Batch() { release(); }
 
@@ -79,17 +75,31 @@ class Batch {
   void release() noexcept {
     if (recycler_ != nullptr) {
       recycler_->recycle(slot_);
-      recycler_ = nullptr;
+      recycler_.reset();  // the last holder of a destroyed loader's slots frees them here
     }
   }
 
  private:
+  friend class runtime::BatchAccess;
+
+  Batch(TensorView data, std::span<const std::int32_t> labels, std::int64_t epoch, std::int64_t index,
+        int slot, std::shared_ptr<BatchRecycler> recycler)
+      : data_(data), labels_(labels), epoch_(epoch), index_(index), slot_(slot),
+        recycler_(std::move(recycler)) {}
+  // Where the batch is on the device, for a pipeline with to_device().
+  void set_device(DeviceId device, TensorView data, const std::int32_t* labels, void* ready_event) {
+    device_ = device;
+    device_data_ = data;
+    device_labels_ = labels;
+    ready_event_ = ready_event;
+  }
+
   TensorView data_;
   std::span<const std::int32_t> labels_;
   std::int64_t epoch_ = 0;
   std::int64_t index_ = 0;
   int slot_ = -1;
-  BatchRecycler* recycler_ = nullptr;
+  std::shared_ptr<BatchRecycler> recycler_;
   DeviceId device_ = host();
   TensorView device_data_;
   const std::int32_t* device_labels_ = nullptr;

@@ -14,10 +14,6 @@
 
 namespace sluice {
 
-namespace stages {
-class FileOps;  // the file-system seam, internal (src/stages/file_ops.hpp)
-}
-
 // BuildOptions::threads = sluice::autotune lets the runtime choose the parallelism.
 inline constexpr int autotune = -1;
 
@@ -136,14 +132,12 @@ struct BuildOptions {
   std::uint64_t memory_budget = 0;  // bytes every buffer of the pipeline fits in; 0: no limit
   int threads = autotune;           // worker threads, or sluice::autotune (all cores, and the
                                     // autotuner sets samples in flight and prefetch depth)
-  // Fixed samples in flight (submitted to workers and not finished); 0: threads x 2, or tuned.
+  // Fixed samples in flight (submitted to workers and not finished); 0: a whole batch (at least
+  // two per thread), which the autotuner may raise but never lowers.
   int samples_in_flight = 0;
   OnError on_error = OnError::kFail;
   std::uint64_t seed = 0;           // every random choice derives from it
   bool ordered = true;              // false: batches in completion order (not deterministic)
-  // Testing seam: every file the pipeline opens (data, probes, disk cache) goes through this
-  // object instead of the real file system, so tests can inject faults. Internal type; leave null.
-  stages::FileOps* file_ops = nullptr;
 };
 
 }  // namespace sluice

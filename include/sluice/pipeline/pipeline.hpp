@@ -1,5 +1,6 @@
-// The pipeline builder: a fluent description of where samples come from and what happens to them,
-// and Loader, the running pipeline that build() returns.
+// The pipeline builder: a fluent description of where samples come from and what happens to them.
+// build() returns a Loader, the running pipeline (sluice/runtime/loader.hpp, which the runtime
+// module defines; include it or sluice/sluice.hpp to call build()).
 //
 //   auto loader = sluice::Pipeline::from_folder("train")
 //       .shuffle_files(seed).read().decode_jpeg()
@@ -9,21 +10,15 @@
 //   for (sluice::Batch& b : loader.epoch(e)) step(b);
 //
 // The builder only records a PipelineSpec; build() validates it (bad configuration fails there,
-// naming what to change) and hands it to the runtime, which defines Loader's behaviour.
+// naming what to change) and hands it to the runtime, which defines build() and Loader.
 #pragma once
 
 #include <cstdint>
-#include <iterator>
-#include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
-#include "sluice/core/shape.hpp"
-#include "sluice/pipeline/batch.hpp"
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/spec.hpp"
-#include "sluice/pipeline/stats.hpp"
 
 namespace sluice {
 
@@ -74,84 +69,11 @@ class Pipeline {
   const PipelineSpec& spec() const { return spec_; }
 
   // Validates and starts the pipeline's runtime. Throws sluice::Error(kInvalidArgument) with a
-  // message naming the stage and what to change.
+  // message naming the stage and what to change. Defined by the runtime module.
   Loader build(const BuildOptions& options = {}) const;
 
  private:
   PipelineSpec spec_;
-};
-
-class LoaderImpl;
-
-// A built pipeline. Iterate one epoch at a time; batches come in order (deterministic for a
-// seed) unless BuildOptions::ordered is false.
-class Loader {
- public:
-  class Iterator;
-  struct Sentinel {};
-  class EpochRange;
-
-  explicit Loader(std::unique_ptr<LoaderImpl> impl);
-  Loader(Loader&&) noexcept;
-  Loader& operator=(Loader&&) noexcept;
-  ~Loader();
-
-  EpochRange epoch(std::int64_t e);
-
-  std::int64_t samples_per_epoch() const;
-  std::int64_t batches_per_epoch() const;
-  Shape batch_shape() const;  // of a full batch
-  DType dtype() const;
-  Stats stats() const;
-
-  // Resumable iteration. state() is where the consumer is: the epoch and the next batch, with a
-  // fingerprint of the pipeline. Every order and random choice is a function of (seed, epoch,
-  // position), so that is all a resume needs: after restore(state), the next epoch(e) with the
-  // saved epoch starts at the saved batch, delivering exactly the batches the uninterrupted run
-  // would have, without decoding the ones before it. Throws sluice::Error(kInvalidArgument) for
-  // a state from another pipeline or a damaged one. Statistics and memory caches start afresh.
-  std::vector<std::uint8_t> state() const;
-  void restore(std::span<const std::uint8_t> state);
-  // The epoch restore() resumes (the next one to iterate), or 0 without a restore.
-  std::int64_t resume_epoch() const;
-
- private:
-  std::unique_ptr<LoaderImpl> impl_;
-};
-
-class Loader::Iterator {
- public:
-  using iterator_category = std::input_iterator_tag;
-  using value_type = Batch;
-  using difference_type = std::ptrdiff_t;
-
-  Iterator() = default;
-  Iterator(LoaderImpl* impl, std::int64_t epoch);
-
-  Batch& operator*() { return current_; }
-  Batch* operator->() { return &current_; }
-  Iterator& operator++();  // releases the current batch (unless moved out) and waits for the next
-  void operator++(int) { ++*this; }
-  friend bool operator==(const Iterator& it, Sentinel) { return it.done_; }
-
- private:
-  void fetch();
-
-  LoaderImpl* impl_ = nullptr;
-  std::int64_t epoch_ = 0;
-  Batch current_;
-  bool done_ = true;
-};
-
-class Loader::EpochRange {
- public:
-  EpochRange(LoaderImpl* impl, std::int64_t epoch) : impl_(impl), epoch_(epoch) {}
-  Iterator begin() { return Iterator(impl_, epoch_); }
-  Sentinel end() { return {}; }
-
- private:
-  LoaderImpl* impl_;
-  std::int64_t epoch_;
 };
 
 }  // namespace sluice

@@ -48,7 +48,9 @@ struct Stats {
   std::vector<StageStats> stages;
   std::int64_t samples = 0;             // samples written into batches
   std::int64_t batches = 0;             // batches handed to the consumer
-  std::int64_t skipped = 0;             // bad samples replaced under OnError::kSkip
+  std::int64_t skipped = 0;             // distinct bad files replaced under OnError::kSkip
+  // Replacements made: a file bad in two epochs, or a replacement that was bad too, counts again.
+  std::int64_t skip_events = 0;
   std::vector<SkippedSample> skipped_samples;  // each distinct bad path once, first cause
   double consumer_wait_seconds = 0;     // time the consumer blocked waiting for a batch
   int threads = 0;                      // worker threads in use

@@ -56,6 +56,31 @@ TEST(Autotuner, AMoveThatLowersTheRateIsUndoneAndRests) {
   EXPECT_EQ(next.prefetch, 2);
 }
 
+// Issue 16: a batch of 256 on 2 threads starts with 256 samples in flight; the ceiling of 4 x
+// threads (8) used to clamp the autotuner's copy, and the first move of any kind applied 8.
+TEST(Autotuner, NeverLowersInFlightBelowTheLoadersChoice) {
+  Autotuner tuner({.threads = 2, .min_in_flight = 256, .max_in_flight = 8, .max_prefetch = 4}, {256, 1});
+  EXPECT_EQ(tuner.settings().in_flight, 256);
+  std::string why;
+  const auto moved = tuner.update(period(0.5, 0.5, 10), why);  // starved, idle: a prefetch move
+  EXPECT_EQ(moved.prefetch, 2) << why;
+  EXPECT_EQ(moved.in_flight, 256);
+  const auto undone = tuner.update(period(0.5, 0.5, 2), why);  // the rate fell: undone
+  EXPECT_NE(why.find("undo"), std::string::npos);
+  EXPECT_EQ(undone.in_flight, 256);
+  for (int i = 0; i < 20; ++i) EXPECT_GE(tuner.update(period(0.5, 0.5, 10), why).in_flight, 256);
+}
+
+TEST(Autotuner, InFlightGrowsFromTheFloorWhenTheCeilingIsAbove) {
+  Autotuner tuner({.threads = 8, .min_in_flight = 16, .max_in_flight = 32}, {16, 1});
+  std::string why;
+  const auto s = tuner.update(period(0.5, 0.1), why);
+  EXPECT_GT(s.in_flight, 16);
+  EXPECT_LE(s.in_flight, 32);
+  tuner.update(period(0.5, 0.1, 1), why);  // the move lowered the rate: back to the floor, no lower
+  EXPECT_EQ(tuner.settings().in_flight, 16);
+}
+
 TEST(Autotuner, FixedKnobsStayFixed) {
   Autotuner tuner({.threads = 2, .max_in_flight = 8, .tune_in_flight = false, .tune_prefetch = false}, {1, 1});
   std::string why;

@@ -19,7 +19,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/pipeline/json_spec.hpp"
-#include "sluice/pipeline/pipeline.hpp"
+#include "sluice/runtime/loader.hpp"
 #include "sluice/sluice.hpp"
 #include "stages/read_file.hpp"
 #include "stages/source.hpp"

@@ -1,0 +1,97 @@
+// Loader: a built pipeline, what Pipeline::build() returns. Iterate one epoch at a time:
+//
+//   sluice::Loader loader = pipeline.build({.threads = sluice::autotune});
+//   for (sluice::Batch& b : loader.epoch(e)) step(b);
+//
+// Batches come in order (deterministic for a seed) unless BuildOptions::ordered is false. The
+// runtime module defines it (src/runtime/); sluice/sluice.hpp includes this header.
+#pragma once
+
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "sluice/core/dtype.hpp"
+#include "sluice/core/shape.hpp"
+#include "sluice/pipeline/batch.hpp"
+#include "sluice/pipeline/pipeline.hpp"
+#include "sluice/pipeline/stats.hpp"
+
+namespace sluice {
+
+class LoaderImpl;
+
+class Loader {
+ public:
+  class Iterator;
+  struct Sentinel {};
+  class EpochRange;
+
+  explicit Loader(std::unique_ptr<LoaderImpl> impl);
+  Loader(Loader&&) noexcept;
+  Loader& operator=(Loader&&) noexcept;
+  // Stops the workers. Batches still held stay valid until released (they share the loader's
+  // slots), but iterators of this loader must not be advanced any more.
+  ~Loader();
+
+  EpochRange epoch(std::int64_t e);
+
+  std::int64_t samples_per_epoch() const;
+  std::int64_t batches_per_epoch() const;
+  Shape batch_shape() const;  // of a full batch
+  DType dtype() const;
+  Stats stats() const;
+
+  // Resumable iteration. state() is where the consumer is: the epoch and the next batch, with a
+  // fingerprint of the pipeline. Every order and random choice is a function of (seed, epoch,
+  // position), so that is all a resume needs: after restore(state), the next epoch(e) with the
+  // saved epoch starts at the saved batch, delivering exactly the batches the uninterrupted run
+  // would have, without decoding the ones before it. Throws sluice::Error(kInvalidArgument) for
+  // a state from another pipeline or a damaged one. Statistics and memory caches start afresh.
+  std::vector<std::uint8_t> state() const;
+  void restore(std::span<const std::uint8_t> state);
+  // The epoch restore() resumes (the next one to iterate), or 0 without a restore.
+  std::int64_t resume_epoch() const;
+
+ private:
+  std::unique_ptr<LoaderImpl> impl_;
+};
+
+class Loader::Iterator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = Batch;
+  using difference_type = std::ptrdiff_t;
+
+  Iterator() = default;
+  Iterator(LoaderImpl* impl, std::int64_t epoch);
+
+  Batch& operator*() { return current_; }
+  Batch* operator->() { return &current_; }
+  Iterator& operator++();  // releases the current batch (unless moved out) and waits for the next
+  void operator++(int) { ++*this; }
+  friend bool operator==(const Iterator& it, Sentinel) { return it.done_; }
+
+ private:
+  void fetch();
+
+  LoaderImpl* impl_ = nullptr;
+  std::int64_t epoch_ = 0;
+  Batch current_;
+  bool done_ = true;
+};
+
+class Loader::EpochRange {
+ public:
+  EpochRange(LoaderImpl* impl, std::int64_t epoch) : impl_(impl), epoch_(epoch) {}
+  Iterator begin() { return Iterator(impl_, epoch_); }
+  Sentinel end() { return {}; }
+
+ private:
+  LoaderImpl* impl_;
+  std::int64_t epoch_;
+};
+
+}  // namespace sluice

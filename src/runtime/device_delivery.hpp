@@ -1,0 +1,71 @@
+// DeviceDelivery: a pipeline with to_device(). Its batches are assembled in the page-locked slots
+// of a TransferRing, copied on the ring's stream once complete (optionally normalised on the
+// device), handed to the consumer's stream with an event, and given back when the consumer's
+// stream is done with them. This is the only part of the loader that calls the TransferRing;
+// the batch ring sees its slots as memory it does not own.
+//
+// A ring slot's life, in the calls the loader makes: begin_fill (before workers write into it),
+// ship (its last sample finished), hand_over (the consumer gets it), release (its Batch let go).
+// Threads: begin_fill and hand_over on the consumer's thread, ship on the worker that finished
+// the batch, release wherever a Batch is released.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+
+#include "sluice/device/gpu_normalize.hpp"
+#include "sluice/device/stream.hpp"
+#include "sluice/device/transfer_ring.hpp"
+#include "sluice/memory/budget.hpp"
+#include "sluice/pipeline/batch.hpp"
+#include "stages/pipeline_plan.hpp"
+
+namespace sluice::runtime {
+
+class DeviceDelivery {
+ public:
+  // True when the plan's batches go through a transfer ring: to_device(cuda(i)), or to_device(host())
+  // with stage_through_ring.
+  static bool wanted(const stages::PipelinePlan& plan);
+
+  // Allocates the ring (`slots` slots) and its page-locked memory, reserved from `budget`.
+  // Throws sluice::Error when the device is unusable or the memory does not fit.
+  DeviceDelivery(const stages::PipelinePlan& plan, const stages::SampleProgram& program, int slots,
+                 MemoryBudget& budget);
+  DeviceDelivery(const DeviceDelivery&) = delete;
+  DeviceDelivery& operator=(const DeviceDelivery&) = delete;
+
+  int slots() const { return ring_->slots(); }
+  // Where workers write a slot's batch: its labels and its samples.
+  std::int32_t* host_labels(int slot);
+  std::uint8_t* host_data(int slot);
+
+  // The slot's previous copy has finished reading its host memory.
+  void begin_fill(int slot);
+  // Copies the slot's first `samples` samples and their labels (and normalises them) on the
+  // ring's stream. Returns null, or the error for the batch's consumer.
+  std::exception_ptr ship(int slot, int samples) noexcept;
+  // The consumer's stream waits for the copy; `batch` gets the device view of the slot.
+  void hand_over(int slot, int samples, Batch& batch);
+  // The consumer's stream is done with the slot once its work so far has run (an event, not a
+  // host wait).
+  void release(int slot) noexcept;
+
+ private:
+  spec::ToDevice to_;
+  NormalizeOptions device_normalize_;
+  DType dtype_;
+  Shape sample_shape_;
+  Size2 output_;
+  int channels_ = 3;
+  std::size_t sample_bytes_ = 0;
+  std::size_t labels_bytes_ = 0;   // labels first in a ring slot, then the data
+  std::size_t output_offset_ = 0;  // normalize_on_device: where the device's output starts
+  GpuNormalizer normalizer_;
+  std::unique_ptr<TransferRing> ring_;
+  std::unique_ptr<Stream> consumer_stream_;
+};
+
+}  // namespace sluice::runtime

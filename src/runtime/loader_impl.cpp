@@ -1,0 +1,280 @@
+// LoaderImpl, composed: it builds the parts, moves each batch through them (issue, samples on
+// the workers, ship, hand-out, recycle), and decides what a part's failure means.
+#include "runtime/loader_impl.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "runtime/batch_access.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/log.hpp"
+#include "sluice/core/units.hpp"
+
+namespace sluice {
+
+using runtime::BatchSlot;
+
+LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
+    : shared_(std::make_shared<runtime::SharedSlots>(plan.options.memory_budget)),
+      plan_(std::move(plan)),
+      order_(plan_.order),
+      state_(plan_) {
+  const BuildOptions& options = plan_.options;
+  threads_ = options.threads == autotune ? runtime::Executor::available_cores() : options.threads;
+  create_caches();
+  program_ = std::make_unique<stages::SampleProgram>(plan_.program,
+                                                     stages::SampleCaches{memory_cache_.get(), disk_cache_.get()});
+  tuning_ = std::make_unique<runtime::LoaderTuning>(runtime::TuningInputs{
+      .threads = threads_,
+      .batch_size = plan_.batch_size,
+      .fixed_in_flight = options.samples_in_flight,
+      .autotune = options.threads == autotune,
+      .prefetch = plan_.prefetch,
+      .prefetch_set = plan_.prefetch_set,
+      .fixed_depth = runtime::DeviceDelivery::wanted(plan_)});
+  memory_plan_ = runtime::plan_memory(plan_, program_->sample_bytes(), threads_, tuning_->min_prefetch());
+  check_budget();
+  order_reservation_ = *budget().try_reserve(memory_plan_.index_bytes, MemoryUse::kShuffle);
+  task_ = std::make_unique<runtime::SampleTask>(
+      *program_, plan_.dataset.items, budget(),
+      runtime::SampleTaskOptions{.on_error = options.on_error, .skip_key = plan_.skip_key, .threads = threads_});
+  create_slots();
+  submitter_ = std::make_unique<runtime::SampleSubmitter>(tuning_->initial_in_flight());
+  executor_ = std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this);
+  submitter_->attach(*executor_);
+}
+
+LoaderImpl::~LoaderImpl() {
+  ring().bump_generation();  // pending tasks skip their work,
+  submitter_->stop();        // finishing ones submit nothing more,
+  budget().cancel();         // and nobody waits for memory
+  executor_.reset();
+}
+
+void LoaderImpl::create_caches() {
+  if (!plan_.cache) return;
+  if (const auto* m = std::get_if<MemoryCache>(&plan_.cache->store)) {
+    memory_cache_ = std::make_unique<stages::MemoryCacheStore>(static_cast<std::int64_t>(plan_.dataset.items.size()),
+                                                               m->max_bytes, budget());
+  } else {
+    const auto& d = std::get<DiskCache>(plan_.cache->store);
+    disk_cache_ = std::make_unique<stages::DiskCacheStore>(stages::DiskCacheOptions{
+        .path = d.path, .max_bytes = d.max_bytes,
+        .fingerprint = stages::SampleProgram::cache_fingerprint(plan_.program),
+        .file_ops = plan_.program.file_ops,
+        .max_entry_bytes = stages::SampleProgram::cache_entry_limit(plan_.program),
+        .max_source_bytes = plan_.program.read.max_file_size});
+  }
+}
+
+void LoaderImpl::check_budget() const {
+  const std::uint64_t limit = plan_.options.memory_budget;
+  if (limit != 0 && memory_plan_.minimum() > limit) {
+    throw Error(ErrorCode::kOutOfBudget,
+                "the pipeline needs at least " + memory_plan_.explain() + ", above the memory budget of " +
+                    format_bytes(limit) + ": raise the budget to " + format_bytes(memory_plan_.minimum()) + " (" +
+                    std::to_string(memory_plan_.minimum()) + " bytes), or lower the batch size, threads or prefetch depth");
+  }
+}
+
+void LoaderImpl::create_slots() {
+  shared_->ring = std::make_unique<runtime::BatchRing>(
+      runtime::BatchRingOptions{.batch_size = plan_.batch_size,
+                                .sample_bytes = program_->sample_bytes(),
+                                .slot_reservation = memory_plan_.batch_bytes,
+                                .ordered = plan_.options.ordered},
+      budget());
+  if (runtime::DeviceDelivery::wanted(plan_)) {
+    // The transfer ring's slots are allocated once: its depth is fixed.
+    const int prefetch = std::min(tuning_->start_prefetch(), runtime::kMaxPrefetch);
+    shared_->device = std::make_unique<runtime::DeviceDelivery>(plan_, *program_, prefetch + 2, budget());
+    runtime::DeviceDelivery& device = *shared_->device;
+    for (int i = 0; i < device.slots(); ++i) ring().add_external_slot(device.host_data(i), device.host_labels(i));
+    tuning_->start(prefetch);
+    return;
+  }
+  // The smallest ring the memory plan counted, then as deep as the start depth when the budget
+  // allows it (the autotuner may go deeper later).
+  for (int i = 0; i < memory_plan_.min_slots; ++i) ring().add_slot(Reclaim::kNo);
+  int prefetch = tuning_->min_prefetch();
+  while (prefetch < tuning_->start_prefetch() && ring().add_slot(Reclaim::kNo)) ++prefetch;
+  tuning_->start(prefetch);
+}
+
+std::int64_t LoaderImpl::batches_per_epoch() const {
+  const std::int64_t n = order_.size();
+  const std::int64_t b = plan_.batch_size;
+  return plan_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+Shape LoaderImpl::batch_shape() const {
+  const Shape sample = program_->sample_shape();
+  return Shape{plan_.batch_size, sample[0], sample[1], sample[2]};
+}
+
+// ---- a batch's way through the parts ---------------------------------------------------------
+
+void LoaderImpl::start_epoch(std::int64_t epoch) {
+  if (epoch < 0) throw Error(ErrorCode::kInvalidArgument, "epoch must be >= 0, got " + std::to_string(epoch));
+  abandon_epoch();
+  order_.compute(epoch, epoch_items_);
+  const std::int64_t batches = batches_per_epoch();
+  // A restored state starts its epoch at the saved batch: nothing before it is read or decoded.
+  const std::int64_t first = std::min(state_.take_first_batch(epoch), batches);
+  ring().start_epoch(epoch, batches, order_.size(), first);
+  submitter_->reset(first * plan_.batch_size);
+  tuning_->start_period(std::chrono::steady_clock::now(), task_->busy_seconds());
+  issue_batches();
+}
+
+void LoaderImpl::issue_batches() {
+  bool claimed = false;
+  while (const auto issued = ring().issue_next(tuning_->prefetch())) {
+    if (shared_->device) shared_->device->begin_fill(issued->slot);  // its previous copy has read its host memory
+    submitter_->claim(issued->slot, issued->first, issued->size);
+    claimed = true;
+  }
+  if (claimed) submitter_->submit();
+}
+
+void LoaderImpl::run_sample_entry(void* self, std::int64_t slot, std::int64_t position) {
+  auto* loader = static_cast<LoaderImpl*>(self);
+  loader->run_sample(static_cast<int>(slot), position);
+  if (loader->submitter_->finished_one()) loader->submitter_->submit();
+}
+
+void LoaderImpl::run_sample(int s, std::int64_t position) {
+  BatchSlot& slot = ring().slot(s);
+  if (!ring().current(slot)) {
+    finish_sample(slot);  // abandoned epoch or shutdown
+    return;
+  }
+  const std::int64_t index = position - slot.batch * plan_.batch_size;
+  const runtime::SampleTarget target{slot.data_ptr + static_cast<std::size_t>(index) * program_->sample_bytes(),
+                                     slot.labels_ptr + index};
+  if (std::exception_ptr error = task_->run(slot.epoch, position, epoch_items_, target)) {
+    runtime::BatchRing::record_error(slot, position, std::move(error));
+  }
+  finish_sample(slot);
+}
+
+void LoaderImpl::finish_sample(BatchSlot& slot) {
+  if (!runtime::BatchRing::finish_sample(slot)) return;
+  // The batch's last sample: ship a complete, current batch to the device, then let it be taken.
+  if (shared_->device && !slot.error && ring().current(slot)) {
+    if (std::exception_ptr error = shared_->device->ship(slot.index, slot.size)) {
+      runtime::BatchRing::record_error(slot, slot.batch * plan_.batch_size, std::move(error));
+    }
+  }
+  ring().mark_ready(slot);
+}
+
+bool LoaderImpl::next(Batch& out) {
+  runtime::BatchRing& r = ring();
+  if (!r.epoch_started()) throw Error(ErrorCode::kInvalidArgument, "call epoch(e) before iterating");
+  if (r.epoch_complete()) return false;
+  const auto wait_start = std::chrono::steady_clock::now();
+  int found = -1;
+  while (true) {
+    const std::uint32_t seen = r.events();
+    issue_batches();
+    found = r.take_ready();
+    if (found >= 0) break;
+    r.wait_for_change(seen);
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  consumer_wait_seconds_ += waited;
+  tuning_->count_batch(waited);
+
+  BatchSlot& slot = r.slot(found);
+  r.hand_out(found);
+  if (slot.error) {
+    std::exception_ptr error = slot.error;
+    shared_->recycle(found);
+    abandon_epoch();
+    std::rethrow_exception(error);
+  }
+  ++batches_done_;
+  tune();
+  const Shape sample = program_->sample_shape();
+  const TensorView view{slot.data_ptr, program_->dtype(), Shape{slot.size, sample[0], sample[1], sample[2]}};
+  out = runtime::BatchAccess::make(view, std::span<const std::int32_t>(slot.labels_ptr, static_cast<std::size_t>(slot.size)),
+                                   slot.epoch, slot.batch, found, shared_);
+  if (shared_->device) shared_->device->hand_over(found, slot.size, out);
+  return true;
+}
+
+void LoaderImpl::abandon_epoch() {
+  runtime::BatchRing& r = ring();
+  if (!r.has_outstanding()) return;
+  r.bump_generation();
+  // Claimed samples not yet submitted will never run: count them done.
+  for (const runtime::UnsubmittedSamples& u : submitter_->cancel_unsubmitted()) {
+    for (int i = 0; i < u.samples; ++i) finish_sample(r.slot(u.slot));
+  }
+  const runtime::AbandonedSlots ready = r.abandon();
+  for (int i = 0; i < ready.count; ++i) shared_->recycle(ready.slots[static_cast<std::size_t>(i)]);
+}
+
+// ---- tuning and statistics -------------------------------------------------------------------
+
+void LoaderImpl::tune() {
+  if (!tuning_->autotuned()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (!tuning_->due(now)) return;
+  std::string why;
+  const bool can_grow = ring().can_grow() && budget().available() >= memory_plan_.batch_bytes;
+  const auto settings = tuning_->tick(now, task_->busy_seconds(), can_grow, why);
+  if (!settings) return;
+  apply(*settings);
+  if (log_enabled(LogLevel::kDebug)) log(LogLevel::kDebug, "autotune: " + why);
+}
+
+void LoaderImpl::apply(const runtime::TuningSettings& settings) {
+  submitter_->set_in_flight(settings.in_flight);
+  int prefetch = tuning_->prefetch();
+  while (prefetch < settings.prefetch && ring().live_slots() < prefetch + 3 && ring().add_slot(Reclaim::kNo)) ++prefetch;
+  tuning_->set_prefetch(std::min(prefetch, settings.prefetch));  // a shallower depth retires slots as they return
+  submitter_->submit();
+}
+
+Stats LoaderImpl::stats() const {
+  Stats stats;
+  task_->add_stats(stats);
+  stats.batches = batches_done_;
+  stats.consumer_wait_seconds = consumer_wait_seconds_;
+  stats.threads = threads_;
+  const MemoryBudget& b = shared_->budget;
+  stats.memory_budget = b.limit();
+  stats.memory_used = b.used();
+  stats.memory_peak = b.peak();
+  for (int u = 0; u < static_cast<int>(MemoryUse::kCount); ++u) {
+    const auto use = static_cast<MemoryUse>(u);
+    stats.memory.push_back(MemoryStats{std::string(to_string(use)), b.used(use), b.peak(use)});
+  }
+  if (memory_cache_) {
+    const auto c = memory_cache_->stats();
+    stats.cache = CacheStats{"memory", c.hits, c.misses, c.entries, c.bytes, c.evicted, {}};
+  } else if (disk_cache_) {
+    const auto c = disk_cache_->stats();
+    stats.cache = CacheStats{"disk", c.hits, c.misses, c.entries, c.bytes, c.dropped_corrupt, c.note};
+  }
+  stats.tuning = tuning_->stats(submitter_->in_flight());
+  return stats;
+}
+
+// ---- resumable iteration ---------------------------------------------------------------------
+
+std::vector<std::uint8_t> LoaderImpl::state() const {
+  const runtime::BatchRing& r = ring();
+  return state_.save(r.epoch(), r.returned(), r.batches());
+}
+
+void LoaderImpl::restore(std::span<const std::uint8_t> bytes) {
+  const runtime::ResumePoint point = state_.parse(bytes);  // throws before anything changes
+  abandon_epoch();
+  state_.set_resume(point);
+}
+
+}  // namespace sluice

@@ -1,0 +1,125 @@
+// One sample on a worker: the program run, the skip policy's replacements and the skip log.
+#include "runtime/sample_task.hpp"
+
+#include <chrono>
+
+#include "runtime/executor.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/rng.hpp"
+
+namespace sluice::runtime {
+
+namespace {
+// How long a worker waits for room in the budget for a buffer its sample needs. Working memory
+// is given back only by caches (asked before waiting) and retired batch slots, so a long wait
+// rarely helps; the sample then fails with kOutOfBudget, saying what to raise.
+constexpr std::chrono::milliseconds kBufferWait{2000};
+}  // namespace
+
+void SkipLog::record(const std::string& path, const std::string& cause) {
+  std::lock_guard lock(mutex_);
+  ++events_;
+  if (paths_.insert(path).second) samples_.push_back(SkippedSample{path, cause});
+}
+
+std::int64_t SkipLog::files() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::int64_t>(samples_.size());
+}
+
+std::int64_t SkipLog::events() const {
+  std::lock_guard lock(mutex_);
+  return events_;
+}
+
+void SkipLog::add_stats(Stats& stats) const {
+  std::lock_guard lock(mutex_);  // one snapshot: the three agree
+  stats.skipped = static_cast<std::int64_t>(samples_.size());
+  stats.skip_events = events_;
+  stats.skipped_samples = samples_;
+}
+
+SampleTask::SampleTask(const stages::SampleProgram& program, const std::vector<Item>& items, MemoryBudget& budget,
+                       SampleTaskOptions options)
+    : program_(program), items_(items), options_(options) {
+  for (int i = 0; i < options_.threads; ++i) {
+    auto ws = program_.make_workspace();
+    ws->file.attach(budget, MemoryUse::kReadBuffers, kBufferWait);
+    ws->decoded.attach(budget, MemoryUse::kDecodeBuffers, kBufferWait);
+    ws->resized.attach(budget, MemoryUse::kDecodeBuffers, kBufferWait);
+    ws->scratch.attach(budget, MemoryUse::kDecodeBuffers, kBufferWait);
+    ws->decoder.attach(budget, MemoryUse::kDecodeBuffers, kBufferWait);
+    workspaces_.push_back(std::move(ws));
+  }
+}
+
+std::exception_ptr SampleTask::run(std::int64_t epoch, std::int64_t position, std::span<const std::int64_t> epoch_items,
+                                   const SampleTarget& target) {
+  // oneTBB gives a one-thread arena two slots and its worker may use either; both map to the one
+  // workspace (at concurrency 1 they never run at once), so its buffers stay warm.
+  const int worker = Executor::current_worker() % options_.threads;
+  if (worker < 0 || worker >= static_cast<int>(workspaces_.size())) {
+    return std::make_exception_ptr(Error(ErrorCode::kInternal,
+        "sample task ran on worker slot " + std::to_string(worker) + " outside the pool"));
+  }
+  std::exception_ptr error = run_on(*workspaces_[static_cast<std::size_t>(worker)], epoch, position, epoch_items, target);
+  samples_done_.fetch_add(1, std::memory_order_relaxed);
+  return error;
+}
+
+std::exception_ptr SampleTask::run_on(stages::SampleProgram::Workspace& ws, std::int64_t epoch, std::int64_t position,
+                                      std::span<const std::int64_t> epoch_items, const SampleTarget& target) {
+  std::int64_t item = epoch_items[static_cast<std::size_t>(position)];
+  CounterRng replacement(options_.skip_key, static_cast<std::uint64_t>(position), static_cast<std::uint32_t>(epoch));
+  for (std::uint32_t attempt = 0;; ++attempt) {
+    try {
+      const Item& source = items_[static_cast<std::size_t>(item)];
+      program_.run(source, stages::SampleKey{epoch, item, attempt}, ws, target.data);
+      *target.label = source.label;
+      return nullptr;
+    } catch (const Error& e) {
+      const bool skippable = options_.on_error == OnError::kSkip && e.code() != ErrorCode::kInternal &&
+                             e.code() != ErrorCode::kCancelled && e.code() != ErrorCode::kOutOfBudget;
+      if (!skippable) return std::current_exception();
+      skips_.record(e.path(), e.cause());
+      if (attempt + 1 >= static_cast<std::uint32_t>(kMaxReplacements)) {
+        return std::make_exception_ptr(Error(ErrorCode::kCorruptData,
+                                             std::to_string(kMaxReplacements) +
+                                                 " replacements in a row were bad too: the data set looks unreadable, "
+                                                 "check it with `sluice inspect`; last error: " + e.what()));
+      }
+      // Any other position of the epoch, never this one (whose item just failed).
+      const std::uint64_t positions = epoch_items.size();
+      std::uint64_t other = replacement.below(positions > 1 ? positions - 1 : 1);
+      if (positions > 1 && other >= static_cast<std::uint64_t>(position)) ++other;
+      item = epoch_items[static_cast<std::size_t>(other)];
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+}
+
+double SampleTask::busy_seconds() const {
+  std::int64_t ns = 0;
+  for (const auto& ws : workspaces_) {
+    for (const auto& b : ws->counters.busy_ns) ns += b.load(std::memory_order_relaxed);
+  }
+  return static_cast<double>(ns) * 1e-9;
+}
+
+void SampleTask::add_stats(Stats& stats) const {
+  for (int stage = 0; stage < stages::StageCounters::kStageCount; ++stage) {
+    StageStats s;
+    s.name = stages::StageCounters::name(stage);
+    for (const auto& ws : workspaces_) {
+      s.busy_seconds += static_cast<double>(ws->counters.busy_ns[stage].load(std::memory_order_relaxed)) * 1e-9;
+      s.items += ws->counters.items[stage].load(std::memory_order_relaxed);
+      s.bytes += ws->counters.bytes[stage].load(std::memory_order_relaxed);
+    }
+    stats.stages.push_back(std::move(s));
+  }
+  stats.samples = samples_done_.load(std::memory_order_relaxed);
+  skips_.add_stats(stats);
+}
+
+}  // namespace sluice::runtime
