@@ -57,11 +57,17 @@ class LoaderBatches final : public train::BatchSource {
     range_.reset();
   }
 
-  // The loader's stages' busy time, its workers, and its accounted bytes split into pageable and
-  // page-locked (the "pinned" use) memory.
+  // The loader's stages' busy time, its workers, its accounted bytes split into pageable and
+  // page-locked (the "pinned" use) memory, and its memory cache's counters.
   train::InputStats input_stats() const override {
     const Stats st = loader_.stats();
     train::InputStats in{.workers = st.threads};
+    if (st.cache.kind == "memory") {
+      in.cache_hits = st.cache.hits;
+      in.cache_misses = st.cache.misses;
+      in.cache_bytes = st.cache.bytes;
+      in.cache_dropped = st.cache.dropped;
+    }
     for (const StageStats& stage : st.stages) in.busy_seconds += stage.busy_seconds;
     for (const MemoryStats& m : st.memory) {
       if (m.use == "pinned") in.pinned_bytes += m.used;

@@ -136,6 +136,10 @@ std::uint64_t SampleProgram::cache_entry_limit(const SampleProgramConfig& config
   return kDecodedHeaderBytes + pixels * channels;
 }
 
+std::uint64_t SampleProgram::decoded_entry_bytes(std::uint64_t width, std::uint64_t height, int channels) {
+  return kDecodedHeaderBytes + width * height * static_cast<std::uint64_t>(channels);
+}
+
 void SampleProgram::run(const Item& item, const SampleKey& key, Workspace& ws, void* out) const {
   try {
     run_unchecked(item, key, ws, out);

@@ -119,7 +119,7 @@ void plan_training(const JobConfig& config, const PlanConfig& pc, std::uint64_t 
   }
   plan.training_bytes = region;
   plan.allocator = AllocatorOptions{.mode = AllocatorMode::kGrow, .limit = 0, .initial_region_bytes = region,
-                                    .name = "training"};
+                                    .growth = RegionGrowth::kRequest, .name = "training"};
   PlanConfig at = pc;
   at.allocator = one_region(std::max<std::uint64_t>(region, Allocator::kGranularity));
   plan.training = plan_peak(at);

@@ -63,7 +63,9 @@ std::unique_ptr<Backing> make_backing(DeviceId device);
 // evaluation batch or a growing allocator takes memory back from the job's caches instead of
 // failing, and gets nullptr (the allocator's out of memory) only when even they cannot give
 // enough. Throws sluice::Error(kOutOfBudget) when the floor does not fit the budget now.
-// One allocator's backing: calls are serialised by the allocator's lock.
+// One allocator's backing: calls are serialised by the allocator's lock. Pair it with
+// RegionGrowth::kRequest past the floor: a doubling allocator first asks for twice its last region,
+// and the caches would give up for that what the request itself does not need.
 struct BudgetedBackingOptions {
   MemoryUse use = MemoryUse::kTraining;
   std::uint64_t floor = 0;

@@ -51,18 +51,19 @@ TEST(BudgetedBacking, HoldsItsFloorAndGrowsPastItOnlyByReclaiming) {
   auto job = std::make_shared<MemoryBudget>(64 * kMiB);
   FakeCache cache(job);
   Allocator allocator(make_budgeted_backing(test::FakeBacking::make(), job, {.floor = 16 * kMiB}),
-                      AllocatorOptions{.mode = AllocatorMode::kGrow, .initial_region_bytes = 16 * kMiB});
+                      AllocatorOptions{.mode = AllocatorMode::kGrow, .initial_region_bytes = 16 * kMiB,
+                                       .growth = RegionGrowth::kRequest});
   EXPECT_EQ(job->used(MemoryUse::kTraining), 16 * kMiB);  // held before any region exists
   cache.fill_all();
   EXPECT_EQ(job->used(), 64 * kMiB);
   void* a = allocator.allocate(12 * kMiB, TensorCategory::kActivations);  // inside the floor
   EXPECT_EQ(cache.calls, 0);
   EXPECT_EQ(job->used(MemoryUse::kTraining), 16 * kMiB);
-  // Past the floor: the next region (doubled to 32 MiB) reclaims from the cache.
+  // Past the floor: a region of the request alone, reclaimed from the cache, no more.
   void* b = allocator.allocate(10 * kMiB, TensorCategory::kActivations);
-  EXPECT_GE(cache.calls, 1);
-  EXPECT_EQ(job->used(MemoryUse::kTraining), 48 * kMiB);
-  EXPECT_EQ(cache.entries.size(), 16u);
+  EXPECT_EQ(cache.calls, 1);
+  EXPECT_EQ(job->used(MemoryUse::kTraining), 26 * kMiB);
+  EXPECT_EQ(cache.entries.size(), 38u);
   EXPECT_LE(job->peak(), 64 * kMiB);
   // Freeing the region gives the bytes past the floor back; the floor stays.
   allocator.deallocate(b);
@@ -74,7 +75,8 @@ TEST(BudgetedBacking, HoldsItsFloorAndGrowsPastItOnlyByReclaiming) {
 TEST(BudgetedBacking, RunsOutWithTheBudgetInTheReportWhenNothingCanBeReclaimed) {
   auto job = std::make_shared<MemoryBudget>(32 * kMiB);
   Allocator allocator(make_budgeted_backing(test::FakeBacking::make(), job, {.floor = 8 * kMiB}),
-                      AllocatorOptions{.mode = AllocatorMode::kGrow, .initial_region_bytes = 8 * kMiB});
+                      AllocatorOptions{.mode = AllocatorMode::kGrow, .initial_region_bytes = 8 * kMiB,
+                                       .growth = RegionGrowth::kRequest});
   auto other = job->try_reserve(20 * kMiB, MemoryUse::kBatches);  // held, not reclaimable
   void* a = allocator.allocate(6 * kMiB, TensorCategory::kActivations);
   try {
