@@ -348,7 +348,8 @@ void run_train(TrainOptions o) {
                                 job ? job->cache_bytes(1) : 0)
                       .build(job ? job->build_options(o, 1) : BuildOptions{.threads = o.loader_threads, .seed = o.seed});
   }
-  const std::int64_t per_epoch = train_loader.batches_per_epoch();
+  LoaderBatches train_batches(train_loader, job && job->cache_bytes(0) > 0 ? ShortBatch::kSkip : ShortBatch::kDeliver);
+  const std::int64_t per_epoch = train_batches.batches_per_epoch();
   if (per_epoch < 1) {
     throw Error(ErrorCode::kInvalidArgument, "the training split has fewer images than one batch of " +
                                                  std::to_string(o.batch), (flags.data / "train").string());
@@ -368,7 +369,6 @@ void run_train(TrainOptions o) {
                      .job = job ? &job->plan : nullptr, .baseline_rss_bytes = baseline_rss};
   print_run_plan(run);
 
-  LoaderBatches train_batches(train_loader);
   std::optional<LoaderBatches> test_batches;
   if (test_loader) test_batches.emplace(*test_loader);
   train::TrainerStep step(trainer);

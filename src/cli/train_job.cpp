@@ -38,7 +38,8 @@ Pipeline make_pipeline(const fs::path& dir, const train::ModelInfo& model, Pipel
   std::vector<float> std = grey ? std::vector<float>{0.3530f} : std::vector<float>{0.2470f, 0.2435f, 0.2616f};
   p.normalize({.mean = std::move(mean), .std = std::move(std), .layout = Layout::kNCHW, .dtype = DType::kF32});
   // Training drops the short last batch: BatchNorm's statistics over a handful of images are noise.
-  p.batch(static_cast<int>(batch), {.drop_last = training});
+  // With a cache the loop drops it instead, after the pipeline has read (and cached) its files.
+  p.batch(static_cast<int>(batch), {.drop_last = training && cache_bytes == 0});
   return p;
 }
 

@@ -30,7 +30,9 @@ enum class PipelineUse { kTraining, kEvaluation };
 
 // The pipelines for a model: greyscale or RGB from its input, the data set's mean and std, and
 // CIFAR's augmentation (random crop with padding 4, horizontal flip) for the RGB model's training.
-// A cache share > 0 keeps decoded images in memory (the job's plan gives it).
+// A cache share > 0 keeps decoded images in memory (the job's plan gives it); a cached training
+// pipeline also produces its short last batch, which the loop skips (LoaderBatches'
+// ShortBatch::kSkip), so that the first epoch reads, and caches, every file.
 Pipeline make_pipeline(const std::filesystem::path& dir, const train::ModelInfo& model, PipelineUse use,
                        std::int64_t batch, std::uint64_t seed, std::uint64_t cache_bytes = 0);
 

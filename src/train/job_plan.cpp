@@ -291,7 +291,7 @@ std::string JobPlan::explain() const {
                    "decoded images: " + std::string(share) + " of the data set's " + format_bytes(p.needs.cache_set_bytes));
     }
   }
-  text += line("unused", unused_bytes, host_limit, unused_reason);
+  if (fits) text += line("unused", unused_bytes, host_limit, unused_reason);
   return text;
 }
 

@@ -126,6 +126,32 @@ BatchSearchResult find_job_batch(const JobConfig& config, const BatchSearchOptio
   return r;
 }
 
+std::int64_t planned_job_batch(const JobConfig& config, const BatchSearchOptions& options, int* plans) {
+  const Room room(config);
+  TrainConfig train = config.train;
+  return planned_max_batch(
+      [&](std::int64_t b) {
+        train.batch = b;
+        return room.plan_fits(train);
+      },
+      options, plans);
+}
+
+int planned_job_accumulation(const JobConfig& config, int* plans) {
+  const Room room(config);
+  TrainConfig train = config.train;
+  int count = 0;
+  int found = 0;
+  for (std::int64_t k = 1; k <= train.batch && found == 0; ++k) {
+    if (train.batch % k != 0) continue;
+    train.accumulate = static_cast<int>(k);
+    ++count;
+    if (room.plan_fits(train)) found = static_cast<int>(k);
+  }
+  if (plans != nullptr) *plans = count;
+  return found;
+}
+
 AccumulationSearchResult find_job_accumulation(const JobConfig& config, int steps) {
   const Room room(config);
   return search_accumulation(

@@ -136,6 +136,10 @@ std::uint64_t tightest_region(const PlanConfig& base, std::uint64_t ceiling, std
 // find_accumulation's. With a hand split the room is the user's allocator.
 BatchSearchResult find_job_batch(const JobConfig& config, const BatchSearchOptions& options);
 AccumulationSearchResult find_job_accumulation(const JobConfig& config, int steps = 2);
+// The planner's answers alone, from dry runs (sluice plan): the largest batch (0: none) and the
+// fewest micro-batches (0: none) whose whole job fits. `plans` counts the dry runs.
+std::int64_t planned_job_batch(const JobConfig& config, const BatchSearchOptions& options, int* plans = nullptr);
+int planned_job_accumulation(const JobConfig& config, int* plans = nullptr);
 
 // The job's budgets at run time: one for the device's limit and one for the host's on a CUDA
 // device, the same one on the CPU.
