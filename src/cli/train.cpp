@@ -236,7 +236,7 @@ std::unique_ptr<TrainJob> plan_train_job(TrainOptions& o, const CheckedFlags& f,
                                              "with --memory prealloc:SIZE or grow:SIZE");
   }
   JobPipelines pipelines(o, f.data);
-  const std::string under = "--memory-limit " + format_bytes(f.limits.memory);
+  const std::string under = "--memory-limit " + sluice::format_bytes(f.limits.memory);
   if (f.auto_size == AutoSize::kBatch) {
     train::JobConfig c = job_config(o, f.limits, f.device, threads, pipelines);
     // No batch larger than the training split: its epoch would have no full batch.

@@ -129,6 +129,11 @@ EpochPrinter::EpochPrinter(const TrainRun& run)
       progress_("train", static_cast<std::uint64_t>(run.steps * run.options.batch), images_,
                 stderr_is_terminal() && !run.options.json) {}
 
+void EpochPrinter::on_epoch_begin(std::int64_t epoch) {
+  (void)epoch;
+  epoch_cpu_start_ = cpu_seconds();
+}
+
 void EpochPrinter::on_step_begin(std::int64_t step) {
   (void)step;
   if (InterruptGuard::interrupted()) throw Error(ErrorCode::kCancelled, "interrupted");
@@ -143,6 +148,9 @@ void EpochPrinter::on_epoch_end(train::EpochReport& r) {
   const std::uint64_t hwm = resident_peak_bytes();
   per_epoch_.back()["vm_hwm_bytes"] = hwm;
   per_epoch_.back()["rss_above_baseline_bytes"] = hwm - std::min(hwm, run_.baseline_rss_bytes);
+  // The process's CPU time over the epoch, its evaluation included: on a shared machine a
+  // steadier measure of its work than wall time.
+  per_epoch_.back()["cpu_seconds"] = cpu_seconds() - epoch_cpu_start_;
   progress_.finish();
   char line[320];
   std::snprintf(line, sizeof line,
@@ -171,7 +179,10 @@ void print_summary(const TrainRun& run, const train::RunReport& report, double s
             << format_seconds(cpu_seconds()) << " of CPU time); "
             << static_cast<std::int64_t>(report.train_images_per_sec())
             << " training images/s; memory: peak in use " << format_bytes(report.peak_in_use_bytes) << ", reserved "
-            << format_bytes(report.peak_reserved_bytes) << " (" << describe_memory(run.memory) << ")";
+            << format_bytes(report.peak_reserved_bytes) << " ("
+            << (run.job != nullptr && !run.job->hand_split ? "one region planned, growth from the caches"
+                                                           : describe_memory(run.memory))
+            << ")";
   if (run.job != nullptr) {
     std::uint64_t peak = 0;
     for (const train::EpochReport& e : report.per_epoch) {

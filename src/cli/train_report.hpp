@@ -56,6 +56,7 @@ class EpochPrinter final : public train::EpochHook {
  public:
   explicit EpochPrinter(const TrainRun& run);
 
+  void on_epoch_begin(std::int64_t epoch) override;
   void on_step_begin(std::int64_t step) override;
   void on_step_end(const train::StepReport& step) override;
   void on_epoch_end(train::EpochReport& report) override;
@@ -66,6 +67,7 @@ class EpochPrinter final : public train::EpochHook {
  private:
   const TrainRun& run_;
   InterruptGuard interrupt_;
+  double epoch_cpu_start_ = 0;  // the process's CPU seconds when the epoch began
   std::atomic<std::uint64_t> images_{0};
   ProgressLine progress_;  // reads images_: declared after it
   nlohmann::json per_epoch_ = nlohmann::json::array();
