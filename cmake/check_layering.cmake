@@ -24,15 +24,19 @@ set(allowed_python core memory pipeline stages runtime device train c)
 #                       spec against each stage's descriptor
 #  runtime -> stages:   the runtime executes what the stages plan (plan, program, caches, reads)
 #  train   -> device:   the training core's CUDA backend drives the device module's CUDA shim
+#  c       -> device:   the one DLPack export makes a consumer's CUDA stream wait for a batch's copy
+#                       (c/dlpack_export.cpp: device/cuda_backend.hpp's stream_wait_event; a batch
+#                       knows its copy only as a cudaEvent_t, and the public Stream waits only on
+#                       an Event it owns); sluice_batch_use_on_stream and __dlpack__(stream) use it
 #  cli     -> stages:   inspect and bench list and decode with the stages' own code, so they report
 #                       what a pipeline would see
 #  python  -> c:        the one DLPack export both bindings share (c/dlpack_export.hpp)
-#  python  -> device:   __dlpack__(stream) makes a foreign CUDA stream wait (device/cuda_backend.hpp)
 set(private_stages pipeline)
 set(private_runtime stages)
 set(private_train device)
+set(private_c device)
 set(private_cli stages)
-set(private_python c device)
+set(private_python c)
 
 set(violations "")
 foreach(module IN LISTS modules)

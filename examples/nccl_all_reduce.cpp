@@ -26,6 +26,23 @@ void check(cudaError_t status, const char* what) {
   }
 }
 
+// Makes `device` current for a scope and gives the caller its own current device back after:
+// NCCL's setup and teardown act on the current device, and the caller's thread (a training loop
+// that also drives another GPU, a framework's worker) chose its current device for itself.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    check(cudaGetDevice(&previous_), "NcclAllReduce: cudaGetDevice");
+    if (previous_ != device) check(cudaSetDevice(device), "NcclAllReduce: cudaSetDevice");
+  }
+  ~DeviceScope() { (void)cudaSetDevice(previous_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 }  // namespace
 
 struct NcclAllReduce::State {
@@ -92,20 +109,24 @@ NcclAllReduce::NcclAllReduce(st::Context& ctx, MPI_Comm comm) : state_(std::make
   ncclUniqueId id{};
   if (s.rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, comm);
-  check(cudaSetDevice(s.device), "cudaSetDevice");  // ncclCommInitRank takes the current device
+  const DeviceScope on(s.device);  // ncclCommInitRank takes the current device
   check(ncclCommInitRank(&s.comm, s.world, id, s.rank), "ncclCommInitRank");
 }
 
 NcclAllReduce::~NcclAllReduce() {
   if (state_ && state_->comm != nullptr) {
-    cudaSetDevice(state_->device);
-    ncclCommDestroy(state_->comm);  // finalizes first: waits for the collectives still queued
+    try {
+      const DeviceScope on(state_->device);
+      ncclCommDestroy(state_->comm);  // finalizes first: waits for the collectives still queued
+    } catch (const sluice::Error&) {  // no device to switch to: nothing left to tear down on it
+    }
   }
 }
 
 void NcclAllReduce::sum_scaled(st::Context& ctx, const std::vector<st::Tensor*>& tensors, float scale) {
   State& s = *state_;
   cudaStream_t stream = stream_of(ctx, s.device);
+  const DeviceScope on(s.device);  // the copies and the collective are queued on s.device's stream
   const std::size_t count = s.pack(ctx, tensors, stream);
   // Each rank's input times its own `scale`, then summed (NCCL >= 2.11); the scalar is read
   // before the call returns.
@@ -121,6 +142,7 @@ void NcclAllReduce::sum_scaled(st::Context& ctx, const std::vector<st::Tensor*>&
 void NcclAllReduce::broadcast(st::Context& ctx, const std::vector<st::Tensor*>& tensors, int root) {
   State& s = *state_;
   cudaStream_t stream = stream_of(ctx, s.device);
+  const DeviceScope on(s.device);
   const std::size_t count = s.pack(ctx, tensors, stream);
   check(ncclBroadcast(s.flat.data(), s.flat.data(), count, ncclFloat32, root, s.comm, stream), "ncclBroadcast");
   s.unpack(tensors, stream);

@@ -25,7 +25,8 @@ class NcclAllReduce final : public GradientAllReduce {
  public:
   // A communicator over `comm`'s ranks on `ctx`'s device, which must be a CUDA device; every
   // rank of `comm` calls this together. Throws sluice::Error naming the failing call. `ctx` must
-  // outlive this object.
+  // outlive this object. Every call (this one, the collectives, the destructor) leaves the
+  // calling thread's current CUDA device as it found it.
   NcclAllReduce(st::Context& ctx, MPI_Comm comm);
   ~NcclAllReduce() override;
   NcclAllReduce(const NcclAllReduce&) = delete;

@@ -56,6 +56,7 @@
 #include "stages/resample.hpp"
 #include "stages/resample_kernels.hpp"
 #include "stages/sample_program.hpp"
+#include "stages/source.hpp"
 
 namespace {
 
@@ -284,7 +285,8 @@ void run_program(std::span<const std::uint8_t> jpeg, const Params& p) {
   if (!ws) ws = program.make_workspace();
   std::vector<std::uint8_t> out(program.sample_bytes());
   try {
-    program.run(Item{"fuzz.jpg", 0}, p.key(), *ws, out.data());
+    static const stages::Dataset one = stages::load_dataset(spec::Items{{Item{"fuzz.jpg", 0}}});
+    program.run(one.items, 0, p.key(), *ws, out.data());
   } catch (const Error& e) {
     check_program_error(e);
   }

@@ -6,8 +6,10 @@
 //   ship_*               a 64 x 224 x 224 x 3 batch through the ring as f32, as f16, or as u8
 //                        normalised to f32 / f16 on the GPU (images/s: the bytes the bus no
 //                        longer carries)
-// Prints the ratios and the target (ring_pinned >= 0.8 x pinned_memcpy_peak) at the end.
-// Without a usable GPU it prints one line and exits 0. Run: build/bench/transfer_bench
+// Prints the ratios and the target (ring_pinned >= 0.8 x pinned_memcpy_peak) at the end, then
+// one line `transfer_bench_json {...}` with every rate (bytes/s, images/s for ship_*) for
+// scripts/device-check. Without a usable GPU it prints one line and exits 0.
+// Run: build/bench/transfer_bench
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -154,6 +156,9 @@ void print_summary() {
       std::printf("  %-26s %8.0f images/s = %.2f x shipping f32 (%.0f images/s)\n", k, get(k), get(k) / f32, f32);
     }
   }
+  std::printf("transfer_bench_json {\"device\": \"%s\"", sluice::describe(kDevice).name.c_str());
+  for (const auto& [name, rate] : r) std::printf(", \"%s\": %.6g", name.c_str(), rate);
+  std::printf("}\n");
 }
 
 }  // namespace

@@ -9,6 +9,9 @@ bench/peers/train_compare.sh runs it and `sluice train` on the same model, batch
 in one go and prints the ratio. Run it alone with /usr/bin/python3 (Debian's python3-torch), e.g.
   /usr/bin/python3 bench/peers/torch_train_peer.py --model cifar10-separable --batch 128 \
       --threads 2 --steps 20 --warmup 3
+--device cuda runs it on the GPU (scripts/device-check sets it against `sluice train --device
+cuda:0`); --precision mixed_f16 / mixed_bf16 runs forward and backward under torch.autocast in
+that type on f32 weights, with a GradScaler's dynamic loss scale for f16: sluice's mixed precision.
 
 What is timed: `--steps` full training steps (forward, softmax cross-entropy, backward, SGD with
 Nesterov momentum and weight decay) after `--warmup` untimed ones, on one fixed random batch
@@ -82,21 +85,33 @@ def make_optimizer(model, lr):
                            lr=lr, momentum=0.9, nesterov=True)
 
 
+def make_scaler(device, enabled):
+    """torch.amp.GradScaler (torch >= 2.3); torch.cuda.amp's before, which has no CPU scaler."""
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device.type, enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled and device.type == "cuda")
+
+
 def bench(args):
     torch.manual_seed(args.seed)
+    device = torch.device(args.device)
     model, chw = make_model(args.model)
     init_like_sluice(model)
-    model.train()
+    model.to(device).train()
     opt = make_optimizer(model, args.lr)
-    x = torch.randn(args.batch, *chw)
-    y = torch.randint(0, 10, (args.batch,))
+    x = torch.randn(args.batch, *chw).to(device)
+    y = torch.randint(0, 10, (args.batch,)).to(device)
+    dtype = {"f32": None, "mixed_f16": torch.float16, "mixed_bf16": torch.bfloat16}[args.precision]
+    scaler = make_scaler(device, dtype == torch.float16)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.item()
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss.item()  # a host sync each step, as sluice's Trainer::step reads its loss
 
     for _ in range(args.warmup):
         step()
@@ -108,6 +123,7 @@ def bench(args):
     images = args.steps * args.batch
     print(json.dumps({"system": "torch", "torch_version": torch.__version__,
                       "model": args.model, "batch": args.batch, "threads": args.threads,
+                      "device": str(device), "precision": args.precision,
                       "steps": args.steps, "seconds": seconds, "images_per_sec": images / seconds,
                       "loss_first": losses[0], "loss_last": losses[-1]}))
 
@@ -172,7 +188,11 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--train", default="")
     p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
+    p.add_argument("--precision", default="f32", choices=["f32", "mixed_f16", "mixed_bf16"])
     args = p.parse_args()
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit("torch_train_peer: --device cuda but torch sees no CUDA device")
     torch.set_num_threads(args.threads)
     if args.train:
         train_folder(args)

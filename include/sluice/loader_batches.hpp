@@ -18,7 +18,10 @@
 #include <optional>
 #include <span>
 
-#include "sluice/sluice.hpp"
+#include "sluice/core/device_id.hpp"
+#include "sluice/pipeline/batch.hpp"
+#include "sluice/pipeline/stats.hpp"
+#include "sluice/runtime/loader.hpp"
 #include "sluice/train/epoch_runner.hpp"
 
 namespace sluice {

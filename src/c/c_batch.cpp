@@ -80,6 +80,14 @@ sluice_status_t sluice_batch_labels(sluice_batch_t* batch, DLManagedTensor** ten
   });
 }
 
+sluice_status_t sluice_batch_use_on_stream(sluice_batch_t* batch, void* cuda_stream) {
+  return guard([&] {
+    require_valid(batch, "sluice_batch_use_on_stream");
+    dlpack::use_on_stream(batch->batch, cuda_stream);
+    return SLUICE_OK;
+  });
+}
+
 void sluice_batch_release(sluice_batch_t* batch) {
   drop_hold(batch);
 }

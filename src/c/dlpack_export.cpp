@@ -3,6 +3,10 @@
 
 #include <cstdint>
 
+// stream_wait_event: a consumer's stream waits for a batch's copy, known to the batch only by its
+// cudaEvent_t (the device module's public Stream waits on an Event it owns).
+#include "device/cuda_backend.hpp"
+
 namespace sluice::dlpack {
 
 namespace {
@@ -77,6 +81,14 @@ DLManagedTensor* export_tensor(const TensorDesc& tensor, std::shared_ptr<const v
   managed->managed.deleter = &delete_managed;
   managed->hold = std::move(hold);
   return &managed.release()->managed;
+}
+
+void use_on_stream(Batch& batch, void* native_stream) {
+  if (!batch.on_device() || !batch.device().is_cuda()) return;
+  if (batch.ready_event() != nullptr) {
+    device_detail::stream_wait_event(batch.device().index, native_stream, batch.ready_event());
+  }
+  batch.record_stream(native_stream);
 }
 
 }  // namespace sluice::dlpack

@@ -22,6 +22,7 @@
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
 #include "stages/source.hpp"
+#include "stages/tar_source.hpp"
 
 namespace sluice::cli {
 namespace {
@@ -33,6 +34,7 @@ struct BenchOptions {
   bool threads_given = false;
   std::string data;
   std::string list;
+  std::string shards;        // --shards PATTERN: tar shards (brace ranges, globs)
   std::string transform = "eval";
   int size = 224;
   int padding = 4;
@@ -64,14 +66,24 @@ struct BenchOptions {
 };
 
 // Asks the kernel to drop the data set's pages from its cache (posix_fadvise DONTNEED), so the
-// first epoch reads from the device. Only clean, unmapped pages go; no privileges needed.
+// first epoch reads from the device: every file, or every shard and its index file. Only clean,
+// unmapped pages go; no privileges needed (docs/shards.md checks it as an unprivileged user).
 void drop_page_cache(const PipelineSpec& spec) {
-  for (const Item& item : stages::load_dataset(spec.source).items) {
-    const int fd = ::open(item.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
+  const auto drop = [](const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return;
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     ::close(fd);
+  };
+  if (const auto* shards = std::get_if<spec::Shards>(&spec.source)) {
+    for (const std::string& shard : stages::expand_shard_patterns(shards->patterns)) {
+      drop(shard);
+      drop(stages::shard_index_path(shard));
+    }
+    return;
   }
+  const stages::Dataset dataset = stages::load_dataset(spec.source);
+  for (std::int64_t i = 0; i < dataset.items.size(); ++i) drop(dataset.items.path(i));
 }
 
 // Peak resident set size of this process (VmHWM), in bytes.
@@ -130,7 +142,9 @@ DeviceId parse_device(const std::string& text) {
 }
 
 Pipeline make_pipeline(const BenchOptions& o) {
-  Pipeline p = o.list.empty() ? Pipeline::from_folder(o.data) : Pipeline::from_list(o.list);
+  Pipeline p = !o.shards.empty() ? Pipeline::from_shards(o.shards)
+               : o.list.empty()   ? Pipeline::from_folder(o.data)
+                                  : Pipeline::from_list(o.list);
   if (o.shuffle) p.shuffle_files(o.seed);
   const CacheChoice cache = parse_cache(o.cache);
   p.read();
@@ -403,7 +417,10 @@ void add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Run a pipeline over a data set and report throughput");
   auto* data = cmd->add_option("--data", options->data, "Image folder (class sub-folders)")->check(CLI::ExistingDirectory);
   auto* list = cmd->add_option("--list", options->list, "List file: path<TAB>label per line")->check(CLI::ExistingFile);
+  auto* shards = cmd->add_option("--shards", options->shards,
+                                 "Tar shards: a pattern with brace ranges or globs, e.g. 'train-{000000..000146}.tar'");
   data->excludes(list);
+  shards->excludes(data)->excludes(list);
   cmd->add_option("--transform", options->transform,
                   "eval: resize shorter side to size*256/224, center crop; train: random resized crop + flip; "
                   "pad-crop: random crop with --padding + flip; none")
@@ -443,9 +460,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", options->json, "End stdout with one JSON object");
   cmd->add_option("--spec", options->spec, "JSON pipeline spec (docs/json-spec.md) instead of --data/--list and "
                   "the pipeline options; --threads still overrides it")->check(CLI::ExistingFile);
-  cmd->callback([cmd, options, data, list] {
+  cmd->callback([cmd, options, data, list, shards] {
     if (!options->spec.empty()) {
-      for (const char* name : {"--data", "--list", "--transform", "--size", "--padding", "--batch", "--seed",
+      for (const char* name : {"--data", "--list", "--shards", "--transform", "--size", "--padding", "--batch", "--seed",
                                "--shuffle", "--out", "--layout", "--dct", "--color", "--mean", "--std", "--prefetch",
                                "--in-flight", "--shuffle-buffer", "--on-error", "--budget", "--cache", "--device",
                                "--normalize-on-device"}) {
@@ -453,8 +470,8 @@ void add_bench_command(CLI::App& app) {
           throw CLI::ValidationError("--spec", std::string("excludes ") + name + ": the spec describes the whole pipeline");
         }
       }
-    } else if (data->count() == 0 && list->count() == 0) {
-      throw CLI::RequiredError("--data, --list or --spec");
+    } else if (data->count() == 0 && list->count() == 0 && shards->count() == 0) {
+      throw CLI::RequiredError("--data, --list, --shards or --spec");
     }
     options->threads_given = cmd->count("--threads") > 0;
     if (options->threads != "auto") {

@@ -16,6 +16,9 @@ inline constexpr int kExitInterrupted = 130;
 
 // `sluice prepare <dataset> --out DIR`: a public dataset as a JPEG image folder (prepare.cpp).
 void add_prepare_command(CLI::App& app);
+// `sluice prepare shards --data DIR --out DIR`: an image folder as tar shards, registered on the
+// prepare command (prepare_shards.cpp).
+void add_prepare_shards_command(CLI::App& prepare);
 
 // `sluice inspect DIR`: files, classes, sizes, dimensions and bad files of an image folder
 // (inspect.cpp).

@@ -3,6 +3,8 @@
 // histograms, greyscale / progressive / CMYK counts, and every file that would fail, with its
 // cause. Headers are parsed with the pipeline's own JpegDecoder, so "fails here" means "fails
 // there"; --decode also runs the full decode, which catches truncated and corrupt scan data.
+// `sluice inspect --shards PATTERN` does the same for tar shards, read as from_shards reads them
+// (damaged members are failures at the "read" stage; indexing them writes their index files).
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -28,6 +30,7 @@
 #include "cli/console.hpp"
 #include "sluice/core/error.hpp"
 #include "stages/jpeg_decoder.hpp"
+#include "stages/read_file.hpp"
 #include "stages/source.hpp"
 
 namespace sluice::cli {
@@ -42,6 +45,7 @@ constexpr std::size_t kListedClasses = 40;
 
 struct InspectOptions {
   fs::path dir;
+  std::string shards;  // --shards PATTERN instead of DIR
   bool json = false;
   bool decode = false;
   int threads = 0;
@@ -54,6 +58,8 @@ struct Listing {
   std::vector<fs::path> files;
   std::vector<int> labels;      // per file
   std::uint64_t other_files = 0;  // not *.jpg/*.jpeg, or beside the class folders
+  stages::ItemTable members;      // --shards: what files[i] names ("shard.tar:member")
+  std::size_t shards = 0;
 };
 
 struct FileReport {
@@ -91,11 +97,11 @@ Listing list_folder(const fs::path& root) {
   if (listing.classes.size() == 1 && listing.classes[0].empty()) {  // "DIR/" has no filename
     listing.classes[0] = fs::weakly_canonical(root, ec).filename().string();
   }
-  listing.files.reserve(dataset.items.size());
-  listing.labels.reserve(dataset.items.size());
-  for (const Item& item : dataset.items) {
-    listing.files.emplace_back(item.path);
-    listing.labels.push_back(item.label);
+  listing.files.reserve(static_cast<std::size_t>(dataset.items.size()));
+  listing.labels.reserve(static_cast<std::size_t>(dataset.items.size()));
+  for (std::int64_t i = 0; i < dataset.items.size(); ++i) {
+    listing.files.emplace_back(dataset.items.path(i));
+    listing.labels.push_back(dataset.items.label(i));
   }
   // A flat folder is one class named after the folder; class folders are its sub-folders.
   for (const fs::directory_entry& entry : fs::directory_iterator(root)) {
@@ -103,6 +109,33 @@ Listing list_folder(const fs::path& root) {
   }
   const std::uint64_t visible = count_visible_files(root);
   listing.other_files = visible > listing.files.size() ? visible - listing.files.size() : 0;
+  return listing;
+}
+
+// What from_shards would read: the samples of every shard, labelled as it labels them (class
+// names, or the distinct label numbers in order).
+Listing list_shards(const std::string& pattern) {
+  stages::Dataset dataset = stages::load_dataset(spec::Shards{{pattern}, ShardIndex::kBesideShard});
+  Listing listing;
+  listing.flat = false;
+  listing.shards = dataset.items.shards().size();
+  std::map<std::int32_t, int> numbers;  // label number -> class index
+  if (dataset.class_names.empty()) {
+    for (std::int64_t i = 0; i < dataset.items.size(); ++i) numbers.emplace(dataset.items.label(i), 0);
+    for (auto& [number, index] : numbers) {
+      index = static_cast<int>(listing.classes.size());
+      listing.classes.push_back(std::to_string(number));
+    }
+  } else {
+    listing.classes = dataset.class_names;
+  }
+  listing.files.reserve(static_cast<std::size_t>(dataset.items.size()));
+  for (std::int64_t i = 0; i < dataset.items.size(); ++i) {
+    listing.files.emplace_back(dataset.items.path(i));
+    const std::int32_t label = dataset.items.label(i);
+    listing.labels.push_back(numbers.empty() ? std::max(0, label) : numbers.at(label));
+  }
+  listing.members = std::move(dataset.items);
   return listing;
 }
 
@@ -160,10 +193,8 @@ bool read_whole_file(const fs::path& path, std::vector<std::uint8_t>& bytes, Fil
   return true;
 }
 
-void inspect_file(const fs::path& path, bool decode, stages::JpegDecoder& decoder,
-                  std::vector<std::uint8_t>& bytes, std::vector<std::uint8_t>& pixels,
-                  FileReport& report) {
-  if (!read_whole_file(path, bytes, report)) return;
+void inspect_bytes(std::span<const std::uint8_t> bytes, bool decode, stages::JpegDecoder& decoder,
+                   std::vector<std::uint8_t>& pixels, FileReport& report) {
   if (bytes.empty()) {
     report.failed_at = "header";
     report.cause = "empty file";
@@ -195,6 +226,34 @@ void inspect_file(const fs::path& path, bool decode, stages::JpegDecoder& decode
   }
 }
 
+// Item i of the listing: a file read whole, or a member read as the pipeline reads it.
+struct ItemInspector {
+  explicit ItemInspector(bool decode) : decode(decode) {}
+  bool decode;
+  stages::JpegDecoder decoder{DecodeOptions{}};
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::uint8_t> pixels;
+  stages::ItemReader reader;
+  AlignedBuffer member;
+
+  void inspect(const Listing& listing, std::size_t i, FileReport& report) {
+    if (listing.members.empty()) {
+      if (read_whole_file(listing.files[i], bytes, report)) inspect_bytes(bytes, decode, decoder, pixels, report);
+      return;
+    }
+    std::span<const std::uint8_t> data;
+    try {
+      data = reader.read(listing.members, static_cast<std::int64_t>(i), member, kMaxFileBytes);
+    } catch (const Error& e) {
+      report.failed_at = "read";
+      report.cause = e.cause();
+      return;
+    }
+    report.bytes = data.size();
+    inspect_bytes(data, decode, decoder, pixels, report);
+  }
+};
+
 std::vector<FileReport> inspect_files(const Listing& listing, const InspectOptions& options) {
   std::vector<FileReport> reports(listing.files.size());
   std::atomic<std::size_t> next{0};
@@ -202,12 +261,10 @@ std::vector<FileReport> inspect_files(const Listing& listing, const InspectOptio
   const int threads = worker_count(options.threads, 8);
   ProgressLine progress(options.decode ? "inspect (decode)" : "inspect", reports.size(), done);
   auto worker = [&] {
-    stages::JpegDecoder decoder(DecodeOptions{});
-    std::vector<std::uint8_t> bytes;
-    std::vector<std::uint8_t> pixels;
+    ItemInspector inspector(options.decode);
     for (std::size_t i; (i = next.fetch_add(1)) < reports.size();) {
       try {
-        inspect_file(listing.files[i], options.decode, decoder, bytes, pixels, reports[i]);
+        inspector.inspect(listing, i, reports[i]);
       } catch (const std::exception& e) {  // e.g. bad_alloc on an absurd header: still data
         reports[i].failed_at = "decode";
         reports[i].cause = e.what();
@@ -349,8 +406,9 @@ Summary summarize(const Listing& listing, const std::vector<FileReport>& reports
 void print_json(const InspectOptions& options, const Listing& listing, const Summary& t, std::size_t files,
                 double seconds) {
   json out;
-  out["root"] = options.dir.string();
-  out["layout"] = listing.flat ? "flat" : "class-folders";
+  out["root"] = options.shards.empty() ? options.dir.string() : options.shards;
+  out["layout"] = !options.shards.empty() ? "shards" : listing.flat ? "flat" : "class-folders";
+  if (!options.shards.empty()) out["shards"] = listing.shards;
   out["files"] = files;
   out["bytes"] = t.bytes;
   out["other_files"] = listing.other_files;
@@ -385,14 +443,17 @@ void print_json(const InspectOptions& options, const Listing& listing, const Sum
 void print_text(const InspectOptions& options, const Listing& listing, const Summary& t, std::size_t files,
                 double seconds) {
   std::ostream& out = std::cout;
-  out << options.dir.string() << ": " << files << " image files, " << format_bytes(t.bytes)
-      << ", " << t.classes.size() << (t.classes.size() == 1 ? " class" : " classes")
-      << (listing.flat ? " (flat folder)" : "") << '\n';
+  out << (options.shards.empty() ? options.dir.string() : options.shards) << ": " << files << " image files, "
+      << format_bytes(t.bytes) << ", " << t.classes.size() << (t.classes.size() == 1 ? " class" : " classes")
+      << (listing.flat ? " (flat folder)" : "");
+  if (!options.shards.empty()) out << " in " << listing.shards << " shard(s)";
+  out << '\n';
   if (listing.other_files > 0) {
     out << "  (" << listing.other_files
         << " other files ignored: not *.jpg/*.jpeg, or beside the class folders)\n";
   }
-  out << "classes (label = index of the sorted folder names):\n";
+  out << (options.shards.empty() ? "classes (label = index of the sorted folder names):\n"
+                                  : "classes (label = the key.cls number, or the index of the sorted key.class names):\n");
   for (std::size_t c = 0; c < t.classes.size() && c < kListedClasses; ++c) {
     char line[96];
     std::snprintf(line, sizeof line, "  %5zu %8llu %10s  ", c,
@@ -443,7 +504,7 @@ void run_inspect(const InspectOptions& options) {
   Stopwatch clock;
   Listing listing;
   try {
-    listing = list_folder(options.dir);
+    listing = options.shards.empty() ? list_folder(options.dir) : list_shards(options.shards);
   } catch (const fs::filesystem_error& e) {
     // A folder we may not list is an input problem like any other: name it.
     throw Error(e.code() == std::errc::permission_denied ? ErrorCode::kPermissionDenied
@@ -460,13 +521,19 @@ void add_inspect_command(CLI::App& app) {
   auto options = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand(
       "inspect", "Summarise an image folder: classes, sizes, dimensions, formats, bad files");
-  cmd->add_option("dir", options->dir, "Image folder (class sub-folders, or flat)")->required();
+  auto* dir = cmd->add_option("dir", options->dir, "Image folder (class sub-folders, or flat)");
+  auto* shards = cmd->add_option("--shards", options->shards,
+                                 "Tar shards instead of a folder: a pattern with brace ranges or globs");
+  shards->excludes(dir);
   cmd->add_flag("--json", options->json, "Print one JSON object (the last line of stdout)");
   cmd->add_flag("--decode", options->decode,
                 "Decode every file too (finds truncated or corrupt image data; slower)");
   cmd->add_option("--threads", options->threads, "Worker threads (default: cores, at most 8)")
       ->check(CLI::NonNegativeNumber);
-  cmd->callback([options] { run_inspect(*options); });
+  cmd->callback([options, dir, shards] {
+    if (dir->count() == 0 && shards->count() == 0) throw CLI::RequiredError("DIR or --shards");
+    run_inspect(*options);
+  });
 }
 
 }  // namespace sluice::cli

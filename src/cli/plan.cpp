@@ -1,7 +1,8 @@
 // `sluice plan`: the training allocator's peak in use for `sluice train`'s flags, predicted by a
 // dry run of the real training step (sluice/train/planner.hpp) in milliseconds, without data,
-// computation or the memory itself. --batch auto: the largest batch whose dry run fits --memory's
-// limit. --json ends stdout with one object.
+// computation or the memory itself; for --device cuda:N without a GPU too (the CUDA backend's
+// workspaces are modelled, src/train/cuda/cuda_workspace.hpp). --batch auto: the largest batch whose dry run fits
+// --memory's limit. --json ends stdout with one object.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -29,12 +30,14 @@ using nlohmann::json;
 // the pipelines' memory plans probe a few of its files). --batch auto and --accumulate auto: the
 // planner's answers inside the job. Exits 1, after the report, when the job does not fit.
 void run_job_plan(TrainOptions o) {
-  if (o.data.empty() && o.dataset.empty()) {
+  if (o.data.empty() && o.dataset.empty() && o.shards.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "--memory-limit plans the input pipelines too: give --data DIR (or "
-                                             "--dataset) as to sluice train");
+                                             "--dataset, or --shards) as to sluice train");
   }
-  const JobLimits limits = parse_job_limits(o, host());
-  const std::filesystem::path data = data_dir(o);
+  const DeviceId device = parse_device(o.device);  // cuda:N needs no GPU: its workspaces are modelled
+  const JobLimits limits = parse_job_limits(o, device);
+  Splits data = data_splits(o);
+  const std::string where = data.where;
   if (o.model.empty()) o.model = o.dataset == "fashion-mnist" ? "fashion-cnn" : "cifar10-separable";
   o.model = train::model_info(o.model).name;
   if (o.epochs == 0) o.epochs = o.model == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
@@ -45,25 +48,25 @@ void run_job_plan(TrainOptions o) {
   }
   const int threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const Stopwatch clock;
-  JobPipelines pipelines(o, data);
+  JobPipelines pipelines(o, std::move(data), device);
   int searched = 0;
   const std::string under = " fits --memory-limit " + o.memory_limit;
   if (o.batch == 0) {
     const int granularity = std::max(1, o.accumulate);
     o.batch = std::max(2, granularity);
     const std::int64_t most = std::clamp<std::int64_t>(pipelines.training_items(), o.batch, 65536);
-    o.batch = static_cast<int>(train::planned_job_batch(job_config(o, limits, host(), threads, pipelines),
+    o.batch = static_cast<int>(train::planned_job_batch(job_config(o, limits, device, threads, pipelines),
                                                         {.min_batch = o.batch, .max_batch = most, .granularity = granularity},
                                                         &searched));
     if (o.batch == 0) throw Error(ErrorCode::kOutOfBudget, "--batch auto: not even a batch of 2" + under);
   } else if (o.accumulate == 0) {
     o.accumulate = 1;
-    o.accumulate = train::planned_job_accumulation(job_config(o, limits, host(), threads, pipelines), &searched);
+    o.accumulate = train::planned_job_accumulation(job_config(o, limits, device, threads, pipelines), &searched);
     if (o.accumulate == 0) throw Error(ErrorCode::kOutOfBudget, "--accumulate auto: not even micro-batches of 1" + under);
   }
-  const train::JobPlan plan = train::plan_job(job_config(o, limits, host(), threads, pipelines));
+  const train::JobPlan plan = train::plan_job(job_config(o, limits, device, threads, pipelines));
   const double seconds = clock.seconds();
-  std::cout << "sluice plan: the whole job of sluice train: " << o.model << " on " << data.string() << ", batch "
+  std::cout << "sluice plan: the whole job of sluice train: " << o.model << " on " << where << ", batch "
             << o.batch << (o.batch_text == "auto" ? " (--batch auto)" : "") << ", accumulate " << o.accumulate
             << (o.accumulate_text == "auto" ? " (--accumulate auto)" : "") << ", " << o.optimizer << ", " << threads
             << " training thread(s), " << o.loader_threads << " loader thread(s), " << o.epochs << " epoch(s)\n"
@@ -82,10 +85,7 @@ void run_job_plan(TrainOptions o) {
 }
 
 void run_plan(TrainOptions o) {
-  if (o.device != "cpu" && o.device != "host") {
-    throw Error(ErrorCode::kInvalidArgument, "sluice plan: only --device cpu is planned for now (the CUDA backend's "
-                                             "workspaces are not modelled yet), got " + o.device);
-  }
+  const DeviceId device = parse_device(o.device);  // cuda:N needs no GPU: its workspaces are modelled
   if (!o.memory_limit.empty()) {
     run_job_plan(std::move(o));
     return;
@@ -104,6 +104,7 @@ void run_plan(TrainOptions o) {
   Stopwatch clock;
   train::PlanConfig pc;
   pc.train = train_config(o, batch == 0 ? 2 : batch, 0);
+  pc.device = device;
   pc.threads = threads;
   pc.allocator = memory;
   pc.eval_batch = o.no_eval ? 0 : kEvalBatch;
@@ -134,12 +135,14 @@ void run_plan(TrainOptions o) {
     if (plan.peak_by_category[i] > 0) text += "\n    " + name + ": " + format_bytes(plan.peak_by_category[i]);
   }
   std::cout << "sluice plan: " << info.name << " (" << plan.parameters << " parameters), batch " << batch
-            << (o.batch_text == "auto" ? " (--batch auto)" : "") << ", " << o.optimizer << ", " << threads
-            << " thread(s), memory " << describe_memory(memory) << "\n"
+            << (o.batch_text == "auto" ? " (--batch auto)" : "") << ", " << o.optimizer << ", "
+            << (device.is_host() ? std::to_string(threads) + " thread(s)" : to_string(device)) << ", memory "
+            << describe_memory(memory) << "\n  planned for: " << plan.backend << "\n"
             << "  predicted peak in use: " << format_bytes(plan.peak_in_use_bytes) << " (" << plan.peak_in_use_bytes
             << " B; `sluice train` reports it as peak_device_bytes)\n"
             << "  training steps alone: " << format_bytes(plan.step_peak_in_use_bytes)
-            << (o.no_eval ? std::string(" (--no-eval)") : "; with the evaluation (batch " + std::to_string(kEvalBatch) + ")")
+            << (o.no_eval ? std::string(" (--no-eval)")
+                          : "; with the evaluation (batch " + std::to_string(kEvalBatch) + ")")
             << "\n  peak per category (each at its own highest):" << text << "\n"
             << "  reserved by the allocator: " << format_bytes(plan.reserved_bytes) << "\n";
   if (!plan.fits) std::cout << "  DOES NOT FIT: " << plan.failure << "\n";
@@ -151,10 +154,14 @@ void run_plan(TrainOptions o) {
         {"batch_auto", o.batch_text == "auto"},
         {"optimizer", o.optimizer},
         {"threads", threads},
+        {"device", to_string(device)},
+        {"backend", plan.backend},
         {"epochs_simulated", std::min(epochs, 2)},
         {"eval_batch", pc.eval_batch},
-        {"memory", {{"mode", memory.mode == AllocatorMode::kPreallocate ? "prealloc" : "grow"},
-                    {"limit_bytes", memory.limit}, {"text", o.memory}}},
+        {"memory",
+         {{"mode", memory.mode == AllocatorMode::kPreallocate ? "prealloc" : "grow"},
+          {"limit_bytes", memory.limit},
+          {"text", o.memory}}},
         {"parameters", plan.parameters},
         {"predicted_peak_bytes", plan.peak_in_use_bytes},
         {"predicted_step_peak_bytes", plan.step_peak_in_use_bytes},

@@ -453,12 +453,11 @@ void run_prepare(PrepareOptions options) {
 void add_prepare_command(CLI::App& app) {
   auto options = std::make_shared<PrepareOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "prepare", "Write a public dataset as a JPEG image folder: OUT/<split>/<class>/<index>.jpg");
-  cmd->add_option("dataset", options->dataset, "The dataset (fashion-mnist)")
-      ->required()
-      ->check(CLI::IsMember({"fashion-mnist"}));
-  cmd->add_option("--out,-o", options->out, "Folder to write (created; reruns are no-ops)")
-      ->required();
+      "prepare", "Write a public dataset as a JPEG image folder: OUT/<split>/<class>/<index>.jpg; "
+                 "`prepare shards` writes an image folder as tar shards");
+  auto* dataset = cmd->add_option("dataset", options->dataset, "The dataset (fashion-mnist)")
+                     ->check(CLI::IsMember({"fashion-mnist"}));
+  auto* out = cmd->add_option("--out,-o", options->out, "Folder to write (created; reruns are no-ops)");
   cmd->add_option("--source", options->source, "Folder with the dataset's IDX files (.gz or not)")
       ->capture_default_str();
   cmd->add_option("--quality", options->quality, "JPEG quality, 1-100")
@@ -469,7 +468,13 @@ void add_prepare_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", options->threads, "Encoding threads (default: cores, at most 4)")
       ->check(CLI::NonNegativeNumber);
-  cmd->callback([options] { run_prepare(*options); });
+  add_prepare_shards_command(*cmd);
+  cmd->callback([cmd, options, dataset, out] {
+    if (!cmd->get_subcommands().empty()) return;  // `prepare shards` ran
+    if (dataset->count() == 0) throw CLI::RequiredError("dataset (fashion-mnist) or the shards subcommand");
+    if (out->count() == 0) throw CLI::RequiredError("--out");
+    run_prepare(*options);
+  });
 }
 
 }  // namespace sluice::cli

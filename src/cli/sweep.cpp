@@ -30,6 +30,7 @@ using nlohmann::json;
 struct SweepOptions {
   std::string data;
   std::string list;
+  std::string shards;
   std::string budgets = "256MiB,512MiB,1GiB";
   std::string cache = "memory";
   std::string transform = "eval";
@@ -131,7 +132,8 @@ void run_sweep(const SweepOptions& o) {
   std::printf("%12s %6s %12s %10s %14s %14s %12s\n", "budget", "epoch", "images/s", "cache hit", "peak RSS+", "accounted",
               "cache");
   for (const std::uint64_t budget : budgets) {
-    std::vector<std::string> args{"bench", o.list.empty() ? "--data" : "--list", o.list.empty() ? o.data : o.list,
+    std::vector<std::string> args{"bench", !o.shards.empty() ? "--shards" : o.list.empty() ? "--data" : "--list",
+                                  !o.shards.empty() ? o.shards : o.list.empty() ? o.data : o.list,
                                   "--transform", o.transform, "--size", std::to_string(o.size), "--batch",
                                   std::to_string(o.batch), "--epochs", std::to_string(o.epochs), "--threads",
                                   o.threads, "--cache", o.cache, "--budget", std::to_string(budget), "--shuffle",
@@ -163,7 +165,7 @@ void run_sweep(const SweepOptions& o) {
   const fs::path png = fs::path(o.out) / "sweep.png";
   const fs::path script = fs::path(o.out) / ".plot_sweep.py";
   std::ofstream(script) << kPlotScript;
-  const std::string title = "sluice sweep: " + (o.list.empty() ? o.data : o.list) + ", " + o.transform + " " +
+  const std::string title = "sluice sweep: " + (!o.shards.empty() ? o.shards : o.list.empty() ? o.data : o.list) + ", " + o.transform + " " +
                             std::to_string(o.size) + ", cache " + o.cache;
   const std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + csv_path.string() + "' '" + png.string() +
                           "' '" + title + "' 2>&1";
@@ -183,7 +185,9 @@ void add_sweep_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("sweep", "Throughput and memory of a pipeline across memory budgets");
   auto* data = cmd->add_option("--data", options->data, "Image folder")->check(CLI::ExistingDirectory);
   auto* list = cmd->add_option("--list", options->list, "List file")->check(CLI::ExistingFile);
+  auto* shards = cmd->add_option("--shards", options->shards, "Tar shards (a pattern: brace ranges, globs)");
   data->excludes(list);
+  shards->excludes(data)->excludes(list);
   cmd->add_option("--budgets", options->budgets, "Comma-separated budgets, e.g. 256MiB,512MiB,1GiB")->capture_default_str();
   cmd->add_option("--cache", options->cache, "memory, memory,decoded or disk:PATH")->capture_default_str();
   cmd->add_option("--transform", options->transform, "eval, train, pad-crop or none")
@@ -193,8 +197,10 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--epochs", options->epochs, "Epochs per budget (the first cold)")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--threads", options->threads, "Worker threads, or auto")->capture_default_str();
   cmd->add_option("--out", options->out, "Folder for sweep.csv and sweep.png")->required();
-  cmd->callback([options, data, list] {
-    if (data->count() == 0 && list->count() == 0) throw CLI::RequiredError("--data or --list");
+  cmd->callback([options, data, list, shards] {
+    if (data->count() == 0 && list->count() == 0 && shards->count() == 0) {
+      throw CLI::RequiredError("--data, --list or --shards");
+    }
     run_sweep(*options);
   });
 }

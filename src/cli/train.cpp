@@ -1,10 +1,11 @@
 // `sluice train`: trains one of the training core's models (sluice/train/models.hpp) on an image
-// folder with train/ and test/ splits, fed by two sluice pipelines. The loop is the library's
-// epoch runner (sluice/train/epoch_runner.hpp), taking the loaders' batches through
-// sluice/loader_batches.hpp: it only pulls the next batch, while the loader decodes, augments and
-// batches ahead on its own threads, and the time it waits for one is reported. This file reads
-// the flags, runs the --batch/--accumulate auto search, builds the pipelines, the model and the
-// runner with its hooks, and finishes (saved weights, pruning, profile); train_report.cpp prints.
+// folder with train/ and test/ splits (or tar shards of each), fed by two sluice pipelines. The
+// loop is the library's epoch runner (sluice/train/epoch_runner.hpp), taking the loaders' batches
+// through sluice/loader_batches.hpp: it only pulls the next batch, while the loader decodes,
+// augments and batches ahead on its own threads, and the time it waits for one is reported. This
+// file reads the flags, runs the --batch/--accumulate auto search, builds the pipelines, the model
+// and the runner with its hooks, and finishes (saved weights, pruning, profile); train_report.cpp
+// prints.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -49,19 +50,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 
-DeviceId parse_train_device(const std::string& text) {
-  if (text == "cpu" || text == "host") return host();
-  if (text.rfind("cuda:", 0) == 0) {
-    try {
-      std::size_t used = 0;
-      const int index = std::stoi(text.substr(5), &used);
-      if (used == text.size() - 5 && index >= 0) return cuda(index);
-    } catch (const std::exception&) {
-    }
-  }
-  throw Error(ErrorCode::kInvalidArgument, "--device must be cpu or cuda:N, got \"" + text + "\"");
-}
-
 // The pruning schedule for --prune: TF's PolynomialDecay from 0 to the final sparsity, from
 // --prune-begin (default 0) to --prune-end (default: the multiple of the frequency after begin
 // nearest below 75% of the steps, so the last mask update lands on end_step and reaches the
@@ -85,7 +73,7 @@ enum class AutoSize { kNone, kBatch, kAccumulate };
 // and --accumulate (a size left to the search stays 0 for --batch, 1 for --accumulate).
 struct CheckedFlags {
   DeviceId device;
-  fs::path data;
+  Splits data;
   AllocatorOptions memory;
   JobLimits limits;
   AutoSize auto_size = AutoSize::kNone;
@@ -93,7 +81,7 @@ struct CheckedFlags {
 };
 
 CheckedFlags check_flags(TrainOptions& o) {
-  CheckedFlags f{.device = parse_train_device(o.device), .data = data_dir(o)};
+  CheckedFlags f{.device = parse_device(o.device), .data = data_splits(o)};
   if (o.model.empty()) o.model = o.dataset == "fashion-mnist" ? "fashion-cnn" : "cifar10-separable";
   o.model = train::model_info(o.model).name;
   if (o.epochs == 0) o.epochs = o.model == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
@@ -226,16 +214,10 @@ struct TrainJob {
 // --memory-limit: the auto search inside the job when asked (setting o.batch or o.accumulate and
 // `batch_search`), then the job's plan, printed. Fails before any data is read (the pipelines'
 // memory plans probe a few files' headers) when the limit is below the minimums, with the plan's
-// numbers; on a CUDA device it needs a hand split (--memory SIZE): the planner models the CPU
-// backend's workspaces only.
+// numbers. On a CUDA device the planner models the CUDA backend's workspaces (no GPU needed to plan).
 std::unique_ptr<TrainJob> plan_train_job(TrainOptions& o, const CheckedFlags& f, int threads, json& batch_search) {
   require_device(f.device);
-  if (f.device.is_cuda() && f.memory.limit == 0) {
-    throw Error(ErrorCode::kInvalidArgument, "--memory-limit on " + o.device + ": the planner does not model the CUDA "
-                                             "backend's workspaces yet; give the training allocator its share by hand "
-                                             "with --memory prealloc:SIZE or grow:SIZE");
-  }
-  JobPipelines pipelines(o, f.data);
+  JobPipelines pipelines(o, f.data, f.device);
   const std::string under = "--memory-limit " + sluice::format_bytes(f.limits.memory);
   if (f.auto_size == AutoSize::kBatch) {
     train::JobConfig c = job_config(o, f.limits, f.device, threads, pipelines);
@@ -339,20 +321,21 @@ void run_train(TrainOptions o) {
   if (!o.profile.empty()) profiler.emplace(*memory.allocator);
 
   const train::ModelInfo& info = train::model_info(o.model);
-  Loader train_loader = make_pipeline(flags.data / "train", info, PipelineUse::kTraining, o.batch, o.seed,
-                                      job ? job->cache_bytes(0) : 0)
+  void* stream = ctx.native_stream();
+  Loader train_loader = make_pipeline(flags.data.train, info, PipelineUse::kTraining, o.batch, o.seed, flags.device,
+                                      stream, job ? job->cache_bytes(0) : 0)
                             .build(job ? job->build_options(o, 0) : BuildOptions{.threads = o.loader_threads, .seed = o.seed});
   std::optional<Loader> test_loader;  // none with --no-eval
   if (!o.no_eval) {
-    test_loader = make_pipeline(flags.data / "test", info, PipelineUse::kEvaluation, kEvalBatch, o.seed,
-                                job ? job->cache_bytes(1) : 0)
+    test_loader = make_pipeline(flags.data.test, info, PipelineUse::kEvaluation, kEvalBatch, o.seed, flags.device,
+                                stream, job ? job->cache_bytes(1) : 0)
                       .build(job ? job->build_options(o, 1) : BuildOptions{.threads = o.loader_threads, .seed = o.seed});
   }
   LoaderBatches train_batches(train_loader, job && job->cache_bytes(0) > 0 ? ShortBatch::kSkip : ShortBatch::kDeliver);
   const std::int64_t per_epoch = train_batches.batches_per_epoch();
   if (per_epoch < 1) {
     throw Error(ErrorCode::kInvalidArgument, "the training split has fewer images than one batch of " +
-                                                 std::to_string(o.batch), (flags.data / "train").string());
+                                                 std::to_string(o.batch), flags.data.where);
   }
   const std::int64_t total_steps = o.steps > 0 ? o.steps : per_epoch * o.epochs;
 
@@ -362,8 +345,8 @@ void run_train(TrainOptions o) {
   std::optional<train::MagnitudePruner> pruner;
   if (o.prune > 0) pruner.emplace(setup.model->parameters(), prune_schedule(o, total_steps));
   train::Trainer trainer(ctx, *setup.model, *setup.optimizer, setup.trainer);
-  const TrainRun run{.options = o, .model = info, .data = flags.data, .device = flags.device, .memory = flags.memory,
-                     .checkpoint = flags.checkpoint, .ctx = ctx, .setup = setup, .trainer = trainer,
+  const TrainRun run{.options = o, .model = info, .data = flags.data.where, .device = flags.device,
+                     .memory = flags.memory, .checkpoint = flags.checkpoint, .ctx = ctx, .setup = setup, .trainer = trainer,
                      .pruner = pruner ? &*pruner : nullptr, .steps = total_steps,
                      .epochs = (total_steps + per_epoch - 1) / per_epoch, .steps_per_epoch = per_epoch,
                      .job = job ? &job->plan : nullptr, .baseline_rss_bytes = baseline_rss};
@@ -410,9 +393,10 @@ void run_train(TrainOptions o) {
 void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model of the training core on an image folder");
-  const std::pair<CLI::Option*, CLI::Option*> source = add_data_options(cmd, *o);
-  CLI::Option* dataset = source.first;
-  CLI::Option* data = source.second;
+  const DataOptions source = add_data_options(cmd, *o);
+  CLI::Option* dataset = source.dataset;
+  CLI::Option* data = source.data;
+  CLI::Option* shards = source.shards;
   add_model_options(cmd, *o);
   auto* epochs = cmd->add_option("--epochs", o->epochs, "Epochs (default: 3 for fashion-cnn, 15 for cifar10-separable)")
                      ->check(CLI::PositiveNumber);
@@ -432,8 +416,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--prune-frequency", o->prune_frequency, "Recompute the masks every N steps (default 100)")
       ->check(CLI::PositiveNumber)->needs(prune);
   cmd->add_option("--save-pruned", o->save_pruned, "Write the weights compressed (bitmap + nonzero values) here");
-  cmd->callback([o, dataset, data] {
-    if (dataset->count() == 0 && data->count() == 0) throw CLI::RequiredError("--dataset or --data");
+  cmd->callback([o, dataset, data, shards] {
+    if (dataset->count() + data->count() + shards->count() == 0) throw CLI::RequiredError("--dataset, --data or --shards");
     run_train(*o);
   });
 }

@@ -24,11 +24,24 @@ fs::path data_dir(const TrainOptions& o) {
   return dir;
 }
 
-Pipeline make_pipeline(const fs::path& dir, const train::ModelInfo& model, PipelineUse use, std::int64_t batch,
-                       std::uint64_t seed, std::uint64_t cache_bytes) {
+Splits data_splits(const TrainOptions& o) {
+  if (o.shards.empty()) {
+    const fs::path dir = data_dir(o);
+    return {spec::Folder{(dir / "train").string()}, spec::Folder{(dir / "test").string()}, dir.string()};
+  }
+  if (o.test_shards.empty() && !o.no_eval) {
+    throw Error(ErrorCode::kInvalidArgument, "--shards gives the training split: add --test-shards PATTERN for the "
+                                             "evaluation, or --no-eval");
+  }
+  // Without evaluation the test loader is built but never read: the training shards serve.
+  return {spec::Shards{{o.shards}}, spec::Shards{{o.test_shards.empty() ? o.shards : o.test_shards}}, o.shards};
+}
+
+Pipeline make_pipeline(const spec::Source& source, const train::ModelInfo& model, PipelineUse use, std::int64_t batch,
+                       std::uint64_t seed, DeviceId device, void* stream, std::uint64_t cache_bytes) {
   const bool grey = model.channels == 1;
   const bool training = use == PipelineUse::kTraining;
-  Pipeline p = Pipeline::from_folder(dir.string());
+  Pipeline p(PipelineSpec{.source = source});
   if (training) p.shuffle_files(seed);
   p.read().decode_jpeg({.color = grey ? Color::kGrey : Color::kRGB});
   // Decoded images, so a hit skips the read and the decode; augmentation still runs per epoch.
@@ -40,6 +53,7 @@ Pipeline make_pipeline(const fs::path& dir, const train::ModelInfo& model, Pipel
   // Training drops the short last batch: BatchNorm's statistics over a handful of images are noise.
   // With a cache the loop drops it instead, after the pipeline has read (and cached) its files.
   p.batch(static_cast<int>(batch), {.drop_last = training && cache_bytes == 0});
+  if (device.is_cuda()) p.to_device(device, {.stream = stream});
   return p;
 }
 
@@ -66,12 +80,14 @@ JobLimits parse_job_limits(const TrainOptions& o, DeviceId device) {
   return limits;
 }
 
-JobPipelines::JobPipelines(const TrainOptions& o, const fs::path& data) : o_(o), data_(data) {}
+JobPipelines::JobPipelines(const TrainOptions& o, Splits data, DeviceId device)
+    : o_(o), data_(std::move(data)), device_(device) {}
 
 train::PipelineNeeds JobPipelines::needs(PipelineUse use, std::int64_t batch) {
   const bool training = use == PipelineUse::kTraining;
   const train::ModelInfo& info = train::model_info(o_.model);
-  const PipelineMemoryPlan m = make_pipeline(data_ / (training ? "train" : "test"), info, use, batch, o_.seed)
+  const PipelineMemoryPlan m = make_pipeline(training ? data_.train : data_.test, info, use, batch, o_.seed, device_,
+                                             nullptr)
                                    .plan_memory({.threads = o_.loader_threads, .seed = o_.seed});
   if (training) train_items_ = m.items;
   else eval_items_ = m.items;

@@ -15,6 +15,7 @@
 #include "cli/train_options.hpp"
 #include "sluice/core/device_id.hpp"
 #include "sluice/pipeline/pipeline.hpp"
+#include "sluice/pipeline/spec.hpp"
 #include "sluice/train/job_memory.hpp"
 #include "sluice/train/job_plan.hpp"
 #include "sluice/train/models.hpp"
@@ -25,16 +26,27 @@ namespace sluice::cli {
 // prepared). Throws sluice::Error(kNotFound) saying how to prepare it.
 std::filesystem::path data_dir(const TrainOptions& o);
 
+// Where the splits come from: train/ and test/ of --data (or of the prepared --dataset), or
+// --shards and --test-shards.
+struct Splits {
+  spec::Source train;
+  spec::Source test;
+  std::string where;  // for messages and --json's "data"
+};
+Splits data_splits(const TrainOptions& o);
+
 // What a pipeline feeds: training steps (shuffled, augmented, full batches) or the evaluation.
 enum class PipelineUse { kTraining, kEvaluation };
 
 // The pipelines for a model: greyscale or RGB from its input, the data set's mean and std, and
 // CIFAR's augmentation (random crop with padding 4, horizontal flip) for the RGB model's training.
+// For a CUDA device the batches go there through the loader's pinned transfer ring, handed over
+// to `stream` (the training context's) with an event: no pageable copy, no host wait per step.
 // A cache share > 0 keeps decoded images in memory (the job's plan gives it); a cached training
 // pipeline also produces its short last batch, which the loop skips (LoaderBatches'
 // ShortBatch::kSkip), so that the first epoch reads, and caches, every file.
-Pipeline make_pipeline(const std::filesystem::path& dir, const train::ModelInfo& model, PipelineUse use,
-                       std::int64_t batch, std::uint64_t seed, std::uint64_t cache_bytes = 0);
+Pipeline make_pipeline(const spec::Source& source, const train::ModelInfo& model, PipelineUse use, std::int64_t batch,
+                       std::uint64_t seed, DeviceId device, void* stream, std::uint64_t cache_bytes = 0);
 
 // --memory-limit and --host-memory-limit, read and checked against the device: a host limit only
 // with a CUDA device and with --memory-limit. Throws sluice::Error(kInvalidArgument).
@@ -50,8 +62,8 @@ JobLimits parse_job_limits(const TrainOptions& o, DeviceId device);
 // epochs --steps spans at that batch), and the evaluation's after each (none with --no-eval).
 class JobPipelines {
  public:
-  // The options must outlive it.
-  JobPipelines(const TrainOptions& o, const std::filesystem::path& data);
+  // The options must outlive it. The pipelines are planned as they will run on `device`.
+  JobPipelines(const TrainOptions& o, Splits data, DeviceId device);
   std::vector<train::PipelineNeeds> at(std::int64_t batch);
   // Steps an epoch at `batch` (training drops the short last batch).
   std::int64_t steps_per_epoch(std::int64_t batch);
@@ -65,7 +77,8 @@ class JobPipelines {
   train::PipelineNeeds needs(PipelineUse use, std::int64_t batch);
 
   const TrainOptions& o_;
-  std::filesystem::path data_;
+  Splits data_;
+  DeviceId device_;
   std::map<std::int64_t, train::PipelineNeeds> train_;
   std::optional<train::PipelineNeeds> eval_;
   std::int64_t train_items_ = 0;

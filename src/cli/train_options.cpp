@@ -50,15 +50,32 @@ void add_model_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_flag("--no-eval", o.no_eval, "Skip the test set (for speed measurements)");
 }
 
-std::pair<CLI::Option*, CLI::Option*> add_data_options(CLI::App* cmd, TrainOptions& o) {
-  auto* dataset = cmd->add_option("--dataset", o.dataset, "A prepared data set under --data-root")
-                      ->check(CLI::IsMember({"fashion-mnist"}));
-  auto* data = cmd->add_option("--data", o.data, "A folder with train/ and test/ image folders")->check(CLI::ExistingDirectory);
-  dataset->excludes(data);
+DataOptions add_data_options(CLI::App* cmd, TrainOptions& o) {
+  DataOptions d;
+  d.dataset = cmd->add_option("--dataset", o.dataset, "A prepared data set under --data-root")
+                  ->check(CLI::IsMember({"fashion-mnist"}));
+  d.data = cmd->add_option("--data", o.data, "A folder with train/ and test/ image folders")->check(CLI::ExistingDirectory);
+  d.dataset->excludes(d.data);
+  d.shards = cmd->add_option("--shards", o.shards, "Tar shards of the training split (a pattern: brace ranges, globs)");
+  d.shards->excludes(d.dataset)->excludes(d.data);
+  cmd->add_option("--test-shards", o.test_shards, "Tar shards of the test split (with --shards)")->needs(d.shards);
   cmd->add_option("--data-root", o.data_root, "Where `sluice prepare` wrote --dataset")->capture_default_str();
   cmd->add_option("--loader-threads", o.loader_threads, "Pipeline worker threads")->check(CLI::PositiveNumber)
       ->capture_default_str();
-  return {dataset, data};
+  return d;
+}
+
+DeviceId parse_device(const std::string& text) {
+  if (text == "cpu" || text == "host") return host();
+  if (text.rfind("cuda:", 0) == 0) {
+    try {
+      std::size_t used = 0;
+      const int index = std::stoi(text.substr(5), &used);
+      if (used == text.size() - 5 && index >= 0) return cuda(index);
+    } catch (const std::exception&) {
+    }
+  }
+  throw Error(ErrorCode::kInvalidArgument, "--device must be cpu or cuda:N, got \"" + text + "\"");
 }
 
 AllocatorOptions parse_memory(const std::string& text) {

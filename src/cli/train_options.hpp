@@ -22,6 +22,8 @@ struct TrainOptions {
   std::string dataset;                 // "fashion-mnist" or empty
   std::string data_root = "data";      // where `sluice prepare` put it
   std::string data;                    // a folder with train/ and test/
+  std::string shards;                  // or tar shards: the training split (a pattern)...
+  std::string test_shards;             // ...and the test split
   std::string model;                   // default: by dataset
   int epochs = 0;                      // 0: the model's default
   std::int64_t steps = 0;              // > 0: stop after this many steps
@@ -65,10 +67,18 @@ inline constexpr int kCifarEpochs = 15;
 // --seed, --memory, --memory-limit, --host-memory-limit, --no-eval: the flags that decide what a
 // training step allocates and what the job may hold, registered alike on train and plan.
 void add_model_options(CLI::App* cmd, TrainOptions& o);
-// --dataset, --data, --data-root, --loader-threads: where the data is and how many workers read it
-// (train always; plan for a whole job's plan under --memory-limit). Returns the --dataset and
-// --data options, of which a command may require one.
-std::pair<CLI::Option*, CLI::Option*> add_data_options(CLI::App* cmd, TrainOptions& o);
+// --dataset, --data, --shards, --test-shards, --data-root, --loader-threads: where the data is and
+// how many workers read it (train always; plan for a whole job's plan under --memory-limit).
+// Returns the options of which a command may require one.
+struct DataOptions {
+  CLI::Option* dataset = nullptr;
+  CLI::Option* data = nullptr;
+  CLI::Option* shards = nullptr;
+};
+DataOptions add_data_options(CLI::App* cmd, TrainOptions& o);
+
+// --device: "cpu" (or "host") or "cuda:N". Throws sluice::Error(kInvalidArgument) otherwise.
+DeviceId parse_device(const std::string& text);
 
 // --memory: "grow" (regions as needed, no limit), "grow:LIMIT" (as needed up to LIMIT) or
 // "prealloc:SIZE" (one region of SIZE at start, never more); sizes as 512MiB, 2GiB, 1000000.

@@ -54,6 +54,15 @@ void leave_device(int previous) noexcept {
   if (previous >= 0) (void)cudaSetDevice(previous);
 }
 
+int current_device() noexcept {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return device;
+}
+
 bool cuda_built() { return true; }
 
 int cuda_count(std::string* why) noexcept {
@@ -169,7 +178,8 @@ float event_elapsed_ms(int device, void* start, void* end) {
   return ms;
 }
 
-void* host_alloc(std::size_t bytes, bool write_combined) {
+void* host_alloc(int device, std::size_t bytes, bool write_combined) {
+  ScopedDevice guard(device);
   void* ptr = nullptr;
   const unsigned flags = cudaHostAllocPortable | (write_combined ? cudaHostAllocWriteCombined : 0u);
   const cudaError_t status = cudaHostAlloc(&ptr, bytes, flags);
@@ -181,9 +191,13 @@ void* host_alloc(std::size_t bytes, bool write_combined) {
   return ptr;
 }
 
-void host_free(void* ptr) noexcept { (void)cudaFreeHost(ptr); }
+void host_free(int device, void* ptr) noexcept {
+  ScopedDevice guard(device, /*quiet=*/true);
+  (void)cudaFreeHost(ptr);
+}
 
-void host_register(void* ptr, std::size_t bytes) {
+void host_register(int device, void* ptr, std::size_t bytes) {
+  ScopedDevice guard(device);
   const cudaError_t status = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
   if (status != cudaSuccess) {
     (void)cudaGetLastError();
@@ -192,7 +206,10 @@ void host_register(void* ptr, std::size_t bytes) {
   }
 }
 
-void host_unregister(void* ptr) noexcept { (void)cudaHostUnregister(ptr); }
+void host_unregister(int device, void* ptr) noexcept {
+  ScopedDevice guard(device, /*quiet=*/true);
+  (void)cudaHostUnregister(ptr);
+}
 
 void* device_malloc(int device, std::size_t bytes) {
   ScopedDevice guard(device);
@@ -236,6 +253,10 @@ void memcpy_d2h(int device, void* dst, const void* src, std::size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
 }
 
-void check_launch(const char* what) { check(cudaGetLastError(), what); }
+void check_launch(const char* what) {
+  const cudaError_t status = cudaGetLastError();
+  if (status == cudaSuccess) return;
+  throw Error(code_of(status), std::string("CUDA: launching ") + what + " failed: " + describe_error(status));
+}
 
 }  // namespace sluice::device_detail

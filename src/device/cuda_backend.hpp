@@ -27,6 +27,8 @@ DeviceInfo cuda_describe(int device);
 // (teardown, when the driver may already be gone).
 int enter_device(int device, bool quiet = false);
 void leave_device(int previous) noexcept;
+// The calling thread's current device (cudaGetDevice), -1 when it cannot be had. For tests.
+int current_device() noexcept;
 
 class ScopedDevice {
  public:
@@ -54,11 +56,14 @@ float event_elapsed_ms(int device, void* start, void* end);
 
 // Memory. host_alloc: cudaHostAlloc (portable, optionally write-combined); host_register: lock
 // existing pages (cudaHostRegister, portable). Both throw kOutOfBudget when the memory is not
-// available.
-void* host_alloc(std::size_t bytes, bool write_combined);
-void host_free(void* ptr) noexcept;
-void host_register(void* ptr, std::size_t bytes);
-void host_unregister(void* ptr) noexcept;
+// available. Page-locked memory is usable from every device, but the call runs in the current
+// device's context, which it would create on device 0 for a thread that never chose one (a
+// context and its hundreds of MiB on a GPU the process does not use): each takes the device the
+// memory is for and makes it current for the call, as every call here does.
+void* host_alloc(int device, std::size_t bytes, bool write_combined);
+void host_free(int device, void* ptr) noexcept;
+void host_register(int device, void* ptr, std::size_t bytes);
+void host_unregister(int device, void* ptr) noexcept;
 void* device_malloc(int device, std::size_t bytes);   // nullptr when the device is full
 void device_free(int device, void* ptr) noexcept;
 

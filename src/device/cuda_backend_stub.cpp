@@ -21,6 +21,7 @@ int enter_device(int, bool quiet) {
   return -1;
 }
 void leave_device(int) noexcept {}
+int current_device() noexcept { return -1; }
 
 bool cuda_built() { return false; }
 
@@ -41,10 +42,10 @@ void event_record(int, void*, void*) { no_backend(); }
 bool event_query(int, void*) { no_backend(); }
 void event_synchronize(int, void*) { no_backend(); }
 float event_elapsed_ms(int, void*, void*) { no_backend(); }
-void* host_alloc(std::size_t, bool) { no_backend(); }
-void host_free(void*) noexcept {}
-void host_register(void*, std::size_t) { no_backend(); }
-void host_unregister(void*) noexcept {}
+void* host_alloc(int, std::size_t, bool) { no_backend(); }
+void host_free(int, void*) noexcept {}
+void host_register(int, void*, std::size_t) { no_backend(); }
+void host_unregister(int, void*) noexcept {}
 void* device_malloc(int, std::size_t) { no_backend(); }
 void device_free(int, void*) noexcept {}
 void memcpy_h2d_async(int, void*, const void*, std::size_t, void*) { no_backend(); }

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "device/cuda_backend.hpp"
+#include "device/launch.cuh"
 
 namespace sluice::device_detail {
 namespace {
@@ -23,7 +24,6 @@ constexpr int kThreads = 256;
 // Pixels a block covers per image before its threads stride on: enough blocks to fill an H200's
 // 132 SMs several times over for a 224x224 batch of 64, few enough that each thread does work.
 constexpr int kPixelsPerThread = 4;
-constexpr std::int64_t kMaxGridY = 65535;
 
 struct ToF32 {
   using T = float;
@@ -74,12 +74,9 @@ __global__ void spin_kernel(std::uint64_t nanoseconds) {
 }
 
 template <class Out>
-void launch_typed(const NormalizeLaunch& p, dim3 grid, cudaStream_t stream) {
-  if (p.nchw) {
-    normalize_kernel<Out, true><<<grid, kThreads, 0, stream>>>(p);
-  } else {
-    normalize_kernel<Out, false><<<grid, kThreads, 0, stream>>>(p);
-  }
+void launch_typed(const NormalizeLaunch& p, const LaunchShape& shape, cudaStream_t stream) {
+  launch("the normalize kernel", p.nchw ? &normalize_kernel<Out, true> : &normalize_kernel<Out, false>, shape, stream,
+         p);
 }
 
 }  // namespace
@@ -87,30 +84,32 @@ void launch_typed(const NormalizeLaunch& p, dim3 grid, cudaStream_t stream) {
 void launch_normalize(int device, const NormalizeLaunch& p, void* native_stream) {
   if (p.batch <= 0 || p.pixels <= 0) return;
   ScopedDevice guard(device);
-  const std::int64_t blocks = (p.pixels + kThreads * kPixelsPerThread - 1) / (kThreads * kPixelsPerThread);
+  // About kPixelsPerThread pixels a thread: a grid-stride shape over pixels / kPixelsPerThread.
+  const LaunchShape per_image =
+      LaunchShape::grid_stride((p.pixels + kPixelsPerThread - 1) / kPixelsPerThread, kThreads);
   auto* stream = static_cast<cudaStream_t>(native_stream);
   const std::int64_t image_elements = p.pixels * p.channels;
   const std::int64_t out_size = p.dtype == 0 ? 4 : 2;
   // gridDim.y is at most 65535: larger batches go in chunks of images.
-  for (std::int64_t first = 0; first < p.batch; first += kMaxGridY) {
+  for (std::int64_t first = 0; first < p.batch; first += LaunchShape::kMaxGridYZ) {
     NormalizeLaunch chunk = p;
-    chunk.batch = std::min<std::int64_t>(kMaxGridY, p.batch - first);
+    chunk.batch = std::min<std::int64_t>(LaunchShape::kMaxGridYZ, p.batch - first);
     chunk.src = p.src + first * image_elements;
     chunk.dst = static_cast<char*>(p.dst) + first * image_elements * out_size;
-    const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>(blocks, 1 << 20)), static_cast<unsigned>(chunk.batch));
+    LaunchShape shape = per_image;
+    shape.grid_y = static_cast<std::uint32_t>(chunk.batch);
     switch (p.dtype) {
-      case 0: launch_typed<ToF32>(chunk, grid, stream); break;
-      case 1: launch_typed<ToF16>(chunk, grid, stream); break;
-      default: launch_typed<ToBF16>(chunk, grid, stream); break;
+      case 0: launch_typed<ToF32>(chunk, shape, stream); break;
+      case 1: launch_typed<ToF16>(chunk, shape, stream); break;
+      default: launch_typed<ToBF16>(chunk, shape, stream); break;
     }
-    check_launch("the normalize kernel's launch");
   }
 }
 
 void launch_spin(int device, std::uint64_t nanoseconds, void* native_stream) {
   ScopedDevice guard(device);
-  spin_kernel<<<1, 1, 0, static_cast<cudaStream_t>(native_stream)>>>(nanoseconds);
-  check_launch("the spin kernel's launch");
+  launch("the spin kernel", &spin_kernel, LaunchShape::per_block(1, 1), static_cast<cudaStream_t>(native_stream),
+         nanoseconds);
 }
 
 }  // namespace sluice::device_detail

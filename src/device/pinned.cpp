@@ -36,7 +36,7 @@ PinnedBuffer::PinnedBuffer(DeviceId device, std::size_t bytes, PinnedOptions opt
     if (bind_memory_to_numa_node(p, size, node)) numa_node_ = node;
     if (device.is_cuda()) {
       try {
-        device_detail::host_register(p, size);
+        device_detail::host_register(device.index, p, size);
       } catch (...) {
         munmap(p, size);
         throw;
@@ -47,7 +47,7 @@ PinnedBuffer::PinnedBuffer(DeviceId device, std::size_t bytes, PinnedOptions opt
     }
     data_ = static_cast<std::uint8_t*>(p);
   } else if (device.is_cuda()) {
-    data_ = static_cast<std::uint8_t*>(device_detail::host_alloc(size, options.write_combined));
+    data_ = static_cast<std::uint8_t*>(device_detail::host_alloc(device.index, size, options.write_combined));
     how_ = How::kCudaHostAlloc;
   } else {
     try {
@@ -68,10 +68,10 @@ void PinnedBuffer::reset() noexcept {
     case How::kNew: ::operator delete(data_, std::align_val_t{kGranularity}); break;
     case How::kMmap: munmap(data_, size_); break;
     case How::kMmapRegistered:
-      device_detail::host_unregister(data_);
+      device_detail::host_unregister(device_.index, data_);
       munmap(data_, size_);
       break;
-    case How::kCudaHostAlloc: device_detail::host_free(data_); break;
+    case How::kCudaHostAlloc: device_detail::host_free(device_.index, data_); break;
   }
   data_ = nullptr;
   size_ = 0;

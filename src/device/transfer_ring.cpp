@@ -1,13 +1,16 @@
 // TransferRing: one pinned allocation and one device allocation carved into slots, a copy stream,
 // and per slot two events: `ready` (recorded on the copy stream after the slot's copy and
-// normalize) and `released` (recorded on the consumer's stream when it gives the batch back).
+// normalize) and `released` (recorded on the consumer's stream when it gives the batch back),
+// plus one release event per other stream the consumer recorded the batch on (record_stream).
 // Host-side reuse waits on `ready` (the copy has read the pinned bytes); device-side reuse is a
-// cudaStreamWaitEvent of the copy stream on `released`, so the host never waits for the consumer.
+// cudaStreamWaitEvent of the copy stream on every release event, so the host never waits for the
+// consumer.
 #include "sluice/device/transfer_ring.hpp"
 
 #include <optional>
 #include <string>
 
+#include "device/consumer_streams.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 #include "sluice/device/copy.hpp"
@@ -29,6 +32,20 @@ bool overlaps(std::size_t a, std::size_t a_bytes, std::size_t b, std::size_t b_b
 }
 
 }  // namespace
+
+struct TransferRing::Slot {
+  explicit Slot(DeviceId device) : ready(device), released(device) {}
+  Event ready;     // after the copy (and normalize) of the slot's current batch
+  Event released;  // on the consumer's stream, after its use of the device memory
+  bool release_pending = false;
+  // Other streams the current batch is read on, and an event for each (created in
+  // record_stream(), so release() only records), recorded at release on those streams.
+  device_detail::ConsumerStreams streams;
+  std::vector<Event> stream_released;
+  std::size_t streams_pending = 0;  // stream_released[0, n) recorded by the last release
+};
+
+static_assert(TransferRing::kMaxConsumerStreams == device_detail::ConsumerStreams::kCapacity);
 
 TransferRingFootprint TransferRing::footprint(const TransferRingOptions& options) {
   check_options(options);
@@ -74,14 +91,15 @@ TransferRing::TransferRing(TransferRingOptions options) : options_(options) {
   device_ = DeviceBuffer(*pool, device_stride_ * slots);
   copy_stream_ = Stream(options_.device, options_.copy_stream);
   slots_.reserve(slots);
-  for (std::size_t i = 0; i < slots; ++i) slots_.push_back(Slot{Event(options_.device), Event(options_.device), false});
+  for (std::size_t i = 0; i < slots; ++i) slots_.push_back(std::make_unique<Slot>(options_.device));
 }
 
 TransferRing::~TransferRing() {
   try {
     copy_stream_.synchronize();
-    for (Slot& s : slots_) {
-      if (s.release_pending) s.released.synchronize();
+    for (const std::unique_ptr<Slot>& s : slots_) {
+      if (s->release_pending) s->released.synchronize();
+      for (std::size_t i = 0; i < s->streams_pending; ++i) s->stream_released[i].synchronize();
     }
   } catch (...) {  // a broken device: nothing left to wait for
   }
@@ -92,7 +110,7 @@ TransferRing::Slot& TransferRing::slot_at(int slot) {
     throw Error(ErrorCode::kInvalidArgument, "transfer ring: no slot " + std::to_string(slot) + " (the ring has " +
                                                  std::to_string(options_.slots) + ")");
   }
-  return slots_[static_cast<std::size_t>(slot)];
+  return *slots_[static_cast<std::size_t>(slot)];
 }
 
 const TransferRing::Slot& TransferRing::slot_at(int slot) const {
@@ -147,10 +165,17 @@ void TransferRing::submit(int slot, std::size_t bytes, const DeviceNormalizeStep
                       std::to_string(options_.device_slot_bytes) + " bytes)");
     }
   }
-  if (s.release_pending) {
-    // The device memory is the consumer's until its work recorded in `released` has run.
-    copy_stream_.wait(s.released);
-    s.release_pending = false;
+  {
+    // The device memory is the consumer's until its work recorded at release has run, on every
+    // stream it was read on.
+    std::lock_guard lock(consumers_mutex_);
+    if (s.release_pending) {
+      copy_stream_.wait(s.released);
+      s.release_pending = false;
+    }
+    for (std::size_t i = 0; i < s.streams_pending; ++i) copy_stream_.wait(s.stream_released[i]);
+    stream_waits_.fetch_add(s.streams_pending, std::memory_order_relaxed);
+    s.streams_pending = 0;
   }
   auto* device = static_cast<std::uint8_t*>(device_slot(slot));
   copy_to_device_async(device, host_slot(slot).data(), bytes, copy_stream_);
@@ -165,11 +190,32 @@ void TransferRing::submit(int slot, std::size_t bytes, const DeviceNormalizeStep
 
 void TransferRing::hand_over(int slot, Stream& consumer) { consumer.wait(slot_at(slot).ready); }
 
+void TransferRing::record_stream(int slot, void* native_stream) {
+  Slot& s = slot_at(slot);
+  streams_recorded_.fetch_add(1, std::memory_order_relaxed);
+  if (options_.device.is_host()) return;  // host work is done when it is submitted
+  std::lock_guard lock(consumers_mutex_);
+  const std::size_t index = s.streams.add(native_stream);
+  if (index == s.stream_released.size()) s.stream_released.emplace_back(options_.device);
+}
+
 void TransferRing::release(int slot, Stream& consumer) noexcept {
   try {
     Slot& s = slot_at(slot);
+    std::lock_guard lock(consumers_mutex_);
     s.released.record(consumer);
     s.release_pending = true;
+    // The other streams: after the work queued on them so far. The release stream itself is
+    // covered above.
+    // stream_released is a pool at least as long as the list (record_stream grew it).
+    std::size_t pending = 0;
+    for (std::size_t i = 0; i < s.streams.size(); ++i) {
+      if (s.streams[i] == consumer.native_handle()) continue;
+      Stream other = Stream::wrap(options_.device, s.streams[i]);
+      s.stream_released[pending++].record(other);
+    }
+    s.streams_pending = pending;
+    s.streams.clear();
   } catch (const std::exception& e) {
     std::lock_guard lock(error_mutex_);
     if (deferred_error_.empty()) deferred_error_ = e.what();
@@ -181,6 +227,8 @@ TransferRingStats TransferRing::stats() const {
   TransferRingStats s;
   s.submitted = submitted_.load(std::memory_order_relaxed);
   s.released = released_.load(std::memory_order_relaxed);
+  s.streams_recorded = streams_recorded_.load(std::memory_order_relaxed);
+  s.stream_waits = stream_waits_.load(std::memory_order_relaxed);
   s.fill_polls = fill_polls_.load(std::memory_order_relaxed);
   s.fill_waits = fill_waits_.load(std::memory_order_relaxed);
   s.bytes_copied = bytes_copied_.load(std::memory_order_relaxed);

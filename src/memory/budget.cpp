@@ -18,6 +18,7 @@ std::string_view to_string(MemoryUse use) {
     case MemoryUse::kCache: return "cache";
     case MemoryUse::kBatches: return "batches";
     case MemoryUse::kPinned: return "pinned";
+    case MemoryUse::kItems: return "items";
     case MemoryUse::kTraining: return "training";
     case MemoryUse::kOffload: return "offloaded_state";
     case MemoryUse::kDeviceBatches: return "device_batches";

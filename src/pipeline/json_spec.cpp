@@ -49,13 +49,41 @@ std::string resolve_path(const std::string& base_dir, const std::string& path) {
   return (fs::path(base_dir) / path).lexically_normal().string();
 }
 
+// "PATTERN", ["PATTERN", ...], or {"path": PATTERN or [...], "index": "beside_shard" | "memory"}.
+spec::Shards read_shards(const json& v, const std::string& base_dir) {
+  spec::Shards out;
+  const json* patterns = &v;
+  std::string where = "source.shards";
+  if (v.is_object()) {
+    const Object o(v, where, {"path", "index"});
+    patterns = o.find("path");
+    if (patterns == nullptr) bad("source.shards.path: missing (expected a shard pattern or an array of them)");
+    where = o.path("path");
+    out.index = o.get("index", out.index, [](const json& x, const std::string& xp) {
+      return as_choice<ShardIndex>(x, xp, {{"beside_shard", ShardIndex::kBesideShard}, {"memory", ShardIndex::kMemoryOnly}});
+    });
+  }
+  const std::string what = "a shard pattern (\"train-{000000..000146}.tar\", \"shards/*.tar\") or an array of them";
+  if (patterns->is_string()) {
+    out.patterns.push_back(resolve_path(base_dir, as_string(*patterns, where)));
+  } else if (patterns->is_array() && !patterns->empty()) {
+    for (std::size_t i = 0; i < patterns->size(); ++i) {
+      out.patterns.push_back(resolve_path(base_dir, as_string((*patterns)[i], where + "[" + std::to_string(i) + "]")));
+    }
+  } else {
+    expected(where, what, *patterns);
+  }
+  return out;
+}
+
 spec::Source read_source(const json* v, const std::string& base_dir) {
-  if (v == nullptr) bad("source: missing (expected one of folder, list, items)");
-  const Object o(*v, "source", {"folder", "list", "items"});
+  if (v == nullptr) bad("source: missing (expected one of folder, list, items, shards)");
+  const Object o(*v, "source", {"folder", "list", "items", "shards"});
   if (!v->is_object() || v->size() != 1) {
-    bad("source: expected exactly one of folder, list, items, got " + describe(*v));
+    bad("source: expected exactly one of folder, list, items, shards, got " + describe(*v));
   }
   const auto resolve = [&base_dir](const std::string& path) { return resolve_path(base_dir, path); };
+  if (const json* s = o.find("shards")) return read_shards(*s, base_dir);
   if (const json* f = o.find("folder")) {
     // "DIR", or {"path": DIR, "allow_outside_root": true} for folders whose symlinks leave it.
     if (!f->is_object()) return spec::Folder{resolve(as_string(*f, "source.folder")), false};

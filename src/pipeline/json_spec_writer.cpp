@@ -22,6 +22,12 @@ ordered_json write_source(const spec::Source& source) {
     if (!l->allow_outside_root) return {{"list", l->path}};
     return {{"list", {{"path", l->path}, {"allow_outside_root", true}}}};
   }
+  if (const auto* s = std::get_if<spec::Shards>(&source)) {
+    ordered_json patterns = ordered_json::array();
+    for (const std::string& p : s->patterns) patterns.push_back(p);
+    return {{"shards", {{"path", std::move(patterns)},
+                        {"index", s->index == ShardIndex::kBesideShard ? "beside_shard" : "memory"}}}};
+  }
   ordered_json items = ordered_json::array();
   for (const Item& item : std::get<spec::Items>(source).items) {
     items.push_back({{"path", item.path}, {"label", item.label}});

@@ -25,6 +25,16 @@ Pipeline Pipeline::from_items(std::vector<Item> items) {
   return Pipeline(std::move(spec));
 }
 
+Pipeline Pipeline::from_shards(std::string pattern, ShardOptions options) {
+  return from_shards(std::vector<std::string>{std::move(pattern)}, options);
+}
+
+Pipeline Pipeline::from_shards(std::vector<std::string> patterns, ShardOptions options) {
+  PipelineSpec spec;
+  spec.source = spec::Shards{std::move(patterns), options.index};
+  return Pipeline(std::move(spec));
+}
+
 Pipeline& Pipeline::shard(int rank, int world) {
   spec_.shard_rank = rank;
   spec_.shard_world = world;

@@ -14,7 +14,6 @@
 #include <pybind11/stl.h>
 
 #include "c/dlpack_export.hpp"  // the DLPack export the C API shares
-#include "device/cuda_backend.hpp"  // stream_wait_event for __dlpack__(stream) on a foreign stream
 #include "python_module.hpp"
 #include "sluice/core/error.hpp"
 
@@ -66,14 +65,15 @@ std::optional<void*> native_stream(const py::object& stream) {
 
 py::capsule to_dlpack(const TensorRef& tensor, const py::object& stream) {
   const dlpack::TensorDesc d = describe(tensor);
-  const Batch& b = tensor.hold->batch;
   if (d.device.is_cuda()) {
-    // The loader's stream already waits for the batch's copy; another stream must wait too.
-    // (The slot's reuse is ordered after the loader's stream: consume on it, docs/python.md.)
+    // The loader's stream already waits for the batch's copy; another stream must wait too, and
+    // the slot's reuse must wait for that stream's work: the release is recorded on it as well
+    // (the shared export's use_on_stream). stream=-1 (no synchronisation) leaves both to the
+    // consumer.
     const std::optional<void*> s = native_stream(stream);
-    if (s && *s != tensor.hold->core->cuda_stream && b.ready_event() != nullptr) {
+    if (s && *s != tensor.hold->core->cuda_stream) {
       py::gil_scoped_release release;
-      device_detail::stream_wait_event(d.device.index, *s, b.ready_event());
+      dlpack::use_on_stream(tensor.hold->batch, *s);
     }
   }
   // The tensor holds the BatchHold: the slot stays out of the ring until every consumer let go.
@@ -107,8 +107,7 @@ void bind_batch(py::module_& m) {
                         "(no copy). The batch's slot stays held while this view or any tensor made from it lives.")
       .def(
           "__dlpack__",
-          [](const TensorRef& t, py::object stream, py::object max_version, py::object device,
-             py::object copy) {
+          [](const TensorRef& t, py::object stream, py::object max_version, py::object device, py::object copy) {
             (void)max_version;  // sluice exports the unversioned DLManagedTensor (DLPack 0.x)
             if (!copy.is_none() && copy.cast<bool>()) {
               PyErr_SetString(PyExc_BufferError, "sluice tensors are exported without a copy; copy=True is not supported");
@@ -127,14 +126,16 @@ void bind_batch(py::module_& m) {
           py::arg("stream") = py::none(), py::kw_only(), py::arg("max_version") = py::none(),
           py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
           "A DLPack capsule sharing the batch's memory. On CUDA, `stream` (1: the legacy default "
-          "stream, 2: per-thread, else a cudaStream_t) is made to wait for the batch's copy.")
+          "stream, 2: per-thread, else a cudaStream_t) is made to wait for the batch's copy, and the "
+          "batch's slot is refilled only after the work queued on it by the time the batch is released.")
       .def("__dlpack_device__",
            [](const TensorRef& t) {
              const DLDevice d = dl_device(describe(t).device);
              return py::make_tuple(static_cast<int>(d.device_type), d.device_id);
            })
-      .def_property_readonly("data_ptr", [](const TensorRef& t) { return reinterpret_cast<std::uintptr_t>(describe(t).data); },
-                             "The address of the first element (what torch's data_ptr() gives for the shared tensor).")
+      .def_property_readonly(
+          "data_ptr", [](const TensorRef& t) { return reinterpret_cast<std::uintptr_t>(describe(t).data); },
+          "The address of the first element (what torch's data_ptr() gives for the shared tensor).")
       .def_property_readonly("shape", [](const TensorRef& t) { return shape_tuple(describe(t).shape); })
       .def_property_readonly("ndim", [](const TensorRef& t) { return describe(t).shape.rank(); })
       .def_property_readonly("dtype", [](const TensorRef& t) { return dtype_name(describe(t).dtype); })

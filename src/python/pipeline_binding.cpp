@@ -69,7 +69,6 @@ std::shared_ptr<BatchHold> advance(EpochIterator& self) {
       self.phase = Phase::kEnded;  // stays so if the first batch fails: the epoch is over
       self.generation = ++core.generation;
       core.next_epoch = self.epoch + 1;
-      core.restored_state.reset();
       self.it.emplace(core.loader.epoch(self.epoch).begin());
       break;
     case Phase::kRunning:
@@ -306,9 +305,8 @@ void bind_pipeline(py::module_& m) {
            "per use, cache and tuning (the fields of sluice::Stats).")
       .def("state",
            [](const PipelineRef& p) {
-             const std::vector<std::uint8_t> s = locked(*p.core, [&] {
-               return p.core->restored_state ? *p.core->restored_state : p.core->loader.state();
-             });
+             // After restore() and until an epoch starts, the Loader's state() is the restored one.
+             const std::vector<std::uint8_t> s = locked(*p.core, [&] { return p.core->loader.state(); });
              return py::bytes(reinterpret_cast<const char*>(s.data()), s.size());
            },
            "Where the consumer is (epoch and next batch) as bytes, for restore(); after restore() and "
@@ -322,7 +320,6 @@ void bind_pipeline(py::module_& m) {
               p.core->loader.restore(state);
               ++p.core->generation;  // the runtime abandoned the epoch in progress
               p.core->next_epoch = p.core->loader.resume_epoch();
-              p.core->restored_state.emplace(state.begin(), state.end());
               return 0;
             });
           },

@@ -11,7 +11,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include <pybind11/pybind11.h>
 
@@ -45,9 +44,6 @@ struct Core {
   // the legacy default stream). Fixed at construction.
   DeviceId device = host();
   void* cuda_stream = nullptr;
-  // The state restore() was given, until an epoch starts: the Loader's own state() says where
-  // its last epoch stopped, not where the restored one resumes.
-  std::optional<std::vector<std::uint8_t>> restored_state;
   // Batches handed to Python whose slot is still out of the ring (BatchHolds alive). Changed
   // without the GIL or `mutex`, from any thread (DLPack deleters).
   std::atomic<int> batches_held{0};
@@ -64,7 +60,7 @@ struct BatchHold {
   }
   BatchHold(const BatchHold&) = delete;
   BatchHold& operator=(const BatchHold&) = delete;
-  std::shared_ptr<Core> core;  // declared before `batch`: the pipeline outlives the batch
+  std::shared_ptr<Core> core;  // declared before `batch`: the whole pipeline outlives the batch
   Batch batch;
 };
 

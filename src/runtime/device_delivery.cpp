@@ -97,6 +97,8 @@ void DeviceDelivery::hand_over(int slot, int samples, Batch& batch) {
                           ring_->ready_event(slot).native_handle());
 }
 
+void DeviceDelivery::record_stream(int slot, void* native_stream) { ring_->record_stream(slot, native_stream); }
+
 void DeviceDelivery::release(int slot) noexcept { ring_->release(slot, *consumer_stream_); }
 
 }  // namespace sluice::runtime

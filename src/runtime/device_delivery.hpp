@@ -5,9 +5,10 @@
 // the batch ring sees its slots as memory it does not own.
 //
 // A ring slot's life, in the calls the loader makes: begin_fill (before workers write into it),
-// ship (its last sample finished), hand_over (the consumer gets it), release (its Batch let go).
+// ship (its last sample finished), hand_over (the consumer gets it), record_stream (optional: the
+// consumer reads it on another stream too), release (its Batch let go).
 // Threads: begin_fill and hand_over on the consumer's thread, ship on the worker that finished
-// the batch, release wherever a Batch is released.
+// the batch, record_stream and release wherever the Batch is used and released.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +40,9 @@ class DeviceDelivery {
   DeviceDelivery& operator=(const DeviceDelivery&) = delete;
 
   int slots() const { return ring_->slots(); }
+  // The NUMA node of the page-locked slots (-1 where unknown, or on a one-node machine): the
+  // workers that write them run there.
+  int numa_node() const { return ring_->numa_node(); }
   // Where workers write a slot's batch: its labels and its samples.
   std::int32_t* host_labels(int slot);
   std::uint8_t* host_data(int slot);
@@ -50,9 +54,15 @@ class DeviceDelivery {
   std::exception_ptr ship(int slot, int samples) noexcept;
   // The consumer's stream waits for the copy; `batch` gets the device view of the slot.
   void hand_over(int slot, int samples, Batch& batch);
+  // The consumer reads the slot's batch on `native_stream` as well as on its own stream:
+  // release() then records there too (TransferRing::record_stream). Any consumer thread; throws
+  // sluice::Error(kInvalidArgument) beyond TransferRing::kMaxConsumerStreams streams.
+  void record_stream(int slot, void* native_stream);
   // The consumer's stream is done with the slot once its work so far has run (an event, not a
   // host wait).
   void release(int slot) noexcept;
+
+  TransferRingStats transfer_stats() const { return ring_->stats(); }
 
  private:
   spec::ToDevice to_;

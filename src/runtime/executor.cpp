@@ -16,30 +16,117 @@
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
+#include <oneapi/tbb/task_scheduler_observer.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "sluice/device/numa.hpp"
 
 namespace sluice::runtime {
+namespace {
+
+// Binds the arena's workers to a NUMA node while they are in it (executor.hpp). The affinity a
+// worker had on entry goes on a per-thread stack, tagged with the observer, and back on exit, so
+// nested entries (a task that enters another arena) unwind in order. oneTBB forbids exceptions
+// out of the callbacks: a failure only leaves the worker unbound. oneTBB sends no exit
+// notification once observation stops, so the executor waits for its workers to leave the idle
+// arena first (wait_for_workers_to_leave): a worker must not carry the binding into other arenas.
+class NumaObserver final : public tbb::task_scheduler_observer {
+ public:
+  NumaObserver(tbb::task_arena& arena, int node, std::function<bool(int)> bind)
+      : tbb::task_scheduler_observer(arena), node_(node), bind_(std::move(bind)) {
+    observe(true);
+  }
+  ~NumaObserver() override { observe(false); }  // before the members the callbacks use go
+  NumaObserver(const NumaObserver&) = delete;
+  NumaObserver& operator=(const NumaObserver&) = delete;
+
+  void on_scheduler_entry(bool is_worker) override {
+    if (!is_worker) return;  // the consumer waiting in wait_idle() keeps its own affinity
+    try {
+      Entry entry{this, {}, false};
+      entry.restore = sched_getaffinity(0, sizeof entry.mask, &entry.mask) == 0 && bind_(node_);
+      entries().push_back(entry);
+      inside_.fetch_add(1, std::memory_order_acq_rel);
+      if (entry.restore) bindings_.fetch_add(1, std::memory_order_relaxed);
+    } catch (...) {  // std::bad_alloc: this worker stays where it was
+    }
+  }
+
+  void on_scheduler_exit(bool is_worker) override {
+    std::vector<Entry>& stack = entries();
+    if (!is_worker || stack.empty() || stack.back().owner != this) return;
+    const Entry entry = stack.back();
+    stack.pop_back();
+    if (entry.restore) (void)sched_setaffinity(0, sizeof entry.mask, &entry.mask);
+    inside_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  // Waits, at most `limit`, until no worker is in the arena (each left and got its affinity
+  // back). An idle arena's workers leave within milliseconds.
+  void wait_for_workers_to_leave(std::chrono::milliseconds limit) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (inside_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  std::int64_t bindings() const { return bindings_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Entry {
+    const NumaObserver* owner;
+    cpu_set_t mask;
+    bool restore;  // bound on entry: put `mask` back on exit
+  };
+  static std::vector<Entry>& entries() {
+    thread_local std::vector<Entry> stack;
+    return stack;
+  }
+
+  int node_;
+  std::function<bool(int)> bind_;
+  std::atomic<std::int64_t> bindings_{0};
+  std::atomic<int> inside_{0};  // workers between entry and exit
+};
+
+}  // namespace
 
 struct Executor::Impl {
-  Impl(int threads, Handler h, void* c)
+  Impl(int threads, Handler h, void* c, WorkerPlacement placement)
       : control(tbb::global_control::max_allowed_parallelism,
                 static_cast<std::size_t>(std::max(threads + 1, tbb::info::default_concurrency()))),
         arena(threads, 0),
         handler(h),
-        context(c) {}
+        context(c) {
+    // Observing before the first task is enqueued: every worker that ever joins is seen.
+    if (placement.numa_node >= 0) {
+      if (!placement.bind) placement.bind = &bind_current_thread_to_numa_node;
+      numa.emplace(arena, placement.numa_node, std::move(placement.bind));
+    }
+  }
 
   tbb::global_control control;
   tbb::task_arena arena;
+  std::optional<NumaObserver> numa;  // after the arena: stops observing before it goes
   tbb::task_group group;
   Handler handler;
   void* context;
 };
 
-Executor::Executor(int threads, Handler handler, void* context)
-    : impl_(std::make_unique<Impl>(threads, handler, context)), threads_(threads) {}
+Executor::Executor(int threads, Handler handler, void* context, WorkerPlacement placement)
+    : impl_(std::make_unique<Impl>(threads, handler, context, std::move(placement))), threads_(threads) {}
 
-Executor::~Executor() { wait_idle(); }
+Executor::~Executor() {
+  wait_idle();
+  if (impl_->numa) impl_->numa->wait_for_workers_to_leave(std::chrono::seconds(2));
+}
 
 void Executor::submit(std::int64_t a, std::int64_t b) {
   Impl* impl = impl_.get();
@@ -56,5 +143,7 @@ int Executor::current_worker() {
 }
 
 int Executor::available_cores() { return tbb::info::default_concurrency(); }
+
+std::int64_t Executor::numa_bindings() const { return impl_->numa ? impl_->numa->bindings() : 0; }
 
 }  // namespace sluice::runtime

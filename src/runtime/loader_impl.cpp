@@ -37,12 +37,18 @@ LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
   memory_plan_ = runtime::plan_memory(plan_, program_->sample_bytes(), threads_, tuning_->min_prefetch());
   check_budget();
   order_reservation_ = *budget().try_reserve(memory_plan_.index_bytes, MemoryUse::kShuffle);
+  items_reservation_ = *budget().try_reserve(memory_plan_.items_bytes, MemoryUse::kItems);
   task_ = std::make_unique<runtime::SampleTask>(
       *program_, plan_.dataset.items, budget(),
       runtime::SampleTaskOptions{.on_error = options.on_error, .skip_key = plan_.skip_key, .threads = threads_});
   create_slots();
   submitter_ = std::make_unique<runtime::SampleSubmitter>(tuning_->initial_in_flight());
-  executor_ = std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this);
+  // After the slots: workers go where the pinned ring's pages are (a node only on a multi-node
+  // machine with a device attached): they write the batches there, and the DMA engine reads them
+  // locally.
+  const int numa_node = shared_->device ? shared_->device->numa_node() : -1;
+  executor_ = std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this,
+                                                  runtime::WorkerPlacement{.numa_node = numa_node});
   submitter_->attach(*executor_);
 }
 
@@ -56,8 +62,7 @@ LoaderImpl::~LoaderImpl() {
 void LoaderImpl::create_caches() {
   if (!plan_.cache) return;
   if (const auto* m = std::get_if<MemoryCache>(&plan_.cache->store)) {
-    memory_cache_ = std::make_unique<stages::MemoryCacheStore>(static_cast<std::int64_t>(plan_.dataset.items.size()),
-                                                               m->max_bytes, budget());
+    memory_cache_ = std::make_unique<stages::MemoryCacheStore>(plan_.dataset.items.size(), m->max_bytes, budget());
   } else {
     const auto& d = std::get<DiskCache>(plan_.cache->store);
     disk_cache_ = std::make_unique<stages::DiskCacheStore>(stages::DiskCacheOptions{

@@ -85,6 +85,7 @@ class LoaderImpl {
 
   stages::EpochOrder order_;
   Reservation order_reservation_;           // the epoch order's index arrays
+  Reservation items_reservation_;           // the item table (plan_.dataset.items)
   std::vector<std::int64_t> epoch_items_;   // (samples_per_epoch) item index per output position
   double consumer_wait_seconds_ = 0;
   std::int64_t batches_done_ = 0;

@@ -30,11 +30,7 @@ std::uint64_t check_of(const SavedState& s) {
 }  // namespace
 
 std::uint64_t LoaderState::fingerprint() const {
-  std::uint64_t h = derive_key(plan_.dataset.items.size(), 0x7374617465);
-  for (const Item& item : plan_.dataset.items) {
-    for (const char c : item.path) h = h * 1099511628211ull ^ static_cast<unsigned char>(c);
-    h = derive_key(h, static_cast<std::uint64_t>(item.label));
-  }
+  std::uint64_t h = plan_.dataset.items.fingerprint();  // of every item's path and label
   const auto mix = [&h](std::uint64_t v) { h = derive_key(h, v); };
   mix(static_cast<std::uint64_t>(plan_.batch_size));
   mix(plan_.drop_last ? 1 : 0);
@@ -48,12 +44,18 @@ std::uint64_t LoaderState::fingerprint() const {
 }
 
 std::vector<std::uint8_t> LoaderState::save(std::int64_t epoch, std::int64_t returned, std::int64_t batches) const {
-  SavedState s{kStateMagic, kStateVersion, fingerprint(), 0, 0, 0};
+  if (resume_.epoch >= 0) return encode(resume_);
+  ResumePoint at{0, 0};
   if (epoch >= 0) {
     // Past the last batch handed out; a finished epoch resumes at the next one's start.
-    s.epoch = returned >= batches ? epoch + 1 : epoch;
-    s.batch = returned >= batches ? 0 : returned;
+    at.epoch = returned >= batches ? epoch + 1 : epoch;
+    at.batch = returned >= batches ? 0 : returned;
   }
+  return encode(at);
+}
+
+std::vector<std::uint8_t> LoaderState::encode(ResumePoint point) const {
+  SavedState s{kStateMagic, kStateVersion, fingerprint(), point.epoch, point.batch, 0};
   s.check = check_of(s);
   std::vector<std::uint8_t> bytes(sizeof s);
   std::memcpy(bytes.data(), &s, sizeof s);

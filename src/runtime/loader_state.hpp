@@ -25,7 +25,10 @@ class LoaderState {
   explicit LoaderState(const stages::PipelinePlan& plan) : plan_(plan) {}
 
   // The bytes of a state: the consumer has been handed `returned` of the `batches` batches of
-  // `epoch` (-1: no epoch started yet). A finished epoch resumes at the next one's start.
+  // `epoch` (-1: no epoch started yet). A finished epoch resumes at the next one's start. While
+  // a restored point is pending (set_resume, and its epoch not started), that point instead: the
+  // consumer's position is then where the restored run resumes, not where the abandoned one
+  // stopped.
   std::vector<std::uint8_t> save(std::int64_t epoch, std::int64_t returned, std::int64_t batches) const;
   // Checks a saved state against this pipeline. Throws sluice::Error(kInvalidArgument) for a state
   // of another pipeline, another version or damaged bytes.
@@ -42,6 +45,8 @@ class LoaderState {
   std::uint64_t fingerprint() const;
 
  private:
+  std::vector<std::uint8_t> encode(ResumePoint point) const;
+
   const stages::PipelinePlan& plan_;
   ResumePoint resume_;
 };

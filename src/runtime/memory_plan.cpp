@@ -29,8 +29,8 @@ constexpr std::uint64_t kScratchPerRowByte = 16;
 
 std::string MemoryPlan::explain() const {
   return "ring " + std::to_string(min_slots) + " x " + format_bytes(batch_bytes) + " + " + std::to_string(threads) +
-         " workers x " + format_bytes(workspace_bytes()) + " + indices " + format_bytes(index_bytes) + " = " +
-         format_bytes(minimum());
+         " workers x " + format_bytes(workspace_bytes()) + " + indices " + format_bytes(index_bytes) + " + items " +
+         format_bytes(items_bytes) + " = " + format_bytes(minimum());
 }
 
 MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_bytes, int threads, int min_prefetch) {
@@ -39,15 +39,20 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   m.min_slots = min_prefetch + 2;
   m.batch_bytes = AlignedBuffer::page_capacity(sample_bytes * static_cast<std::size_t>(plan.batch_size)) +
                   sizeof(std::int32_t) * static_cast<std::uint64_t>(plan.batch_size);
-  const auto n = static_cast<std::int64_t>(plan.dataset.items.size());
-  // EpochOrder: the permutation of all items, this shard's order, the shuffle buffer; and the
-  // batch-to-slot table.
-  m.index_bytes = 8 * static_cast<std::uint64_t>(n + n / plan.order.shard_world + 1 + plan.order.shuffle_buffer) +
-                  4 * static_cast<std::uint64_t>(n / plan.batch_size + 1);
+  const stages::ItemTable& items = plan.dataset.items;
+  const std::int64_t n = items.size();
+  // EpochOrder's arrays and scratch, and the batch-to-slot table; the item table itself.
+  m.index_bytes = stages::EpochOrder::memory_bytes(plan.order) + 4 * static_cast<std::uint64_t>(n / plan.batch_size + 1);
+  m.items_bytes = items.bytes();
   if (plan.cache && std::holds_alternative<DiskCache>(plan.cache->store)) {
     // The disk cache keeps an in-memory index: about 136 bytes an entry plus its path
     // (docs/decisions/disk-cache.md).
-    for (const Item& item : plan.dataset.items) m.index_bytes += kDiskIndexEntryBytes + item.path.size();
+    std::string path;
+    for (std::int64_t i = 0; i < n; ++i) {
+      path.clear();
+      items.append_path(i, path);
+      m.index_bytes += kDiskIndexEntryBytes + path.size();
+    }
   }
 
   const stages::SampleProgramConfig& config = plan.program;
@@ -58,11 +63,11 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   std::uint64_t entry_sum = 0;  // decoded-cache entries of the header probes, for the decoded set
   std::uint64_t largest_image = 0;
   std::uint64_t decoder_bytes = 0;  // the decoder's own working memory (component planes)
+  stages::ItemReader reader(plan.program.file_ops);
   const std::int64_t size_step = std::max<std::int64_t>(1, n / kSizeProbes);
   for (std::int64_t i = 0; i < n; i += size_step) {
     try {
-      const std::uint64_t size = stages::file_size(plan.dataset.items[static_cast<std::size_t>(i)].path,
-                                                   plan.program.file_ops);
+      const std::uint64_t size = reader.size(items, i);
       largest_file = std::max(largest_file, size);
       file_sum += size;
       ++files;
@@ -75,9 +80,7 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   const std::int64_t header_step = std::max<std::int64_t>(1, n / kHeaderProbes);
   for (std::int64_t i = 0; i < n && m.probed < kHeaderProbes; i += header_step) {
     try {
-      const auto& item = plan.dataset.items[static_cast<std::size_t>(i)];
-      const std::size_t size = stages::read_file(item.path, bytes, config.read.max_file_size, plan.program.file_ops);
-      const stages::JpegHeader h = decoder.read_header({bytes.data(), size});
+      const stages::JpegHeader h = decoder.read_header(reader.read(items, i, bytes, config.read.max_file_size));
       largest_image = std::max<std::uint64_t>(largest_image, static_cast<std::uint64_t>(h.width) * h.height * channels);
       entry_sum += stages::SampleProgram::decoded_entry_bytes(static_cast<std::uint64_t>(h.width),
                                                               static_cast<std::uint64_t>(h.height), channels);
@@ -94,14 +97,16 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   };
   const std::uint64_t out_row = static_cast<std::uint64_t>(config.output.width) * channels;
   const std::uint64_t out = out_row * static_cast<std::uint64_t>(config.output.height);
+  // A tar member is read with its 512-byte header (stages/read_file.hpp).
+  if (largest_file > 0 && items.kind() == stages::ItemTable::Kind::kMember) largest_file += 512;
   m.file_bytes = largest_file ? with_headroom(largest_file) : 0;
   m.decode_bytes = (largest_image ? with_headroom(largest_image) : 0) + decoder_bytes +
                    AlignedBuffer::rounded_capacity(out) + AlignedBuffer::rounded_capacity(out_row * kScratchPerRowByte);
   // Means times the items, rounded up: a cache sized so holds every item when the probes are
   // typical (uniform data sets such as CIFAR-10 and Fashion-MNIST: exactly).
-  const auto items = static_cast<std::uint64_t>(n);
-  if (files > 0) m.encoded_set_bytes = (file_sum * items + static_cast<std::uint64_t>(files) - 1) / static_cast<std::uint64_t>(files);
-  if (m.probed > 0) m.decoded_set_bytes = (entry_sum * items + static_cast<std::uint64_t>(m.probed) - 1) / static_cast<std::uint64_t>(m.probed);
+  const auto item_count = static_cast<std::uint64_t>(n);
+  if (files > 0) m.encoded_set_bytes = (file_sum * item_count + static_cast<std::uint64_t>(files) - 1) / static_cast<std::uint64_t>(files);
+  if (m.probed > 0) m.decoded_set_bytes = (entry_sum * item_count + static_cast<std::uint64_t>(m.probed) - 1) / static_cast<std::uint64_t>(m.probed);
   return m;
 }
 
@@ -120,6 +125,7 @@ PipelineMemoryPlan describe_memory(const stages::PipelinePlan& plan) {
   at(MemoryUse::kReadBuffers) = m.file_bytes * static_cast<std::uint64_t>(m.threads);
   at(MemoryUse::kDecodeBuffers) = m.decode_bytes * static_cast<std::uint64_t>(m.threads);
   at(MemoryUse::kShuffle) = m.index_bytes;
+  at(MemoryUse::kItems) = m.items_bytes;  // the item table, held from build() in the job's budget too
   at(MemoryUse::kBatches) = m.batch_bytes * static_cast<std::uint64_t>(m.min_slots);
   out.slot_bytes = m.batch_bytes;
   out.min_slots = m.min_slots;

@@ -19,6 +19,7 @@ struct MemoryPlan {
   std::uint64_t file_bytes = 0;       // per worker: the largest probed file
   std::uint64_t decode_bytes = 0;     // per worker: decoded image, decoder planes, resampled sample, scratch
   std::uint64_t index_bytes = 0;      // the epoch order's index arrays
+  std::uint64_t items_bytes = 0;      // the item table (stages/item_table.hpp), held from build()
   int threads = 1;
   int probed = 0;                     // files probed for the estimate
   // Every item in a memory cache, from the probes' mean sizes: decoded images and encoded files.
@@ -28,9 +29,9 @@ struct MemoryPlan {
   std::uint64_t workspace_bytes() const { return file_bytes + decode_bytes; }
   std::uint64_t minimum() const {
     return batch_bytes * static_cast<std::uint64_t>(min_slots) + workspace_bytes() * static_cast<std::uint64_t>(threads) +
-           index_bytes;
+           index_bytes + items_bytes;
   }
-  // "ring 3 x 36.75 MiB + 2 workers x 3.06 MiB + indices 16.0 KiB = 116.45 MiB"
+  // "ring 3 x 36.75 MiB + 2 workers x 3.06 MiB + indices 16.0 KiB + items 320.0 KiB = 116.77 MiB"
   std::string explain() const;
 };
 

@@ -39,7 +39,7 @@ void SkipLog::add_stats(Stats& stats) const {
   stats.skipped_samples = samples_;
 }
 
-SampleTask::SampleTask(const stages::SampleProgram& program, const std::vector<Item>& items, MemoryBudget& budget,
+SampleTask::SampleTask(const stages::SampleProgram& program, const stages::ItemTable& items, MemoryBudget& budget,
                        SampleTaskOptions options)
     : program_(program), items_(items), options_(options) {
   for (int i = 0; i < options_.threads; ++i) {
@@ -73,9 +73,8 @@ std::exception_ptr SampleTask::run_on(stages::SampleProgram::Workspace& ws, std:
   CounterRng replacement(options_.skip_key, static_cast<std::uint64_t>(position), static_cast<std::uint32_t>(epoch));
   for (std::uint32_t attempt = 0;; ++attempt) {
     try {
-      const Item& source = items_[static_cast<std::size_t>(item)];
-      program_.run(source, stages::SampleKey{epoch, item, attempt}, ws, target.data);
-      *target.label = source.label;
+      program_.run(items_, item, stages::SampleKey{epoch, item, attempt}, ws, target.data);
+      *target.label = items_.label(item);
       return nullptr;
     } catch (const Error& e) {
       const bool skippable = options_.on_error == OnError::kSkip && e.code() != ErrorCode::kInternal &&

@@ -24,6 +24,7 @@
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/spec.hpp"
 #include "sluice/pipeline/stats.hpp"
+#include "stages/item_table.hpp"
 #include "stages/sample_program.hpp"
 
 namespace sluice::runtime {
@@ -64,7 +65,7 @@ class SampleTask {
   static constexpr int kMaxReplacements = 64;
 
   // `program` and `items` must outlive the task; workspace buffers reserve from `budget`.
-  SampleTask(const stages::SampleProgram& program, const std::vector<Item>& items, MemoryBudget& budget,
+  SampleTask(const stages::SampleProgram& program, const stages::ItemTable& items, MemoryBudget& budget,
              SampleTaskOptions options);
   SampleTask(const SampleTask&) = delete;
   SampleTask& operator=(const SampleTask&) = delete;
@@ -87,7 +88,7 @@ class SampleTask {
                             std::span<const std::int64_t> epoch_items, const SampleTarget& target);
 
   const stages::SampleProgram& program_;
-  const std::vector<Item>& items_;
+  const stages::ItemTable& items_;
   SampleTaskOptions options_;
   std::vector<std::unique_ptr<stages::SampleProgram::Workspace>> workspaces_;  // (threads)
   std::atomic<std::int64_t> samples_done_{0};

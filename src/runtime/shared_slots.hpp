@@ -32,6 +32,11 @@ class SharedSlots final : public BatchRecycler {
     if (device) device->release(slot);
     ring->recycle(slot);
   }
+  // The batch is read on `native_stream` too (Batch::record_stream): the slot's release is
+  // recorded there as well, so its next copy waits for that stream's work. Nothing on the host.
+  void record_stream(int slot, void* native_stream) override {
+    if (device) device->record_stream(slot, native_stream);
+  }
 
   // Declared first: destroyed last, after everything that holds a reservation against it.
   std::shared_ptr<MemoryBudget> budget;

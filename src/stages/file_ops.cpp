@@ -34,6 +34,8 @@ int FileOps::flock(int fd, int operation) { return ::flock(fd, operation); }
 
 int FileOps::rename(const char* from, const char* to) { return std::rename(from, to); }
 
+int FileOps::link(const char* from, const char* to) { return ::link(from, to); }
+
 int FileOps::unlink(const char* path) { return ::unlink(path); }
 
 FileOps& real_file_ops() {

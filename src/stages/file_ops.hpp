@@ -33,6 +33,8 @@ class FileOps {
   virtual int fstat(int fd, struct stat* status);
   virtual int flock(int fd, int operation);
   virtual int rename(const char* from, const char* to);
+  // Creates `to` as another name of `from`; fails with EEXIST when `to` exists (never replaces).
+  virtual int link(const char* from, const char* to);
   virtual int unlink(const char* path);
 };
 

@@ -22,18 +22,17 @@ std::string at(std::size_t index, const spec::Stage& stage) {
 
 // The output size when no op fixes it: the first image's, every other image must match.
 Size2 probe_first_image(const Dataset& dataset, const DecodeOptions& decode, const ReadOptions& read, FileOps* ops) {
-  const Item& first = dataset.items.front();
   AlignedBuffer bytes;
   JpegDecoder decoder(decode);
+  ItemReader reader(ops);
   try {
-    const std::size_t n = read_file(first.path, bytes, read.max_file_size, ops);
-    const JpegHeader h = decoder.read_header({bytes.data(), n});
+    const JpegHeader h = decoder.read_header(reader.read(dataset.items, 0, bytes, read.max_file_size));
     return {h.width, h.height};
   } catch (const Error& e) {
     throw Error(e.code(),
                 "cannot fix the sample size from the first image (" + e.cause() +
                     "); add resize() or a crop so the pipeline fixes it",
-                first.path);
+                dataset.items.path(0));
   }
 }
 
@@ -144,14 +143,15 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
 
   PipelinePlan plan;
   plan.options = options;
-  plan.dataset = load_dataset(spec.source);
+  plan.dataset = load_dataset(spec.source, file_ops);
   plan.order = EpochOrderOptions{
-      .items = static_cast<std::int64_t>(plan.dataset.items.size()),
+      .items = plan.dataset.items.size(),
       .shard_rank = spec.shard_rank,
       .shard_world = spec.shard_world,
       .file_seed = spec.shuffle_files_seed,
       .shuffle_buffer = shuffle ? shuffle->buffer : 0,
       .shuffle_seed = shuffle ? shuffle->options.seed.value_or(options.seed) : 0,
+      .groups = plan.dataset.items.shard_starts(),
   };
   const EpochOrder order(plan.order);  // validates the shard
   if (order.size() == 0) {

@@ -1,5 +1,6 @@
 // pread of whole files. No stdio and no std::ifstream: one open, preads straight into the pooled
 // buffer (an fstat only when the buffer fills), one close, every call through the FileOps seam.
+// Tar members: one pread of header and data from a shard held open.
 #include "stages/read_file.hpp"
 
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
+#include "stages/tar_format.hpp"
 
 namespace sluice::stages {
 
@@ -44,6 +46,11 @@ class FileDescriptor {
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
   int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   FileOps& ops_;
@@ -119,6 +126,101 @@ std::size_t read_file(const std::string& path, AlignedBuffer& buffer, std::uint6
                 "file is larger than the maximum file size (" + format_bytes(max_bytes) + ")", path);
   }
   return done;
+}
+
+ItemReader::ItemReader(FileOps* ops) : ops_(ops != nullptr ? ops : &real_file_ops()) {}
+
+ItemReader::~ItemReader() { close_all(); }
+
+void ItemReader::close_all() {
+  for (OpenShard& open : open_) {
+    if (open.fd >= 0) ops_->close(open.fd);
+    open = OpenShard{};
+  }
+}
+
+void ItemReader::use(FileOps* ops) {
+  FileOps* wanted = ops != nullptr ? ops : &real_file_ops();
+  if (wanted == ops_) return;
+  close_all();
+  ops_ = wanted;
+}
+
+const std::string& ItemReader::file_path(const ItemTable::Location& at) {
+  path_.assign(at.folder);
+  path_.append(at.name);
+  return path_;
+}
+
+int ItemReader::shard_fd(const ItemTable& items, std::int32_t shard) {
+  ++uses_;
+  OpenShard* victim = &open_[0];
+  for (OpenShard& open : open_) {
+    if (open.table == &items && open.shard == shard) {
+      open.last_use = uses_;
+      return open.fd;
+    }
+    if (open.last_use < victim->last_use) victim = &open;
+  }
+  const ItemTable::Shard& s = items.shards()[static_cast<std::size_t>(shard)];
+  const int fd = ops_->open(s.path.c_str(), kOpenFlags, 0);
+  if (fd < 0) throw_errno(errno, "cannot open shard", s.path);
+  FileDescriptor guard(*ops_, fd);
+  struct stat st {};
+  if (ops_->fstat(fd, &st) != 0) throw_errno(errno, "cannot stat shard", s.path);
+  const std::int64_t mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != s.size || mtime_ns != s.mtime_ns) {
+    throw Error(ErrorCode::kCorruptData,
+                "the shard changed since it was indexed (its size or mtime differs): build the pipeline again",
+                s.path);
+  }
+  if (victim->fd >= 0) ops_->close(victim->fd);
+  *victim = OpenShard{&items, shard, guard.release(), uses_};
+  return victim->fd;
+}
+
+std::span<const std::uint8_t> ItemReader::read(const ItemTable& items, std::int64_t item, AlignedBuffer& buffer,
+                                               std::uint64_t max_bytes) {
+  const ItemTable::Location at = items.locate(item);
+  if (at.kind == ItemTable::Kind::kFile) {
+    const std::size_t n = read_file(file_path(at), buffer, max_bytes, ops_);
+    return {buffer.data(), n};
+  }
+  if (at.damage != nullptr) throw Error(ErrorCode::kCorruptData, *at.damage, items.path(item));
+  if (at.size > max_bytes) {
+    throw Error(ErrorCode::kTooLarge,
+                "member is " + format_bytes(at.size) + ", above the maximum file size (" + format_bytes(max_bytes) + ")",
+                items.path(item));
+  }
+  if (at.size == 0) throw Error(ErrorCode::kCorruptData, "empty member", items.path(item));
+  const int fd = shard_fd(items, at.shard);
+  // The header too: one pread, and the check below that the index still describes this shard.
+  const std::size_t total = static_cast<std::size_t>(tar::kBlock + at.size);
+  buffer.reserve(total);
+  const ssize_t got = pread_full(*ops_, fd, buffer.data(), total, at.offset - tar::kBlock);
+  if (got < 0) throw_errno(errno, "cannot read", items.path(item));
+  if (static_cast<std::size_t>(got) < total) {
+    throw Error(ErrorCode::kCorruptData,
+                "cut: the shard ends inside this member (" + std::to_string(at.size) + " bytes when indexed)",
+                items.path(item));
+  }
+  tar::Header header;
+  std::string why;
+  if (tar::parse_header(buffer.data(), header, why) != tar::Block::kHeader || !tar::is_regular(header.type) ||
+      (at.size_in_header && header.size != at.size)) {
+    throw Error(ErrorCode::kCorruptData,
+                "the member's header does not match the shard's index (" + (why.empty() ? "another member" : why) +
+                    "): the shard changed since it was indexed",
+                items.path(item));
+  }
+  return {buffer.data() + tar::kBlock, static_cast<std::size_t>(at.size)};
+}
+
+std::uint64_t ItemReader::size(const ItemTable& items, std::int64_t item) {
+  const ItemTable::Location at = items.locate(item);
+  if (at.kind == ItemTable::Kind::kFile) return file_size(file_path(at), ops_);
+  if (at.damage != nullptr) throw Error(ErrorCode::kCorruptData, *at.damage, items.path(item));
+  return at.size;
 }
 
 }  // namespace sluice::stages

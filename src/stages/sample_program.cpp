@@ -81,10 +81,17 @@ std::optional<ConstImageView> parse_decoded(std::span<const std::uint8_t> bytes,
                         channels, static_cast<std::ptrdiff_t>(h.width) * channels);
 }
 
-CacheKey disk_key(const Item& item) {
+// A file: its path, size and mtime now. A tar member: shard:member, its size and the shard's
+// mtime when indexed (a changed shard fails the read anyway, stages/read_file.hpp).
+CacheKey disk_key(const ItemTable& items, std::int64_t item, ItemReader& reader) {
+  const ItemTable::Location at = items.locate(item);
+  if (at.kind == ItemTable::Kind::kMember) {
+    return CacheKey{items.path(item), at.size, items.shards()[static_cast<std::size_t>(at.shard)].mtime_ns};
+  }
+  const std::string& path = reader.file_path(at);
   struct stat st {};
-  if (::stat(item.path.c_str(), &st) != 0) return CacheKey{item.path, 0, -1};  // read_file will say why
-  return CacheKey{item.path, static_cast<std::uint64_t>(st.st_size),
+  if (::stat(path.c_str(), &st) != 0) return CacheKey{path, 0, -1};  // read_file will say why
+  return CacheKey{path, static_cast<std::uint64_t>(st.st_size),
                   static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
 }
 
@@ -109,7 +116,7 @@ SampleProgram::SampleProgram(SampleProgramConfig config, SampleCaches caches)
 }
 
 std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace() const {
-  return std::make_unique<Workspace>(config_.decode);
+  return std::make_unique<Workspace>(config_.decode, config_.file_ops);
 }
 
 Shape SampleProgram::sample_shape() const {
@@ -140,16 +147,19 @@ std::uint64_t SampleProgram::decoded_entry_bytes(std::uint64_t width, std::uint6
   return kDecodedHeaderBytes + width * height * static_cast<std::uint64_t>(channels);
 }
 
-void SampleProgram::run(const Item& item, const SampleKey& key, Workspace& ws, void* out) const {
+void SampleProgram::run(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws,
+                        void* out) const {
+  ws.reader.use(config_.file_ops);
   try {
-    run_unchecked(item, key, ws, out);
+    run_unchecked(items, item, key, ws, out);
   } catch (const Error& e) {
     if (!e.path().empty()) throw;
-    throw Error(e.code(), e.cause(), item.path);
+    throw Error(e.code(), e.cause(), items.path(item));
   }
 }
 
-std::span<const std::uint8_t> SampleProgram::encoded_bytes(const Item& item, const SampleKey& key, Workspace& ws,
+std::span<const std::uint8_t> SampleProgram::encoded_bytes(const ItemTable& items, std::int64_t item,
+                                                            const SampleKey& key, Workspace& ws,
                                                             MemoryCacheStore::Handle& held) const {
   const bool cached = config_.cache_point == CachePoint::kEncoded;
   if (cached && caches_.memory != nullptr) {
@@ -158,18 +168,17 @@ std::span<const std::uint8_t> SampleProgram::encoded_bytes(const Item& item, con
   }
   CacheKey disk;
   if (cached && caches_.disk != nullptr) {
-    disk = disk_key(item);
+    disk = disk_key(items, item, ws.reader);
     if (const auto size = caches_.disk->lookup(disk, ws.file)) return {ws.file.data(), *size};
   }
-  const std::size_t size = read_file(item.path, ws.file, config_.read.max_file_size, config_.file_ops);
-  const std::span<const std::uint8_t> bytes(ws.file.data(), size);
+  const std::span<const std::uint8_t> bytes = ws.reader.read(items, item, ws.file, config_.read.max_file_size);
   if (cached && caches_.memory != nullptr) caches_.memory->insert(key.item, bytes);
   if (cached && caches_.disk != nullptr) caches_.disk->insert(disk, bytes);
   return bytes;
 }
 
-ConstImageView SampleProgram::cached_image(const Item& item, const SampleKey& key, Workspace& ws,
-                                           MemoryCacheStore::Handle& held) const {
+ConstImageView SampleProgram::cached_image(const ItemTable& items, std::int64_t item, const SampleKey& key,
+                                           Workspace& ws, MemoryCacheStore::Handle& held) const {
   if (caches_.memory != nullptr) {
     held = caches_.memory->lookup(key.item);
     if (held) {
@@ -179,7 +188,7 @@ ConstImageView SampleProgram::cached_image(const Item& item, const SampleKey& ke
   }
   CacheKey disk;
   if (caches_.disk != nullptr) {
-    disk = disk_key(item);
+    disk = disk_key(items, item, ws.reader);
     if (const auto size = caches_.disk->lookup(disk, ws.decoded)) {
       if (const auto image = parse_decoded({ws.decoded.data(), *size}, channels_, config_.decode.max_image_pixels)) {
         return *image;
@@ -187,7 +196,7 @@ ConstImageView SampleProgram::cached_image(const Item& item, const SampleKey& ke
     }
   }
   MemoryCacheStore::Handle none;
-  const std::span<const std::uint8_t> bytes = encoded_bytes(item, key, ws, none);
+  const std::span<const std::uint8_t> bytes = encoded_bytes(items, item, key, ws, none);
   const JpegHeader header = ws.decoder.read_header(bytes);
   const ImageView image = view_of(ws.decoded, header.width, header.height, channels_, kDecodedHeaderBytes);
   ws.decoder.decode(bytes, header, JpegRequest{1, Rect{}}, image);
@@ -202,11 +211,12 @@ ConstImageView SampleProgram::cached_image(const Item& item, const SampleKey& ke
   return image;
 }
 
-void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Workspace& ws, void* out) const {
+void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws,
+                                  void* out) const {
   auto t = Clock::now();
   MemoryCacheStore::Handle held;  // keeps a memory-cache entry alive while it is the source
   if (config_.cache_point == CachePoint::kDecoded) {
-    const ConstImageView image = cached_image(item, key, ws, held);
+    const ConstImageView image = cached_image(items, item, key, ws, held);
     ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
                     static_cast<std::int64_t>(image.width) * image.height * channels_);
     const GeometryPlan plan = plan_geometry(config_.geometry, {image.width, image.height}, key);
@@ -214,7 +224,7 @@ void SampleProgram::run_unchecked(const Item& item, const SampleKey& key, Worksp
     return;
   }
 
-  const std::span<const std::uint8_t> bytes = encoded_bytes(item, key, ws, held);
+  const std::span<const std::uint8_t> bytes = encoded_bytes(items, item, key, ws, held);
   ws.counters.add(StageCounters::kRead, elapsed_ns(t), static_cast<std::int64_t>(bytes.size()));
   const JpegHeader header = ws.decoder.read_header(bytes);
   const Size2 image{header.width, header.height};

@@ -21,9 +21,11 @@
 #include "stages/disk_cache.hpp"
 #include "stages/file_ops.hpp"
 #include "stages/geometry.hpp"
+#include "stages/item_table.hpp"
 #include "stages/jpeg_decoder.hpp"
 #include "stages/memory_cache.hpp"
 #include "stages/normalize.hpp"
+#include "stages/read_file.hpp"
 #include "stages/resample.hpp"
 
 namespace sluice::stages {
@@ -70,12 +72,13 @@ struct SampleProgramConfig {
 class SampleProgram {
  public:
   struct Workspace {
-    explicit Workspace(const DecodeOptions& decode) : decoder(decode) {}
+    Workspace(const DecodeOptions& decode, FileOps* ops) : decoder(decode), reader(ops) {}
     AlignedBuffer file;      // encoded bytes (or a disk cache entry)
     AlignedBuffer decoded;   // the decoded region, HWC u8 (after a header, see sample_program.cpp)
     AlignedBuffer resized;   // the resampled sample, HWC u8
     AlignedBuffer scratch;   // the resampler's intermediate rows
     JpegDecoder decoder;
+    ItemReader reader;       // the shards it keeps open, a file's path
     Resampler resampler;
     StageCounters counters;
   };
@@ -92,9 +95,9 @@ class SampleProgram {
   // (C, H, W) or (H, W, C)
   Shape sample_shape() const;
 
-  // Runs the fused chain for one item into `out` (sample_bytes() bytes). Throws sluice::Error
-  // naming the item's path.
-  void run(const Item& item, const SampleKey& key, Workspace& ws, void* out) const;
+  // Runs the fused chain for item `item` of `items` into `out` (sample_bytes() bytes). Throws
+  // sluice::Error naming the item's path (shard:member for a tar member).
+  void run(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws, void* out) const;
 
   // A fingerprint of the stages before the cache point: what a disk cache entry depends on.
   static std::uint64_t cache_fingerprint(const SampleProgramConfig& config);
@@ -105,13 +108,13 @@ class SampleProgram {
   static std::uint64_t decoded_entry_bytes(std::uint64_t width, std::uint64_t height, int channels);
 
  private:
-  void run_unchecked(const Item& item, const SampleKey& key, Workspace& ws, void* out) const;
+  void run_unchecked(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws, void* out) const;
   // The whole image at full scale, from the cache or decoded and inserted (kDecoded caches).
-  ConstImageView cached_image(const Item& item, const SampleKey& key, Workspace& ws,
+  ConstImageView cached_image(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws,
                               MemoryCacheStore::Handle& held) const;
   // The file's bytes, from the cache or read and inserted (kEncoded caches) or just read.
-  std::span<const std::uint8_t> encoded_bytes(const Item& item, const SampleKey& key, Workspace& ws,
-                                              MemoryCacheStore::Handle& held) const;
+  std::span<const std::uint8_t> encoded_bytes(const ItemTable& items, std::int64_t item, const SampleKey& key,
+                                              Workspace& ws, MemoryCacheStore::Handle& held) const;
   // kSetUp: the workspace's resampler already holds this plan's tables (the decode path set it up
   // to know the region it needs); kNotSetUp: finish() sets it up if the plan resamples.
   enum class ResamplerState : std::uint8_t { kNotSetUp, kSetUp };

@@ -329,9 +329,22 @@ std::uint64_t Allocator::release_free_regions() {
 
 bool Allocator::reset_growth() {
   std::lock_guard lock(mutex_);
-  if (!regions_.empty()) return false;
-  next_region_bytes_ = std::max(rounded_size(options_.initial_region_bytes), kGranule);
-  return true;
+  // A new allocator's growth after taking the regions still held (a CUDA backend's cuBLAS
+  // workspace, taken at setup and held for the context's life), smallest first: grow()'s rule.
+  std::vector<std::uint64_t> held;
+  held.reserve(regions_.size());
+  for (const Region& r : regions_) held.push_back(r.size);
+  std::sort(held.begin(), held.end());
+  std::uint64_t next = std::max(rounded_size(options_.initial_region_bytes), kGranule);
+  for (const std::uint64_t bytes : held) {
+    std::uint64_t size = next;
+    while (size < bytes && size <= std::numeric_limits<std::uint64_t>::max() / 2) size *= 2;
+    next = std::max(next, size);
+    if (next <= std::numeric_limits<std::uint64_t>::max() / 2) next *= 2;
+  }
+  const bool changed = next != next_region_bytes_;
+  next_region_bytes_ = next;
+  return changed;
 }
 
 std::uint64_t Allocator::allocated_size(const void* ptr) const {

@@ -26,6 +26,9 @@ class Backend {
   virtual void synchronize() = 0;
   // The device stream every op is queued on (cudaStream_t); nullptr where ops run synchronously.
   virtual void* native_stream() { return nullptr; }
+  // Ops queued from now on wait, on the device, for `native_event` (a recorded cudaEvent_t, not
+  // null). Backends whose ops run synchronously have nothing to order.
+  virtual void wait_event(void* native_event) { (void)native_event; }
 
   virtual std::size_t conv2d_workspace(const Conv2dShape& s, DType dtype) const = 0;
   virtual void conv2d_forward(Context& ctx, const Conv2dShape& s, const Tensor& x, const Tensor& w,
@@ -109,11 +112,17 @@ class Backend {
 
 // The CPU reference backend with `threads` workers (src/train/cpu/cpu_backend.cpp).
 std::unique_ptr<Backend> make_cpu_backend(int threads);
-// The CUDA backend for device `index` (src/train/cuda/); in a build without CUDA it throws
+// The CUDA backend for device `index` (src/train/cuda/), whose training allocator is `allocator`:
+// it takes cuBLAS's workspace from it at once and holds it. In a build without CUDA it throws
 // sluice::Error(kInvalidArgument) saying so (src/train/cuda/cuda_backend_stub.cpp).
-std::unique_ptr<Backend> make_cuda_backend(int index);
-// The planner's backend: ops only request the workspace `target` would, the loss is 0
-// (src/train/meta_backend.cpp; ContextOptions::meta).
+std::unique_ptr<Backend> make_cuda_backend(int index, Allocator& allocator);
+// The planner's backends (src/train/meta_backend.cpp; ContextOptions::meta): ops compute nothing,
+// the loss is 0, and each op requests the workspace the modelled backend's op would. Over a live
+// `target` (the CPU backend, whose workspaces depend on its threads):
 std::unique_ptr<Backend> make_meta_backend(std::unique_ptr<Backend> target);
+// Modelling the CUDA backend of `device` without a GPU (src/train/cuda/cuda_workspace.hpp), for
+// a device of compute capability `compute_major`: it also takes cuBLAS's workspace from
+// `allocator` at once and holds it, as CudaBackend does.
+std::unique_ptr<Backend> make_cuda_meta_backend(DeviceId device, int compute_major, Allocator& allocator);
 
 }  // namespace sluice::train

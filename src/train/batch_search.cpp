@@ -3,9 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "sluice/core/error.hpp"
+#include "sluice/device/copy.hpp"
+#include "sluice/device/device_pool.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/out_of_memory.hpp"
@@ -15,6 +19,45 @@ namespace sluice::train {
 namespace {
 
 std::int64_t round_down(std::int64_t b, std::int64_t g) { return b / g * g; }
+
+// A trial's batch of zeros, where the loader leaves a real run's batches: host memory for the
+// CPU, device memory of its own (outside the training allocator, like the transfer ring's slots)
+// for a CUDA context, so that no trial stages its batch through the allocator the real run
+// does not stage through either (sluice/train/planner.hpp).
+class TrialBatch {
+ public:
+  TrialBatch(DeviceId device, const ModelInfo& info, std::int64_t batch)
+      : device_(device),
+        host_data_(static_cast<std::size_t>(batch * info.channels * info.height * info.width), 0.0f),
+        host_labels_(static_cast<std::size_t>(batch), 0) {
+    const Shape shape{batch, info.channels, info.height, info.width};
+    view_ = TensorView{host_data_.data(), DType::kF32, shape};
+    labels_ = host_labels_;
+    if (device.is_host()) return;
+    pool_ = make_caching_pool(device);
+    data_ = DeviceBuffer(*pool_, std::max<std::size_t>(view_.bytes(), 1));
+    device_labels_ = DeviceBuffer(*pool_, std::max<std::size_t>(host_labels_.size() * sizeof(std::int32_t), 1));
+    copy_to_device(device, data_.data(), host_data_.data(), view_.bytes());
+    copy_to_device(device, device_labels_.data(), host_labels_.data(), host_labels_.size() * sizeof(std::int32_t));
+    view_.data = data_.data();
+    labels_ = {static_cast<const std::int32_t*>(device_labels_.data()), host_labels_.size()};
+    host_data_ = {};  // only the device copy is read
+  }
+
+  DeviceId device() const { return device_; }
+  const TensorView& view() const { return view_; }
+  std::span<const std::int32_t> labels() const { return labels_; }
+
+ private:
+  DeviceId device_;
+  std::vector<float> host_data_;
+  std::vector<std::int32_t> host_labels_;
+  std::unique_ptr<DevicePool> pool_;  // before the buffers: they return to it
+  DeviceBuffer data_;
+  DeviceBuffer device_labels_;
+  TensorView view_;
+  std::span<const std::int32_t> labels_;
+};
 
 }  // namespace
 
@@ -62,6 +105,16 @@ BatchSearchResult search_max_batch(const std::function<BatchTrial(std::int64_t)>
   return r;
 }
 
+PlanConfig plan_for(const Context& ctx) {
+  PlanConfig pc;
+  pc.threads = ctx.threads();
+  pc.allocator = ctx.allocator().options();
+  const ContextOptions& o = ctx.options();
+  pc.device = o.meta ? o.meta_device.value_or(ctx.device()) : ctx.device();
+  pc.compute_major = o.meta ? o.meta_compute_major : 0;
+  return pc;
+}
+
 BatchTrial try_batch(Context& ctx, const TrainConfig& config, std::int64_t batch, int steps) {
   Allocator& allocator = ctx.allocator();
   ctx.release_workspace();
@@ -75,20 +128,16 @@ BatchTrial try_batch(Context& ctx, const TrainConfig& config, std::int64_t batch
   {
     TrainConfig c = config;
     c.batch = batch;
-    const ModelInfo& info = model_info(c.model);
-    const std::size_t elements = static_cast<std::size_t>(batch) * static_cast<std::size_t>(info.channels) *
-                                 static_cast<std::size_t>(info.height) * static_cast<std::size_t>(info.width);
-    std::vector<float> data(elements, 0.0f);
-    std::vector<std::int32_t> labels(static_cast<std::size_t>(batch), 0);
-    const TensorView view{data.data(), DType::kF32, Shape{batch, info.channels, info.height, info.width}};
+    const TrialBatch input(ctx.device(), model_info(c.model), batch);
     try {
       TrainSetup s = make_training(ctx, c);
       Trainer trainer(ctx, *s.model, *s.optimizer, s.trainer);
-      for (int i = 0; i < steps; ++i) trainer.step(view, labels, host());
+      for (int i = 0; i < steps; ++i) trainer.step(input.view(), input.labels(), input.device());
       t.fits = true;
     } catch (const OutOfMemory&) {
       t.fits = false;  // the step released what its forward kept; the rest goes with the scope
     }
+    ctx.synchronize();  // the queued steps are done with the batch before its memory goes
   }
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const AllocatorStats st = allocator.stats();
@@ -150,10 +199,8 @@ BatchSearchResult find_max_batch(Context& ctx, const TrainConfig& config, const 
                 "the batch-size search needs a memory limit (grow:LIMIT or prealloc:SIZE): without one every batch fits");
   }
   int plans = 0;
-  PlanConfig pc;
+  PlanConfig pc = plan_for(ctx);
   pc.train = config;
-  pc.threads = ctx.threads();
-  pc.allocator = ctx.allocator().options();
   pc.steps = options.steps;
   pc.eval_batch = 0;  // the trials run training steps only
   const std::int64_t guess = options.use_planner ? planned_max_batch(pc, options, &plans) : 0;
@@ -207,10 +254,8 @@ AccumulationSearchResult find_accumulation(Context& ctx, const TrainConfig& conf
     throw Error(ErrorCode::kInvalidArgument,
                 "the accumulation search needs a memory limit (grow:LIMIT or prealloc:SIZE): without one every step fits");
   }
-  PlanConfig pc;
+  PlanConfig pc = plan_for(ctx);
   pc.train = config;
-  pc.threads = ctx.threads();
-  pc.allocator = ctx.allocator().options();
   pc.steps = steps;
   pc.eval_batch = 0;
   return search_accumulation(

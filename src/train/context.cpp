@@ -12,15 +12,25 @@
 namespace sluice::train {
 
 Context::Context(Allocator& allocator, ContextOptions options)
-    : allocator_(&allocator), device_(allocator.device()) {
+    : allocator_(&allocator), device_(allocator.device()), options_(options) {
   if (options.threads < 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "Context: threads must be >= 0 (0: the hardware's count), got " + std::to_string(options.threads));
   }
   threads_ = options.threads > 0 ? options.threads
                                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  backend_ = device_.is_cuda() ? make_cuda_backend(device_.index) : make_cpu_backend(threads_);
-  if (options.meta) backend_ = make_meta_backend(std::move(backend_));
+  if (options.meta_compute_major < 0) {
+    throw Error(ErrorCode::kInvalidArgument, "Context: meta_compute_major must be >= 0 (0: the device's), got " +
+                                                 std::to_string(options.meta_compute_major));
+  }
+  const DeviceId modelled = options.meta_device.value_or(device_);
+  if (!options.meta) {
+    backend_ = device_.is_cuda() ? make_cuda_backend(device_.index, allocator) : make_cpu_backend(threads_);
+  } else if (modelled.is_cuda()) {
+    backend_ = make_cuda_meta_backend(modelled, options.meta_compute_major, allocator);
+  } else {
+    backend_ = make_meta_backend(make_cpu_backend(threads_));
+  }
 }
 
 Context::~Context() = default;
@@ -50,6 +60,10 @@ void Context::reserve_workspace(std::size_t bytes) {
 }
 
 void Context::synchronize() { backend_->synchronize(); }
+
+void Context::wait_event(void* native_event) {
+  if (native_event != nullptr) backend_->wait_event(native_event);
+}
 
 void* Context::native_stream() { return backend_->native_stream(); }
 

@@ -24,10 +24,12 @@ double per_second(double count, double seconds) { return seconds > 0 ? count / s
 
 }  // namespace
 
-BatchResult TrainerStep::train(const TrainBatch& batch) { return trainer_.step(batch.data, batch.labels, batch.where); }
+BatchResult TrainerStep::train(const TrainBatch& batch) {
+  return trainer_.step(batch.data, batch.labels, batch.where, batch.ready_event);
+}
 
 BatchResult TrainerStep::evaluate(const TrainBatch& batch) {
-  return trainer_.evaluate(batch.data, batch.labels, batch.where);
+  return trainer_.evaluate(batch.data, batch.labels, batch.where, batch.ready_event);
 }
 
 double EpochReport::train_images_per_sec() const { return per_second(static_cast<double>(train.images), step_seconds); }

@@ -228,8 +228,10 @@ JobPlan plan_job(const JobConfig& config) {
   plan.device = config.device;
   plan.memory_limit = config.memory_limit;
   plan.host_memory_limit = config.host_memory_limit;
-  const PlanConfig pc{.train = config.train, .threads = config.threads, .eval_batch = config.eval_batch,
-                      .epochs = config.epochs};
+  // The device's backend is planned (CUDA's workspaces need no GPU), so a CUDA job's training share
+  // holds what the run's backend will allocate.
+  const PlanConfig pc{.train = config.train, .device = config.device, .threads = config.threads,
+                      .eval_batch = config.eval_batch, .epochs = config.epochs};
   for (const PipelineNeeds& n : config.pipelines ? config.pipelines(config.train.batch) : std::vector<PipelineNeeds>{}) {
     plan.pipelines.push_back(PipelineShare{.needs = n});
   }

@@ -10,6 +10,7 @@
 #include "sluice/train/models.hpp"
 #include "sluice/train/out_of_memory.hpp"
 #include "sluice/train/trainer.hpp"
+#include "train/backend.hpp"
 
 namespace sluice::train {
 namespace {
@@ -69,7 +70,11 @@ MemoryPlan plan_peak(const PlanConfig& config) {
   if (config.eval_batch > 0) eval.emplace(info, config.eval_batch);
   std::uint64_t step_peak = 0;
   try {
-    Context ctx(allocator, ContextOptions{.threads = config.threads, .meta = true});
+    Context ctx(allocator, ContextOptions{.threads = config.threads,
+                                          .meta = true,
+                                          .meta_device = config.device,
+                                          .meta_compute_major = config.compute_major});
+    plan.backend = ctx.backend().describe();
     TrainSetup setup = make_training(ctx, config.train);
     plan.parameters = setup.model->parameter_count();
     Trainer trainer(ctx, *setup.model, *setup.optimizer, setup.trainer);

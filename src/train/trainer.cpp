@@ -37,7 +37,8 @@ Trainer::Trainer(Context& ctx, Sequential& model, Optimizer& optimizer, TrainerO
   }
 }
 
-Trainer::Input Trainer::input(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
+Trainer::Input Trainer::input(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where,
+                              void* ready_event) {
   const Shape& s = data.shape;
   const Shape& in = model_.input_shape();
   bool fits = data.dtype == DType::kF32 && s.rank() == in.rank() + 1 && s[0] >= 1;
@@ -53,6 +54,9 @@ Trainer::Input Trainer::input(const TensorView& data, std::span<const std::int32
   }
   auto* label_data = const_cast<std::int32_t*>(labels.data());  // read only: the ops take labels as const
   if (where == ctx_.device()) {
+    // A device batch may still be in flight (the loader's copy stream): every op reading it is
+    // queued after its event, whatever stream produced it.
+    if (!where.is_host()) ctx_.wait_event(ready_event);
     return {Tensor::wrap(data, where, TensorCategory::kInputHost),
             Tensor::wrap(label_data, {s[0]}, DType::kI32, where, TensorCategory::kInputHost)};
   }
@@ -70,14 +74,15 @@ Trainer::Input Trainer::input(const TensorView& data, std::span<const std::int32
   return {staged_x_, staged_labels_};
 }
 
-BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
+BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where,
+                          void* ready_event) {
   const std::int64_t k = options_.accumulate;
   if (data.shape.rank() >= 1 && data.shape[0] % k != 0) {
     throw Error(ErrorCode::kInvalidArgument, "Trainer: a batch of " + std::to_string(data.shape[0]) +
                                                  " does not split into " + std::to_string(k) +
                                                  " equal micro-batches (accumulate must divide the batch size)");
   }
-  Input in = input(data, labels, where);
+  Input in = input(data, labels, where, ready_event);
   if (options_.schedule) optimizer_.set_learning_rate(options_.schedule->at(steps_));
   const std::int64_t micro = data.shape[0] / k;
   BatchResult result;
@@ -120,8 +125,9 @@ BatchResult Trainer::step(const TensorView& data, std::span<const std::int32_t> 
   return result;
 }
 
-BatchResult Trainer::evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where) {
-  Input in = input(data, labels, where);
+BatchResult Trainer::evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where,
+                              void* ready_event) {
+  Input in = input(data, labels, where, ready_event);
   mixed_->begin_step(StepKind::kEvaluation);
   const Tensor x = mixed_->cast_input(in.x);
   const Tensor logits = mixed_->logits_f32(model_.forward(ctx_, x, ForwardMode{.training = false}));

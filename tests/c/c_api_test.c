@@ -112,6 +112,8 @@ static void test_epoch_f32_nchw(void) {
 
     REQUIRE(sluice_batch_info(batch, &binfo) == SLUICE_OK);
     CHECK(binfo.epoch == 0 && binfo.index == batches);
+    /* A host batch: nothing to order on any stream. */
+    CHECK(sluice_batch_use_on_stream(batch, NULL) == SLUICE_OK);
     REQUIRE(sluice_batch_data(batch, &data) == SLUICE_OK);
     REQUIRE(sluice_batch_labels(batch, &labels) == SLUICE_OK);
     n = binfo.size;
@@ -357,6 +359,7 @@ static void test_errors(void) {
   CHECK(sluice_batch_data(NULL, &tensor) == SLUICE_INVALID_ARGUMENT);
   CHECK(tensor == NULL);
   sluice_batch_release(NULL);
+  CHECK(sluice_batch_use_on_stream(NULL, NULL) == SLUICE_INVALID_ARGUMENT);
   sluice_loader_destroy(NULL);
 
   loader = make_loader("u8", "nhwc", 5000, "");

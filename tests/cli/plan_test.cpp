@@ -55,6 +55,29 @@ TEST(CliPlan, APlanThatDoesNotFitExitsOneAfterItsReport) {
   EXPECT_FALSE(p["failure"].is_null());
 }
 
+// --device cuda:0 is planned without a GPU (issue 17: it used to be refused): the CUDA backend's
+// workspaces plus cuBLAS's, which the CPU plan of the same flags does not have; the weights,
+// gradients and optimizer state are the same tensors either way.
+TEST(CliPlan, PlansForACudaDeviceWithoutAGpu) {
+  const std::vector<std::string> flags = {"plan", "--model", "cifar10-separable", "--batch", "32", "--threads", "1",
+                                          "--no-eval", "--epochs", "1", "--json"};
+  std::vector<std::string> cuda_flags = flags;
+  cuda_flags.insert(cuda_flags.end(), {"--device", "cuda:0"});
+  const json cpu = last_json(flags);
+  const json gpu = last_json(cuda_flags);
+  EXPECT_EQ(gpu["device"], "cuda:0");
+  EXPECT_NE(gpu["backend"].get<std::string>().find("cuda:0"), std::string::npos) << gpu["backend"];
+  EXPECT_EQ(cpu["device"], "host");
+  EXPECT_TRUE(gpu["fits"].get<bool>());
+  EXPECT_GE(gpu["by_category"]["workspace"].get<std::uint64_t>(), 4u << 20);  // cuBLAS's, at least
+  for (const char* same : {"weights", "gradients", "optimizer state"}) {
+    EXPECT_EQ(gpu["by_category"][same], cpu["by_category"][same]) << same;
+  }
+  const CliRun bad = run_cli({"plan", "--device", "gpu0"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("cpu or cuda:N"), std::string::npos) << bad.err;
+}
+
 TEST(CliPlan, BadValuesAreClearErrors) {
   const CliRun bad_memory = run_cli({"plan", "--memory", "lots"});
   EXPECT_EQ(bad_memory.exit_code, 1);

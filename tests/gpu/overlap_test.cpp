@@ -2,7 +2,8 @@
 // kernel runs on another stream (event timings show the copy finishing inside the kernel's
 // span); in steady state the producer never blocks the host on the device; and a slot's device
 // memory is not overwritten until the consumer's queued work on it has run, even though the host
-// never waited for that work. Skips without a GPU.
+// never waited for that work, also when that work ran on another stream than the one the slot was
+// released on (record_stream: DLPack's consumer stream). Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
+#include "sluice/core/error.hpp"
 #include "sluice/device/pinned.hpp"
 #include "sluice/device/stream.hpp"
 #include "sluice/device/transfer_ring.hpp"
@@ -107,6 +109,61 @@ TEST(GpuOverlap, ReusedSlotWaitsForTheConsumersQueuedWork) {
     ASSERT_EQ(p[0], 1 + b) << "batch " << b << " was overwritten before the consumer read it";
     ASSERT_EQ(p[kBytes - 1], 1 + b);
   }
+}
+
+// The consumer reads each batch on `reader`, a stream of its own (torch's current stream through
+// __dlpack__(stream)), and releases the slot on `release_stream`, which has no work queued: the
+// release event there is complete at once, so without record_stream the next copy into the slot
+// would overwrite the batch before `reader` got to it (10 ms later).
+TEST(GpuOverlap, ReusedSlotWaitsForWorkOnARecordedStream) {
+  SLUICE_REQUIRE_GPU();
+  constexpr std::size_t kBytes = 1u << 20;
+  constexpr int kSlots = 2, kBatches = 12;
+  TransferRing ring({.device = cuda(0), .slots = kSlots, .host_slot_bytes = kBytes});
+  Stream release_stream(cuda(0));
+  Stream reader(cuda(0));
+  std::vector<PinnedBuffer> seen;
+  for (int b = 0; b < kBatches; ++b) seen.emplace_back(cuda(0), kBytes);
+  for (int b = 0; b < kBatches; ++b) {
+    const int slot = b % kSlots;
+    ring.begin_fill(slot);
+    std::memset(ring.host_slot(slot).data(), 1 + b, kBytes);
+    ring.submit(slot, kBytes);
+    ring.hand_over(slot, reader);
+    test::spin(reader, 10'000'000);
+    copy_to_host_async(seen[static_cast<std::size_t>(b)].data(), ring.device_slot(slot), kBytes, reader);
+    ring.record_stream(slot, reader.native_handle());
+    ring.record_stream(slot, reader.native_handle());  // again: recorded once
+    ring.release(slot, release_stream);
+  }
+  reader.synchronize();
+  for (int b = 0; b < kBatches; ++b) {
+    const std::uint8_t* p = seen[static_cast<std::size_t>(b)].data();
+    ASSERT_EQ(p[0], 1 + b) << "batch " << b << " was overwritten before the reading stream read it";
+    ASSERT_EQ(p[kBytes - 1], 1 + b);
+  }
+  const TransferRingStats s = ring.stats();
+  EXPECT_EQ(s.streams_recorded, 2u * kBatches);
+  EXPECT_EQ(s.stream_waits, static_cast<std::uint64_t>(kBatches - kSlots));  // every reuse waited once
+}
+
+TEST(GpuOverlap, AFifthRecordedStreamIsRefused) {
+  SLUICE_REQUIRE_GPU();
+  TransferRing ring({.device = cuda(0), .slots = 1, .host_slot_bytes = 4096});
+  std::vector<Stream> streams;
+  for (int i = 0; i < 5; ++i) streams.emplace_back(cuda(0));
+  ring.begin_fill(0);
+  ring.submit(0, 4096);
+  for (int i = 0; i < 4; ++i) ring.record_stream(0, streams[static_cast<std::size_t>(i)].native_handle());
+  EXPECT_THROW(ring.record_stream(0, streams[4].native_handle()), Error);
+  Stream consumer(cuda(0));
+  ring.release(0, consumer);
+  ring.begin_fill(0);
+  ring.submit(0, 4096);                               // waits on the four records
+  ring.record_stream(0, streams[4].native_handle());  // a new batch starts with none
+  ring.release(0, consumer);
+  ring.copy_stream().synchronize();
+  EXPECT_EQ(ring.stats().stream_waits, 4u);
 }
 
 }  // namespace

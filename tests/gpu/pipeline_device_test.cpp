@@ -1,13 +1,18 @@
 // The pipeline's to_device(cuda(0)) on a real GPU: device batches, copied back, equal the host
 // pipeline's batches bit for bit (with and without normalize_on_device), labels included, in
-// order, over more batches than the ring has slots. Skips without a usable device.
+// order, over more batches than the ring has slots; and a consumer that reads each batch on a
+// stream of its own, recorded with Batch::record_stream, reads every batch intact although the
+// loader's consumer stream never waited for it. Skips without a usable device.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
+#include "gpu_test_util.hpp"
 #include "pipeline_support.hpp"
 #include "sluice/device/copy.hpp"
 #include "sluice/device/device.hpp"
+#include "sluice/device/pinned.hpp"
 #include "sluice/device/stream.hpp"
 #include "sluice/sluice.hpp"
 #include "test_support.hpp"
@@ -45,6 +50,37 @@ TEST(GpuPipeline, DeviceBatchesEqualHostBatchesBitForBit) {
       ++i;
     }
     EXPECT_EQ(i, expected.size());
+  }
+}
+
+TEST(GpuPipeline, BatchesReadOnARecordedStreamAreNotOverwritten) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable CUDA device: " << cuda_unavailable_reason();
+  test::TempDir dir;
+  const auto items = test::make_coded_items(dir.path(), 96);
+  auto base = [&] { return Pipeline::from_items(items).read().decode_jpeg().resize(20, 12).batch(8); };
+  Loader host_loader = base().build({.threads = 2});
+  Stream loader_stream(cuda(0));  // the pipeline's consumer stream: the consumer never uses it
+  Loader gpu_loader =
+      base().prefetch(1).to_device(cuda(0), {.stream = loader_stream.native_handle()}).build({.threads = 2});
+  std::vector<std::vector<std::uint8_t>> expected;
+  for (Batch& b : host_loader.epoch(0)) {
+    const auto* p = static_cast<const std::uint8_t*>(b.data().data);
+    expected.emplace_back(p, p + b.data().bytes());
+  }
+  Stream reader(cuda(0));
+  std::vector<PinnedBuffer> got;
+  for (Batch& b : gpu_loader.epoch(0)) {
+    device_detail::stream_wait_event(0, reader.native_handle(), b.ready_event());  // as __dlpack__(stream) does
+    test::spin(reader, 5'000'000);  // the consumer's step, 5 ms, before it reads the batch
+    got.emplace_back(cuda(0), b.device_data().bytes());
+    copy_to_host_async(got.back().data(), b.device_data().data, b.device_data().bytes(), reader);
+    b.record_stream(reader.native_handle());
+  }
+  reader.synchronize();
+  ASSERT_EQ(got.size(), expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(std::memcmp(got[i].data(), expected[i].data(), expected[i].size()), 0)
+        << "batch " << i << " was overwritten before the reading stream read it";
   }
 }
 

@@ -120,6 +120,35 @@ TEST(DevicePipeline, HeldBatchesStayIntactWhileTheRingRecycles) {
   }
 }
 
+// Batch::record_stream (what __dlpack__(stream) and sluice_batch_use_on_stream call): nothing to
+// order for a batch on the host, so a no-op that leaves the batches as they are; on a released
+// batch, an error rather than a touch of a slot it no longer owns.
+TEST(DevicePipeline, RecordStreamIsANoOpOnTheHostAndAnErrorOnceReleased) {
+  TempDir dir;
+  const auto items = test::make_coded_items(dir.path(), 30);
+  Loader staged =
+      base(items).normalize(kNorm).batch(8).to_device(host(), {.stage_through_ring = true}).build({.threads = 2});
+  Loader plain = base(items).normalize(kNorm).batch(8).build({.threads = 2});
+  const Collected expected = collect(plain, false);
+  std::size_t i = 0;
+  for (Batch& b : staged.epoch(1)) {
+    b.record_stream(nullptr);
+    ASSERT_LT(i, expected.data.size());
+    const auto* p = static_cast<const std::uint8_t*>(b.device_data().data);
+    EXPECT_EQ(std::vector<std::uint8_t>(p, p + b.device_data().bytes()), expected.data[i]) << "batch " << i;
+    ++i;
+    Batch mine = std::move(b);
+    mine.release();
+    try {
+      mine.record_stream(nullptr);
+      ADD_FAILURE() << "record_stream on a released batch was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    }
+  }
+  EXPECT_EQ(i, expected.data.size());
+}
+
 TEST(DevicePipeline, PinnedSlotsAreCountedInTheBudget) {
   TempDir dir;
   const auto items = test::make_coded_items(dir.path(), 20);

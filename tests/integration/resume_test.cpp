@@ -123,5 +123,36 @@ TEST(ResumeState, ForeignOrDamagedStatesAreRefused) {
   EXPECT_EQ(same.resume_epoch(), 1);  // epoch 0 was finished
 }
 
+TEST(ResumeState, StateRightAfterRestoreIsTheRestoredStateUntilAnEpochStarts) {
+  TempDir dir;
+  const auto items = test::make_coded_items(dir.path(), 20);
+  const auto build = [&] { return Pipeline::from_items(items).read().decode_jpeg().batch(4).build({.seed = 1}); };
+  Loader first = build();
+  std::int64_t n = 0;
+  for (Batch& b : first.epoch(1)) {
+    (void)b;
+    if (++n == 2) break;
+  }
+  const std::vector<std::uint8_t> saved = first.state();  // epoch 1, batch 2
+
+  Loader second = build();
+  for (Batch& b : second.epoch(0)) (void)b;  // somewhere else: epoch 0 finished
+  const std::vector<std::uint8_t> own = second.state();
+  EXPECT_NE(own, saved);
+  second.restore(saved);
+  EXPECT_EQ(second.state(), saved);  // not where the abandoned run stopped
+  EXPECT_EQ(second.state(), saved);  // asking twice changes nothing
+  Loader::Iterator it = second.epoch(1).begin();
+  ASSERT_EQ((*it).index(), 2);  // the epoch started at the restored batch
+  ++it;
+  ASSERT_EQ((*it).index(), 3);  // handed out: the next one is batch 4
+  Loader third = build();
+  third.restore(second.state());
+  EXPECT_EQ(third.resume_epoch(), 1);
+  std::vector<std::int64_t> indices;
+  for (Batch& b : third.epoch(1)) indices.push_back(b.index());
+  EXPECT_EQ(indices, (std::vector<std::int64_t>{4}));
+}
+
 }  // namespace
 }  // namespace sluice

@@ -10,6 +10,7 @@ if(rc EQUAL 0)
 endif()
 set(expected
   "src/python/reaches_stages.cpp: python includes a private header of stages"
+  "src/python/reaches_device.cpp: python includes a private header of device"
   "src/cli/reaches_c.cpp: cli includes c"
   "src/runtime/reaches_train.cpp: runtime includes train"
   "src/c/reaches_runtime_private.cpp: c includes a private header of runtime"

@@ -11,11 +11,13 @@
 // 2. fashion-cnn (BatchNorm, dropout) from a different seed per rank: ncclBroadcast makes the
 //    ranks' weights identical, and after two steps the weights and BatchNorm's running
 //    statistics (averaged by NCCL too) are still identical on every rank, and they moved.
+// 3. The communicator leaves each rank's current CUDA device as the caller set it.
 //
 // Skips (exit 77, SKIP_RETURN_CODE) when a rank has no usable CUDA device or its node runs more
 // ranks than it has GPUs: NCCL puts one rank of a communicator per GPU (two ranks on one GPU
 // fail in ncclCommInitRank), so this needs 2 GPUs. Exit 0 only when every check passed on
 // every rank.
+#include <cuda_runtime_api.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -152,6 +154,30 @@ void fashion_cnn_stays_identical(int device) {
   check(max_difference(b, initial_buffers) > 1e-4, "fashion-cnn: the running statistics did not move");
 }
 
+// The communicator's setup, collectives and teardown make its device current for their work and
+// give the calling thread its own current device back (issue 17: the constructor used to leave
+// the communicator's device current). Each rank makes another GPU of its node current first.
+void nccl_keeps_the_callers_current_device(int device) {
+  const int other = (device + 1) % sluice::cuda_device_count();
+  int current = -1;
+  {
+    sluice::Allocator allocator(sluice::cuda(device), {.name = "mpi_nccl_test gpu"});
+    st::Context ctx(allocator);
+    check(cudaSetDevice(other) == cudaSuccess, "cudaSetDevice");
+    sluice_examples::NcclAllReduce nccl(ctx, MPI_COMM_WORLD);
+    check(cudaGetDevice(&current) == cudaSuccess && current == other,
+          "NcclAllReduce's constructor left cuda:" + std::to_string(current) +
+              " current, not the caller's cuda:" + std::to_string(other));
+    st::Tensor g = ctx.zeros(sluice::Shape{16}, sluice::DType::kF32, sluice::TensorCategory::kGradients);
+    std::vector<st::Tensor*> tensors{&g};
+    nccl.sum_scaled(ctx, tensors, 0.5f);
+    ctx.synchronize();
+    check(cudaGetDevice(&current) == cudaSuccess && current == other, "sum_scaled changed the current device");
+  }
+  check(cudaGetDevice(&current) == cudaSuccess && current == other, "the destructor changed the current device");
+  check(cudaSetDevice(device) == cudaSuccess, "cudaSetDevice back");
+}
+
 // Why this rank cannot run the test ("" when it can): one GPU per rank on its node.
 std::string skip_reason(int node_size) {
   const int devices = sluice::cuda_device_count();
@@ -188,6 +214,7 @@ int main(int argc, char** argv) {
     check(world >= 2, "run under mpirun -np 2 (or more); world size is " + std::to_string(world));
     nccl_matches_mpi(node_rank);  // cuda:<local rank>, as the example's --device cuda
     fashion_cnn_stays_identical(node_rank);
+    nccl_keeps_the_callers_current_device(node_rank);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: exception: %s\n", rank, e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);  // the other rank may be waiting in a collective

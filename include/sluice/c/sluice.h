@@ -160,6 +160,14 @@ sluice_status_t sluice_batch_info(const sluice_batch_t* batch, sluice_batch_info
 sluice_status_t sluice_batch_data(sluice_batch_t* batch, DLManagedTensor** tensor);
 sluice_status_t sluice_batch_labels(sluice_batch_t* batch, DLManagedTensor** tensor);
 
+/* Declares that the caller reads the batch's tensors on `cuda_stream` (a cudaStream_t; NULL: the
+ * legacy default stream), a stream other than the loader's (sluice_loader_options_t.cuda_stream):
+ * that stream waits, on the device, for the batch's copy, and once the batch is released its slot
+ * is refilled only after the work queued on that stream by then has run. Call it before queueing
+ * work on the stream, once per stream (at most 4 besides the loader's); the stream must outlive
+ * the batch's release. Without a to_device stage to a CUDA device it does nothing. */
+sluice_status_t sluice_batch_use_on_stream(sluice_batch_t* batch, void* cuda_stream);
+
 /* Releases the handle (NULL is fine). The slot returns to the ring once no tensor from the
  * batch is alive either. */
 void sluice_batch_release(sluice_batch_t* batch);

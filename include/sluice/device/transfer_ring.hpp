@@ -9,11 +9,15 @@
 //                     consumer of the device memory is done, copy, optionally normalise on the
 //                     device, record the slot's ready event. Returns at once.
 //   hand_over(s, st)  consumer: its stream `st` waits for the ready event; the host does not
-//   release(s, st)    consumer: records on `st` when it has finished with the device memory
+//   record_stream(s, x)  consumer, optional: the batch is also read on stream `x` (torch's
+//                     current stream through DLPack): release records on `x` too
+//   release(s, st)    consumer: records on `st` (and every recorded `x`) when it has finished
+//                     with the device memory
 //
 // So a slot is reused only after the consumer released it and the work that used it finished,
-// checked with events at reuse time, never with a host synchronisation per batch. With the
-// host device the same calls run synchronously (memcpy, the CPU twin of the normalize kernel).
+// on whichever streams it ran, checked with events at reuse time, never with a host
+// synchronisation per batch. With the host device the same calls run synchronously (memcpy, the
+// CPU twin of the normalize kernel).
 #pragma once
 
 #include <atomic>
@@ -68,6 +72,8 @@ struct DeviceNormalizeStep {
 struct TransferRingStats {
   std::uint64_t submitted = 0;
   std::uint64_t released = 0;
+  std::uint64_t streams_recorded = 0;  // record_stream() calls
+  std::uint64_t stream_waits = 0;      // device-side waits of copies on a consumer's release events
   std::uint64_t fill_polls = 0;  // begin_fill() calls
   std::uint64_t fill_waits = 0;  // ... that blocked the host (the device was behind the CPU)
   std::uint64_t bytes_copied = 0;
@@ -105,17 +111,22 @@ class TransferRing {
   // Throws sluice::Error on a CUDA error, including one kept from an earlier release().
   void submit(int slot, std::size_t bytes, const DeviceNormalizeStep* normalize = nullptr);
   void hand_over(int slot, Stream& consumer);
+  // The slot's batch is read on `native_stream` too (a cudaStream_t of the ring's device; nullptr
+  // is the legacy default stream), not only on the stream release() will be given: release()
+  // then records on it as well, and the slot's next copy waits (on the device) for that record,
+  // so work the consumer queued there before releasing is not overwritten. Repeats are free.
+  // The stream must outlive the release. A no-op for a host ring. Throws
+  // sluice::Error(kInvalidArgument) for a bad slot or a stream beyond the
+  // kMaxConsumerStreams a batch may be recorded on.
+  static constexpr std::size_t kMaxConsumerStreams = 4;
+  void record_stream(int slot, void* native_stream);
   // Never throws (it runs in a Batch's destructor); a CUDA error is kept for the next submit().
   void release(int slot, Stream& consumer) noexcept;
 
   TransferRingStats stats() const;
 
  private:
-  struct Slot {
-    Event ready;               // after the copy (and normalize) of the slot's current batch
-    Event released;            // on the consumer's stream, after its use of the device memory
-    bool release_pending = false;
-  };
+  struct Slot;
 
   Slot& slot_at(int slot);
   const Slot& slot_at(int slot) const;
@@ -128,13 +139,18 @@ class TransferRing {
   PinnedBuffer host_;
   DeviceBuffer device_;
   Stream copy_stream_;
-  std::vector<Slot> slots_;
+  std::vector<std::unique_ptr<Slot>> slots_;
 
   std::atomic<std::uint64_t> submitted_{0};
   std::atomic<std::uint64_t> released_{0};
   std::atomic<std::uint64_t> fill_polls_{0};
   std::atomic<std::uint64_t> fill_waits_{0};
   std::atomic<std::uint64_t> bytes_copied_{0};
+  std::atomic<std::uint64_t> streams_recorded_{0};
+  std::atomic<std::uint64_t> stream_waits_{0};
+  // Guards each slot's consumer streams and release records: record_stream() runs on any
+  // consumer thread, release() on the one dropping the batch, submit() on the producer.
+  std::mutex consumers_mutex_;
   std::mutex error_mutex_;
   std::string deferred_error_;  // from release(), thrown by the next submit()
 };

@@ -9,6 +9,7 @@
 #include <span>
 
 #include "sluice/core/device_id.hpp"
+#include "sluice/core/error.hpp"
 #include "sluice/core/shape.hpp"
 
 namespace sluice {
@@ -18,6 +19,9 @@ namespace sluice {
 class BatchRecycler {
  public:
   virtual void recycle(int slot) noexcept = 0;
+  // The slot's device batch is read on `native_stream` too (Batch::record_stream): the runtime's
+  // transfer ring records the release there as well (TransferRing::record_stream).
+  virtual void record_stream(int slot, void* native_stream) = 0;
 
  protected:
   ~BatchRecycler() = default;
@@ -70,6 +74,20 @@ class Batch {
   const TensorView& device_data() const { return device_data_; }
   const std::int32_t* device_labels() const { return device_labels_; }
   void* ready_event() const { return ready_event_; }
+
+  // With to_device() on a CUDA device: the batch is read on `native_stream` (a cudaStream_t;
+  // nullptr is the legacy default stream) besides the loader's consumer stream
+  // (ToDeviceOptions::stream), as torch's Tensor.record_stream says of a tensor: once the batch is
+  // released, its slot is refilled only after the work queued on that stream by then has run.
+  // Call it before releasing, for every other stream that reads the batch (Python's
+  // __dlpack__(stream) and the C API's sluice_batch_use_on_stream do); the stream must outlive
+  // the release. It does not make the stream wait for the batch's copy: ready_event() is for
+  // that. A no-op for a batch on the host. Throws sluice::Error(kInvalidArgument) for a released
+  // batch, or for a fifth stream besides the loader's.
+  void record_stream(void* native_stream) {
+    if (recycler_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "Batch::record_stream: the batch was released");
+    if (on_device() && device_.is_cuda()) recycler_->record_stream(slot_, native_stream);
+  }
 
   // Returns the slot now; the views are invalid afterwards.
   void release() noexcept {

@@ -45,6 +45,21 @@ struct ListOptions {
   bool allow_outside_root = false;
 };
 
+// Where a tar shard's index (its members' offsets, built by reading the tar's headers on the first
+// open) is kept between runs.
+enum class ShardIndex : std::uint8_t {
+  // "<shard>.sluice-idx" beside each shard whose file and folder are writable (neither
+  // chmod'ed read-only, even for root); read back while the shard keeps its size and mtime. A
+  // file of that name that is not sluice's index is never overwritten.
+  kBesideShard,
+  kMemoryOnly,  // rebuilt on every open, never written
+};
+
+// Pipeline::from_shards(pattern, {...}).
+struct ShardOptions {
+  ShardIndex index = ShardIndex::kBesideShard;
+};
+
 struct ReadOptions {
   std::uint64_t max_file_size = 1_GiB;  // larger files are bad input (kTooLarge)
 };

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -55,10 +56,25 @@ class Pipeline {
   // ListOptions::allow_outside_root says otherwise.
   static Pipeline from_list(std::string list_file, ListOptions options = {});
   static Pipeline from_items(std::vector<Item> items);
+  // Uncompressed tar shards holding key.jpg + key.cls (an integer label) or key.class (a class
+  // name; labels = indices of the sorted names) per sample, e.g. "train-{000000..000146}.tar" or
+  // "shards/*.tar". Images are read in place with pread at their offset; each shard's index is
+  // built on first open (docs/shards.md). With shuffle_files(seed) the shard order and the order
+  // within each shard are shuffled every epoch; shard(rank, world) gives each rank a contiguous
+  // run of the epoch's shard-ordered samples (whole shards when there are at least as many shards
+  // as ranks). A damaged member (cut, bad header checksum) is a bad sample, named shard:member.
+  static Pipeline from_shards(std::string pattern, ShardOptions options = {});
+  static Pipeline from_shards(std::vector<std::string> patterns, ShardOptions options = {});
+  // from_shards({"a-*.tar", "b.tar"}): without it, two string literals in braces could also be a
+  // std::string's (first, last) and the call would be ambiguous.
+  static Pipeline from_shards(std::initializer_list<std::string> patterns, ShardOptions options = {}) {
+    return from_shards(std::vector<std::string>(patterns), options);
+  }
   explicit Pipeline(PipelineSpec spec) : spec_(std::move(spec)) {}
 
   // Keeps items i with i % world == rank of each epoch's order: disjoint slices covering the set
-  // (every rank must use the same seed).
+  // (every rank must use the same seed). Tar shards: a contiguous run of the epoch's order per
+  // rank instead (from_shards).
   Pipeline& shard(int rank, int world);
   // shard(rank, world) with the rank and world size the launcher (mpirun, srun) gave this process
   // (launcher_rank(), launcher.hpp); rank 0 of 1 when started without one. Read when called.

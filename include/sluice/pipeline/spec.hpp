@@ -35,7 +35,14 @@ struct ListFile {
 struct Items {
   std::vector<Item> items;
 };
-using Source = std::variant<Folder, ListFile, Items>;
+// Uncompressed tar shards (WebDataset's layout: key.jpg + key.cls), src/stages/tar_source.hpp.
+struct Shards {
+  // "train-{000000..000146}.tar", "shards/*.tar": brace ranges and lists, then globs, expanded
+  // in order (a glob's matches sorted); every name must be a regular file.
+  std::vector<std::string> patterns;
+  ShardIndex index = ShardIndex::kBesideShard;
+};
+using Source = std::variant<Folder, ListFile, Items, Shards>;
 
 struct Read { ReadOptions options; };
 struct Cache { std::variant<MemoryCache, DiskCache> store; };

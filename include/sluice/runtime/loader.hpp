@@ -50,6 +50,8 @@ class Loader {
   // saved epoch starts at the saved batch, delivering exactly the batches the uninterrupted run
   // would have, without decoding the ones before it. Throws sluice::Error(kInvalidArgument) for
   // a state from another pipeline or a damaged one. Statistics and memory caches start afresh.
+  // Between restore(state) and the next epoch's start, state() is the restored state (where the
+  // next epoch resumes), not where the abandoned epoch stopped.
   std::vector<std::uint8_t> state() const;
   void restore(std::span<const std::uint8_t> state);
   // The epoch restore() resumes (the next one to iterate), or 0 without a restore.

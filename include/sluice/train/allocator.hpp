@@ -162,10 +162,11 @@ class Allocator {
   // Returns regions that are entirely free to the backing (grow mode; a preallocated region is
   // kept). Returns the bytes released. Later growth continues the doubling where it was.
   std::uint64_t release_free_regions();
-  // When no region is held (after release_free_regions() in grow mode): the next region is
-  // initial_region_bytes again, as in a new allocator. The batch-size search starts each trial
-  // so, which makes trials, the planner's dry runs and a new run alike. False when regions are
-  // held (nothing changes).
+  // The next region becomes the one a new allocator would take after growing to the regions still
+  // held (none, after release_free_regions() in grow mode: initial_region_bytes again; a CUDA
+  // context's cuBLAS workspace, held from setup: the region after it). The batch-size search
+  // starts each trial so, which makes trials, the planner's dry runs (which take the same
+  // setup-time blocks first) and a new run alike. Returns whether the next region's size changed.
   bool reset_growth();
 
   // The stats, the per-bin table and the occupancy map: the OOM report without a request. At

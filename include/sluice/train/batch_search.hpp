@@ -50,6 +50,10 @@ struct BatchSearchResult {
 BatchSearchResult search_max_batch(const std::function<BatchTrial(std::int64_t)>& trial, std::int64_t guess,
                                    const BatchSearchOptions& options);
 
+// The planner's configuration for runs on ctx: its threads, allocator options and device (the
+// modelled one for a meta context); the rest defaults.
+PlanConfig plan_for(const Context& ctx);
+
 // One real trial of `config` at `batch` on ctx (see the top of this file). Throws
 // sluice::Error(kInternal) when the allocator's in-use bytes are not back afterwards.
 BatchTrial try_batch(Context& ctx, const TrainConfig& config, std::int64_t batch, int steps = 2);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 
 #include "sluice/core/device_id.hpp"
 #include "sluice/core/dtype.hpp"
@@ -32,6 +33,15 @@ struct ContextOptions {
   // device's real backend would, so a step allocates exactly what a real one does. Pair it with
   // an allocator over make_address_space_backing().
   bool meta = false;
+  // With meta: the device whose backend the ops stand in for; the allocator's when unset. A CUDA
+  // device's backend is modelled, not created (src/train/cuda/cuda_workspace.hpp), so planning
+  // for cuda(i) needs no GPU: the context then also takes cuBLAS's workspace from the allocator
+  // at construction, as a real CUDA context does.
+  std::optional<DeviceId> meta_device;
+  // ... and, for a CUDA device, the major version of its compute capability (cuBLAS's workspace
+  // is 32 MiB from 9, Hopper, on and 4 MiB before). 0: the device's own when it is usable here,
+  // else 9 (the H200's).
+  int meta_compute_major = 0;
 };
 
 class Context {
@@ -46,6 +56,7 @@ class Context {
   DeviceId device() const { return device_; }
   Allocator& allocator() const { return *allocator_; }
   int threads() const { return threads_; }
+  const ContextOptions& options() const { return options_; }
 
   // A new tensor on this device, uninitialised / zero-filled.
   Tensor empty(const Shape& shape, DType dtype, TensorCategory category) const;
@@ -62,6 +73,11 @@ class Context {
 
   // Waits until the device has finished the work queued on it (no-op on the CPU).
   void synchronize();
+  // Orders the ops queued from now on after `native_event` (a recorded cudaEvent_t of this
+  // context's device, as sluice::Batch::ready_event()), on the device: cudaStreamWaitEvent on the
+  // context's stream, the host does not wait. nullptr, and any event on the CPU (whose ops run
+  // synchronously on host batches), is a no-op.
+  void wait_event(void* native_event);
   // The stream the ops are queued on, as a cudaStream_t on a CUDA device; nullptr on the CPU.
   // For work that must run in order with the ops without a host wait (NCCL's all-reduce of the
   // gradients between backward and the optimizer step, examples/nccl_all_reduce.cpp).
@@ -74,6 +90,7 @@ class Context {
   Allocator* allocator_;
   DeviceId device_;
   int threads_;
+  ContextOptions options_;
   Tensor workspace_;  // (bytes,) u8, category workspace
   std::unique_ptr<Backend> backend_;
 };

@@ -9,8 +9,14 @@
 //
 // The definition is `sluice train`'s peak_device_bytes: the allocator's peak in use over the
 // training steps and the evaluation that follows each epoch (its batch keeps the workspace at
-// its size for the next epoch's steps), with the batches read in place from host memory (on
-// the CPU the trainer wraps them; nothing is staged).
+// its size for the next epoch's steps), with the batches read in place where the loader leaves
+// them (host memory on the CPU; the transfer ring's device memory on CUDA, where `sluice train`
+// ships them with to_device): nothing is staged through the training allocator.
+//
+// PlanConfig::device picks the backend planned for. cuda(i) needs no GPU: the CUDA backend's
+// workspaces are arithmetic over the shapes (src/train/cuda/cuda_workspace.hpp), plus cuBLAS's
+// workspace, which depends on the device's compute capability (the device's own when it is usable
+// here, else compute_major, else 9, the H200's).
 #pragma once
 
 #include <array>
@@ -25,6 +31,12 @@ namespace sluice::train {
 
 struct PlanConfig {
   TrainConfig train;
+  // The device the run trains on: host() plans the CPU backend, cuda(i) the CUDA backend's
+  // workspaces and cuBLAS's (no GPU needed).
+  DeviceId device = host();
+  // CUDA: the compute capability's major version to plan for; 0: the device's when usable here,
+  // else 9.
+  int compute_major = 0;
   // The CPU backend's workspaces depend on its thread count (per-thread partial gradients):
   // plan with the run's (0: the hardware's).
   int threads = 0;
@@ -51,6 +63,7 @@ struct MemoryPlan {
   bool fits = true;     // false: the allocator ran out under PlanConfig::allocator's limit
   std::string failure;  // then: the out-of-memory report's request and reason, on one line
   std::int64_t parameters = 0;
+  std::string backend;  // what was planned for: "meta (plans for cuda:0 (CUDA backend, ...))"
 };
 
 // Throws sluice::Error(kInvalidArgument) for a configuration make_training rejects.

@@ -77,12 +77,17 @@ class Trainer {
   Trainer(Context& ctx, Sequential& model, Optimizer& optimizer, TrainerOptions options = {});
 
   // One training step on `data` (N, C, H, W) f32 with `labels` (N values in [0, classes)), both in
-  // memory of `where` (host, or the context's device). Throws sluice::Error(kInvalidArgument)
+  // memory of `where` (host, or the context's device). A batch on the device comes with the
+  // event its producer recorded after writing it (`ready_event`, a cudaEvent_t: a sluice
+  // Batch's ready_event()): the step's ops wait for it on the device, so the batch may still be
+  // in flight on another stream when the call is made. Throws sluice::Error(kInvalidArgument)
   // when the batch does not fit the model, sits on another device, or does not split into
   // options.accumulate micro-batches of equal size.
-  BatchResult step(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where = host());
+  BatchResult step(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where = host(),
+                   void* ready_event = nullptr);
   // Loss and correct predictions with the running statistics and no dropout; no update.
-  BatchResult evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where = host());
+  BatchResult evaluate(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where = host(),
+                       void* ready_event = nullptr);
 
   std::int64_t steps() const { return steps_; }
   int accumulate() const { return options_.accumulate; }
@@ -97,7 +102,7 @@ class Trainer {
     Tensor x;
     Tensor labels;
   };
-  Input input(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where);
+  Input input(const TensorView& data, std::span<const std::int32_t> labels, DeviceId where, void* ready_event);
 
   Context& ctx_;
   Sequential& model_;

@@ -300,10 +300,9 @@ void im2col(DType t, const void* x, std::int64_t images, const Conv2dShape& s, v
   if (total == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    im2col_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(static_cast<const T*>(x), total, geometry(s),
-                                                               static_cast<T*>(col));
+    launch("im2col", &im2col_kernel<T>, grid_for(total), stream, static_cast<const T*>(x), total, geometry(s),
+           static_cast<T*>(col));
   });
-  check_launch("im2col");
 }
 
 void col2im(const float* col, std::int64_t images, const Conv2dShape& s, DType t, void* dx, cudaStream_t stream) {
@@ -311,9 +310,8 @@ void col2im(const float* col, std::int64_t images, const Conv2dShape& s, DType t
   if (total == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    col2im_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(col, total, geometry(s), static_cast<T*>(dx));
+    launch("col2im", &col2im_kernel<T>, grid_for(total), stream, col, total, geometry(s), static_cast<T*>(dx));
   });
-  check_launch("col2im");
 }
 
 void depthwise_forward(DType t, const void* x, const void* w, const void* bias, std::int64_t images,
@@ -322,11 +320,9 @@ void depthwise_forward(DType t, const void* x, const void* w, const void* bias, 
   if (total == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    depthwise_forward_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias), total, geometry(s),
-        static_cast<T*>(y));
+    launch("depthwise_forward", &depthwise_forward_kernel<T>, grid_for(total), stream, static_cast<const T*>(x),
+           static_cast<const T*>(w), static_cast<const T*>(bias), total, geometry(s), static_cast<T*>(y));
   });
-  check_launch("depthwise_forward");
 }
 
 void depthwise_backward_input(DType t, const void* dy, bool dy_f32, const void* w, std::int64_t images,
@@ -336,14 +332,13 @@ void depthwise_backward_input(DType t, const void* dy, bool dy_f32, const void* 
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (dy_f32) {
-      depthwise_backward_input_kernel<T, float><<<grid_for(total), kThreads, 0, stream>>>(
-          static_cast<const float*>(dy), static_cast<const T*>(w), total, geometry(s), static_cast<T*>(dx));
+      launch("depthwise_backward_input", &depthwise_backward_input_kernel<T, float>, grid_for(total), stream,
+             static_cast<const float*>(dy), static_cast<const T*>(w), total, geometry(s), static_cast<T*>(dx));
     } else {
-      depthwise_backward_input_kernel<T, T><<<grid_for(total), kThreads, 0, stream>>>(
-          static_cast<const T*>(dy), static_cast<const T*>(w), total, geometry(s), static_cast<T*>(dx));
+      launch("depthwise_backward_input", &depthwise_backward_input_kernel<T, T>, grid_for(total), stream,
+             static_cast<const T*>(dy), static_cast<const T*>(w), total, geometry(s), static_cast<T*>(dx));
     }
   });
-  check_launch("depthwise_backward_input");
 }
 
 void depthwise_backward_weight(DType t, const void* x, const void* dy, bool dy_f32, std::int64_t images,
@@ -353,14 +348,15 @@ void depthwise_backward_weight(DType t, const void* x, const void* dy, bool dy_f
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (dy_f32) {
-      depthwise_backward_weight_kernel<T, float><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<const float*>(dy), images, geometry(s), acc);
+      launch("depthwise_backward_weight", &depthwise_backward_weight_kernel<T, float>,
+             LaunchShape::per_block(blocks, kThreads), stream, static_cast<const T*>(x), static_cast<const float*>(dy),
+             images, geometry(s), acc);
     } else {
-      depthwise_backward_weight_kernel<T, T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<const T*>(dy), images, geometry(s), acc);
+      launch("depthwise_backward_weight", &depthwise_backward_weight_kernel<T, T>,
+             LaunchShape::per_block(blocks, kThreads), stream, static_cast<const T*>(x), static_cast<const T*>(dy),
+             images, geometry(s), acc);
     }
   });
-  check_launch("depthwise_backward_weight");
 }
 
 void broadcast_bias(DType t, const void* bias, std::int64_t n, std::int64_t channels, std::int64_t spatial,
@@ -369,10 +365,9 @@ void broadcast_bias(DType t, const void* bias, std::int64_t n, std::int64_t chan
   if (total == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    broadcast_bias_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(static_cast<const T*>(bias), total,
-                                                                       channels, spatial, static_cast<T*>(y));
+    launch("broadcast_bias", &broadcast_bias_kernel<T>, grid_for(total), stream, static_cast<const T*>(bias), total,
+           channels, spatial, static_cast<T*>(y));
   });
-  check_launch("broadcast_bias");
 }
 
 void channel_sum(DType t, const void* a, std::int64_t n, std::int64_t channels, std::int64_t spatial, void* out,
@@ -380,17 +375,15 @@ void channel_sum(DType t, const void* a, std::int64_t n, std::int64_t channels, 
   if (channels == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    channel_sum_kernel<T><<<static_cast<unsigned>(channels), kThreads, 0, stream>>>(
-        static_cast<const T*>(a), n, channels, spatial, static_cast<T*>(out), accumulate);
+    launch("channel_sum", &channel_sum_kernel<T>, LaunchShape::per_block(channels, kThreads), stream,
+           static_cast<const T*>(a), n, channels, spatial, static_cast<T*>(out), accumulate);
   });
-  check_launch("channel_sum");
 }
 
 void sum_partials(const float* partials, std::int64_t parts, std::int64_t count, float* acc, bool first,
                   cudaStream_t stream) {
   if (count == 0) return;
-  sum_partials_kernel<<<grid_for(count), kThreads, 0, stream>>>(partials, parts, count, acc, first);
-  check_launch("sum_partials");
+  launch("sum_partials", &sum_partials_kernel, grid_for(count), stream, partials, parts, count, acc, first);
 }
 
 void finish_gradient(const float* src, std::int64_t count, DType t, void* dst, bool accumulate,
@@ -398,10 +391,9 @@ void finish_gradient(const float* src, std::int64_t count, DType t, void* dst, b
   if (count == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    finish_gradient_kernel<T><<<grid_for(count), kThreads, 0, stream>>>(src, count, static_cast<T*>(dst),
-                                                                        accumulate);
+    launch("finish_gradient", &finish_gradient_kernel<T>, grid_for(count), stream, src, count, static_cast<T*>(dst),
+           accumulate);
   });
-  check_launch("finish_gradient");
 }
 
 void maxpool_forward(DType t, const void* x, const Pool2dShape& s, void* y, cudaStream_t stream) {
@@ -409,10 +401,9 @@ void maxpool_forward(DType t, const void* x, const Pool2dShape& s, void* y, cuda
   if (total == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    maxpool_forward_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(static_cast<const T*>(x), total,
-                                                                        geometry(s), static_cast<T*>(y));
+    launch("maxpool_forward", &maxpool_forward_kernel<T>, grid_for(total), stream, static_cast<const T*>(x), total,
+           geometry(s), static_cast<T*>(y));
   });
-  check_launch("maxpool_forward");
 }
 
 void maxpool_backward(DType t, const void* x, const void* dy, const Pool2dShape& s, void* dx, cudaStream_t stream) {
@@ -420,23 +411,21 @@ void maxpool_backward(DType t, const void* x, const void* dy, const Pool2dShape&
   if (total == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    maxpool_backward_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(dy), total, geometry(s), static_cast<T*>(dx));
+    launch("maxpool_backward", &maxpool_backward_kernel<T>, grid_for(total), stream, static_cast<const T*>(x),
+           static_cast<const T*>(dy), total, geometry(s), static_cast<T*>(dx));
   });
-  check_launch("maxpool_backward");
 }
 
 void global_avg_pool_forward(DType t, const void* x, std::int64_t rows, std::int64_t plane, void* y,
                              cudaStream_t stream) {
-  if (rows == 0) return;
-  constexpr int kRowsPerBlock = kThreads / 32;
-  const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  if (plane <= 0) return;  // an empty plane has no mean (ops.cpp refuses it)
+  constexpr int kRowsPerBlock = kThreads / 32;  // a warp per row
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    global_avg_pool_forward_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), rows, plane, static_cast<T*>(y));
+    launch("global_avg_pool_forward", &global_avg_pool_forward_kernel<T>,
+           LaunchShape::grouped(rows, kRowsPerBlock, kThreads), stream, static_cast<const T*>(x), rows, plane,
+           static_cast<T*>(y));
   });
-  check_launch("global_avg_pool_forward");
 }
 
 void global_avg_pool_backward(DType t, const void* dy, std::int64_t rows, std::int64_t plane, void* dx,
@@ -444,10 +433,9 @@ void global_avg_pool_backward(DType t, const void* dy, std::int64_t rows, std::i
   if (rows * plane == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    global_avg_pool_backward_kernel<T><<<grid_for(rows * plane), kThreads, 0, stream>>>(
-        static_cast<const T*>(dy), rows, plane, static_cast<T*>(dx));
+    launch("global_avg_pool_backward", &global_avg_pool_backward_kernel<T>, grid_for(rows * plane), stream,
+           static_cast<const T*>(dy), rows, plane, static_cast<T*>(dx));
   });
-  check_launch("global_avg_pool_backward");
 }
 
 }  // namespace sluice::train::cuda_detail

@@ -77,7 +77,7 @@ k::BatchNormLaunch bn_launch(const BatchNormShape& s, const BatchNormParams* p) 
 }
 }  // namespace
 
-CudaBackend::CudaBackend(int index) : index_(index) {
+CudaBackend::CudaBackend(int index, Allocator& allocator) : index_(index) {
   require_device(cuda(index));
   device_detail::ScopedDevice guard(index_);
   const DeviceInfo info = sluice::describe(cuda(index));
@@ -94,12 +94,16 @@ CudaBackend::CudaBackend(int index) : index_(index) {
     // Plain f32 for f32 GEMMs (no TF32: results stay within 1e-4 of the CPU); f16/bf16 GEMMs
     // take tensor cores under the default math mode.
     check(cublas_api().set_math_mode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    // After cublasSetStream, which resets the handle to cuBLAS's own workspace pool. The
+    // allocator's blocks are 256-byte aligned, as cublasSetWorkspace requires.
+    blas_workspace_ = Tensor(allocator, {static_cast<std::int64_t>(cublas_workspace_bytes(info.compute_major))},
+                             DType::kU8, TensorCategory::kWorkspace);
+    check(cublas_api().set_workspace(blas_, blas_workspace_.data(), blas_workspace_.bytes()), "cublasSetWorkspace");
   } catch (...) {
     (void)cublas_api().destroy(blas_);
     (void)cudaStreamDestroy(stream_);
     throw;
   }
-  if (info.compute_major >= 9) blas_workspace_bytes_ = std::size_t{32} << 20;
   description_ = to_string(cuda(index)) + " (" + info.name + ", cuBLAS " + std::to_string(version / 10000) + "." +
                  std::to_string(version / 100 % 100) + "." + std::to_string(version % 100) + ")";
 }
@@ -114,6 +118,11 @@ CudaBackend::~CudaBackend() {
 void CudaBackend::synchronize() {
   device_detail::ScopedDevice guard(index_);
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void CudaBackend::wait_event(void* native_event) {
+  device_detail::ScopedDevice guard(index_);
+  check(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(native_event), 0), "cudaStreamWaitEvent");
 }
 
 void CudaBackend::relu_forward(Context&, const Tensor& x, Tensor& y) {
@@ -195,6 +204,7 @@ LossResult CudaBackend::softmax_cross_entropy(Context& ctx, const Tensor& logits
   device_detail::ScopedDevice guard(index_);
   const std::int64_t rows = logits.dim(0);
   const std::int64_t classes = logits.dim(1);
+  if (rows == 0 || classes == 0) return {};  // no rows: no loss, nothing correct (ops.cpp refuses it)
   void* ws = ctx.workspace(k::softmax_cross_entropy_workspace(rows));
   const k::LossSummary* summary_dev =
       k::softmax_cross_entropy(logits.dtype(), logits.data(), labels.data_as<const std::int32_t>(), rows, classes,
@@ -310,10 +320,9 @@ void CudaBackend::copy_from_host_async(Context&, const void* src, Tensor& dst) {
   check(cudaMemcpyAsync(dst.data(), src, dst.bytes(), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
 }
 
-void CudaBackend::gemm(Context& ctx, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t kk,
+void CudaBackend::gemm(Context&, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t kk,
                        const Operand& a, const Operand& b, float beta, void* c, DType c_type, int ldc,
                        long long stride_c, std::int64_t batch) {
-  ensure_blas_workspace(ctx);
   const float alpha = 1.0f;
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -331,17 +340,12 @@ void CudaBackend::gemm(Context& ctx, bool trans_a, bool trans_b, std::int64_t m,
   }
 }
 
-void CudaBackend::ensure_blas_workspace(Context& ctx) {
-  if (blas_workspace_.defined()) return;
-  blas_workspace_ = Tensor(ctx.allocator(), {static_cast<std::int64_t>(blas_workspace_bytes_)}, DType::kU8,
-                           TensorCategory::kWorkspace);
-  check(cublas_api().set_workspace(blas_, blas_workspace_.data(), blas_workspace_.bytes()), "cublasSetWorkspace");
-}
-
 }  // namespace sluice::train::cuda_detail
 
 namespace sluice::train {
 
-std::unique_ptr<Backend> make_cuda_backend(int index) { return std::make_unique<cuda_detail::CudaBackend>(index); }
+std::unique_ptr<Backend> make_cuda_backend(int index, Allocator& allocator) {
+  return std::make_unique<cuda_detail::CudaBackend>(index, allocator);
+}
 
 }  // namespace sluice::train

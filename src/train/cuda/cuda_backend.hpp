@@ -15,15 +15,15 @@
 #include <string>
 
 #include "sluice/core/dtype.hpp"
+#include "sluice/train/allocator.hpp"
 #include "train/backend.hpp"
+#include "train/cuda/cuda_workspace.hpp"
 
 namespace sluice::train::cuda_detail {
 
 // Throw sluice::Error (kOutOfBudget for a lack of memory, kInternal otherwise) naming the call.
 void check(cudaError_t status, const char* what);
 void check(cublasStatus_t status, const char* what);
-
-constexpr std::size_t align256(std::size_t n) { return (n + 255) & ~std::size_t{255}; }
 
 // One operand of a GEMM in cuBLAS's column-major terms: a row-major (r, c) matrix is a
 // column-major (c, r) one with leading dimension c.
@@ -39,7 +39,9 @@ int as_int(std::int64_t v);
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int index);
+  // On device `index`, whose training allocator is `allocator` (it must outlive the backend): the
+  // cuBLAS workspace is taken from it here, once, and held until the backend goes.
+  CudaBackend(int index, Allocator& allocator);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -47,6 +49,7 @@ class CudaBackend final : public Backend {
   std::string describe() const override { return description_; }
   void synchronize() override;
   void* native_stream() override { return stream_; }
+  void wait_event(void* native_event) override;
 
   // ---- Conv2D ----------------------------------------------------------------------------------
   std::size_t conv2d_workspace(const Conv2dShape& s, DType dtype) const override;
@@ -124,16 +127,15 @@ class CudaBackend final : public Backend {
   void gemm(Context& ctx, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t kk, const Operand& a,
             const Operand& b, float beta, void* c, DType c_type, int ldc, long long stride_c, std::int64_t batch);
 
-  // cuBLAS's scratch comes from the training allocator (category workspace, so the profiler and
-  // the OOM report see it) instead of cuBLAS's own cudaMalloc: taken at the first GEMM, kept for
-  // the backend's life. The size cuBLAS itself would take: 32 MiB on Hopper, 4 MiB before.
-  void ensure_blas_workspace(Context& ctx);
-
   int index_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  std::size_t blas_workspace_bytes_ = std::size_t{4} << 20;
-  Tensor blas_workspace_;  // (bytes,) u8; released after blas_ (members go after the destructor body)
+  // cuBLAS's scratch, from the training allocator (category workspace, so the profiler, the OOM
+  // report and the planner see it) instead of cuBLAS's own cudaMalloc: taken at construction and
+  // kept for the backend's life, so no op and no batch-size trial ever allocates or leaves it
+  // (cublas_workspace_bytes: 32 MiB on Hopper, 4 MiB before). (bytes,) u8; released after blas_
+  // (members go after the destructor body).
+  Tensor blas_workspace_;
   std::string description_;
 };
 

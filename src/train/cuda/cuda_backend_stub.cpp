@@ -8,7 +8,7 @@
 
 namespace sluice::train {
 
-std::unique_ptr<Backend> make_cuda_backend(int index) {
+std::unique_ptr<Backend> make_cuda_backend(int index, Allocator&) {
   throw Error(ErrorCode::kInvalidArgument,
               "training on cuda:" + std::to_string(index) +
                   ": this build of sluice has no CUDA training backend; use the CPU (sluice::host())");

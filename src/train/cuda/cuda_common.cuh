@@ -1,7 +1,9 @@
 // Device-side helpers shared by the CUDA backend's kernel files: 16-bit load/store widened to f32
 // (round-to-nearest-even on store, as sluice::float_to_f16 / float_to_bf16 on the CPU), dispatch
-// on a floating dtype, grid sizing for grid-stride loops, and a deterministic block reduction
-// (fixed shapes and order, so a result does not change from run to run).
+// on a floating dtype, the launch shape of grid-stride loops, and a deterministic block reduction
+// (fixed shapes and order, so a result does not change from run to run). Every kernel is
+// launched through device_detail::launch (device/launch.cuh), which launches nothing for empty
+// work.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "device/launch.cuh"
 #include "sluice/core/dtype.hpp"
 #include "sluice/core/error.hpp"
 
@@ -43,20 +46,11 @@ void with_float_type(DType t, F&& f) {
   throw Error(ErrorCode::kInternal, "CUDA backend: not a floating dtype: " + std::string(to_string(t)));
 }
 
-// Blocks for a grid-stride loop over n items: enough to fill the device, never past the limit.
-inline unsigned grid_for(std::int64_t n, int threads = kThreads) {
-  const std::int64_t blocks = (n + threads - 1) / threads;
-  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, std::int64_t{1} << 20));
-}
+using device_detail::launch;
+using device_detail::LaunchShape;
 
-// Throws sluice::Error with the pending launch error of `what`, if any.
-inline void check_launch(const char* what) {
-  const cudaError_t status = cudaGetLastError();
-  if (status == cudaSuccess) return;
-  throw Error(status == cudaErrorMemoryAllocation ? ErrorCode::kOutOfBudget : ErrorCode::kInternal,
-              std::string("CUDA: launching ") + what + " failed: " + cudaGetErrorString(status) + " (" +
-                  cudaGetErrorName(status) + ")");
-}
+// A grid-stride loop over n items in blocks of kThreads: empty (nothing launched) for n <= 0.
+inline LaunchShape grid_for(std::int64_t n) { return LaunchShape::grid_stride(n, kThreads); }
 
 #define SLUICE_GRID_LOOP(i, n)                                                                  \
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \

@@ -4,148 +4,31 @@
 // as GEMMs. Row-major tensors are column-major transposes to cuBLAS, so each call says its
 // products in row-major terms.
 //
-// Workspace comes from Context::workspace, once per op, carved here. Chunks of images are sized
-// so their im2col columns stay near kChunkBytes; weight gradients are per-image partials from one
-// batched GEMM, folded in order into an f32 sum across chunks and rounded once into dw
-// (overwritten or, with kAccumulate, added to).
+// Workspace comes from Context::workspace, once per op, carved with cuda_workspace.hpp (which the
+// planner models too). Chunks of images are sized so their im2col columns stay near kChunkBytes;
+// weight gradients are per-image partials from one batched GEMM, folded in order into an f32 sum
+// across chunks and rounded once into dw (overwritten or, with kAccumulate, added to).
 #include <algorithm>
 #include <cstddef>
 
 #include "device/cuda_backend.hpp"
 #include "train/cuda/cuda_backend.hpp"
 #include "train/cuda/cuda_kernels.hpp"
+#include "train/cuda/cuda_workspace.hpp"
 
 namespace sluice::train::cuda_detail {
 namespace {
 
 namespace k = ::sluice::train::cuda_detail;
 
-// A chunk's im2col columns (and their f32 gradient) aim at this size: large enough that the
-// batched GEMMs fill an H200, small enough that the workspace stays a minor line in the plan.
-constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
-// Weight gradients are summed over images as per-image partials from one strided batched GEMM,
-// then folded in order (deterministic, two launches rather than one GEMM an image); this bounds
-// the partials of one such group.
-constexpr std::size_t kPartialBytes = std::size_t{16} << 20;
-
-// Images per weight-gradient group: as many (R x K) f32 partials as fit kPartialBytes.
-std::int64_t group_for(std::int64_t rows, std::int64_t cols, std::int64_t chunk) {
-  const auto per_image = static_cast<std::size_t>(rows * cols) * sizeof(float);
-  return std::clamp<std::int64_t>(static_cast<std::int64_t>(kPartialBytes / std::max<std::size_t>(per_image, 1)), 1,
-                                  chunk);
-}
-
-// Carves one workspace block into 256-byte aligned pieces; with a null base it only counts.
-class Carver {
- public:
-  explicit Carver(void* base = nullptr) : base_(static_cast<std::byte*>(base)) {}
-  template <class T = std::byte>
-  T* take(std::size_t bytes) {
-    std::byte* p = base_ == nullptr || bytes == 0 ? nullptr : base_ + used_;
-    used_ += align256(bytes);
-    return reinterpret_cast<T*>(p);
-  }
-  std::size_t bytes() const { return used_; }
-
- private:
-  std::byte* base_;
-  std::size_t used_ = 0;
-};
-
 const std::byte* bytes_of(const Tensor& t) { return static_cast<const std::byte*>(t.data()); }
 std::byte* bytes_of(Tensor& t) { return static_cast<std::byte*>(t.data()); }
 const void* data_or_null(const Tensor* t) { return t != nullptr ? t->data() : nullptr; }
 
-// A convolution lowered to GEMMs (row-major): y_i (K, P) = W (K, R) col_i (R, P), R = C kh kw.
-struct ConvPlan {
-  std::int64_t rows;   // R
-  std::int64_t plane;  // P = OH * OW
-  bool direct;         // 1x1, stride 1, no padding: col_i is x_i itself
-  std::int64_t chunk;  // images per chunk
-  std::int64_t group;  // images per weight-gradient GEMM
-  std::size_t elem;    // bytes of an activation
-};
-
-ConvPlan plan_conv(const Conv2dShape& s, DType t) {
-  ConvPlan p{};
-  const Window2d& w = s.window;
-  p.rows = std::int64_t{s.in_channels} * w.kernel_h * w.kernel_w;
-  p.plane = s.out_plane();
-  p.direct = w.kernel_h == 1 && w.kernel_w == 1 && w.stride_h == 1 && w.stride_w == 1 && w.pad_h == 0 && w.pad_w == 0;
-  p.elem = size_of(t);
-  const auto per_image = static_cast<std::size_t>(p.rows * p.plane) * (p.elem + sizeof(float));
-  p.chunk = std::clamp<std::int64_t>(static_cast<std::int64_t>(kChunkBytes / std::max<std::size_t>(per_image, 1)), 1,
-                                     std::max<std::int64_t>(s.batch, 1));
-  p.group = group_for(p.rows, s.out_channels, p.chunk);
-  return p;
-}
-
-// The conv workspace: columns (t) and their gradient (f32) for a chunk, dw in f32 and the
-// per-image dw partials of one group.
-struct ConvScratch {
-  void* col = nullptr;
-  float* col_grad = nullptr;
-  float* dw = nullptr;
-  float* partials = nullptr;
-};
-
-ConvScratch carve_conv(Carver& c, const Conv2dShape& s, const ConvPlan& p, DType t) {
-  ConvScratch out;
-  const auto chunk_elems = static_cast<std::size_t>(p.chunk * p.rows * p.plane);
-  out.col = c.take(p.direct ? 0 : chunk_elems * p.elem);
-  out.col_grad = c.take<float>(p.direct && t == DType::kF32 ? 0 : chunk_elems * sizeof(float));
-  out.dw = c.take<float>(static_cast<std::size_t>(std::int64_t{s.out_channels} * p.rows) * sizeof(float));
-  out.partials = c.take<float>(static_cast<std::size_t>(p.group * s.out_channels * p.rows) * sizeof(float));
-  return out;
-}
-
-// SeparableConv2D: mid_i (C, P) = depthwise(x_i), y_i (K, P) = Wp (K, C) mid_i (C, P).
-struct SeparablePlan {
-  std::int64_t channels;  // C
-  std::int64_t plane;     // P
-  std::int64_t chunk;
-  std::int64_t group;  // images per pointwise weight-gradient GEMM
-  std::size_t elem;
-};
-
-SeparablePlan plan_separable(const SeparableShape& s, DType t) {
-  SeparablePlan p{};
-  p.channels = s.depthwise.in_channels;
-  p.plane = s.depthwise.out_plane();
-  p.elem = size_of(t);
-  const auto per_image = static_cast<std::size_t>(p.channels * p.plane) * (p.elem + sizeof(float));
-  p.chunk = std::clamp<std::int64_t>(static_cast<std::int64_t>(kChunkBytes / std::max<std::size_t>(per_image, 1)), 1,
-                                     std::max<std::int64_t>(s.depthwise.batch, 1));
-  p.group = group_for(p.channels, s.out_channels, p.chunk);
-  return p;
-}
-
-struct SeparableScratch {
-  void* mid = nullptr;        // (chunk, C, P) of t
-  float* mid_grad = nullptr;  // (chunk, C, P)
-  float* dwp = nullptr;       // (K, C)
-  float* dwd = nullptr;       // (C, kh, kw)
-  float* partials = nullptr;  // (group, K, C)
-};
-
-SeparableScratch carve_separable(Carver& c, const SeparableShape& s, const SeparablePlan& p) {
-  SeparableScratch out;
-  const auto chunk_elems = static_cast<std::size_t>(p.chunk * p.channels * p.plane);
-  out.mid = c.take(chunk_elems * p.elem);
-  out.mid_grad = c.take<float>(chunk_elems * sizeof(float));
-  out.dwp = c.take<float>(static_cast<std::size_t>(s.out_channels * p.channels) * sizeof(float));
-  out.dwd = c.take<float>(
-      static_cast<std::size_t>(p.channels * s.depthwise.window.kernel_h * s.depthwise.window.kernel_w) * sizeof(float));
-  out.partials = c.take<float>(static_cast<std::size_t>(p.group * s.out_channels * p.channels) * sizeof(float));
-  return out;
-}
-
 }  // namespace
 
 std::size_t CudaBackend::conv2d_workspace(const Conv2dShape& s, DType dtype) const {
-  Carver c;
-  carve_conv(c, s, plan_conv(s, dtype), dtype);
-  return c.bytes();
+  return std::max(conv2d_forward_workspace(s, dtype), conv2d_backward_workspace(s, dtype));
 }
 
 void CudaBackend::conv2d_forward(Context& ctx, const Conv2dShape& s, const Tensor& x, const Tensor& w,
@@ -153,7 +36,7 @@ void CudaBackend::conv2d_forward(Context& ctx, const Conv2dShape& s, const Tenso
   device_detail::ScopedDevice guard(index_);
   const DType t = x.dtype();
   const ConvPlan p = plan_conv(s, t);
-  const std::size_t col_bytes = p.direct ? 0 : align256(static_cast<std::size_t>(p.chunk * p.rows * p.plane) * p.elem);
+  const std::size_t col_bytes = conv2d_forward_workspace(s, t);
   void* col = col_bytes > 0 ? ctx.workspace(col_bytes) : nullptr;
   const std::int64_t x_image = std::int64_t{s.in_channels} * s.in_plane();
   const std::int64_t y_image = std::int64_t{s.out_channels} * p.plane;
@@ -176,13 +59,15 @@ void CudaBackend::conv2d_backward(Context& ctx, const Conv2dShape& s, const Tens
   const DType t = x.dtype();
   const bool accumulate = mode == GradMode::kAccumulate;
   const ConvPlan p = plan_conv(s, t);
-  Carver plan;
-  carve_conv(plan, s, p, t);
-  Carver carver(ctx.workspace(plan.bytes()));
+  Carver carver(ctx.workspace(conv2d_backward_workspace(s, t)));
   const ConvScratch ws = carve_conv(carver, s, p, t);
   const std::int64_t x_image = std::int64_t{s.in_channels} * s.in_plane();
   const std::int64_t y_image = std::int64_t{s.out_channels} * p.plane;
   const std::int64_t col_image = p.rows * p.plane;
+  const std::int64_t dw_count = std::int64_t{s.out_channels} * p.rows;
+  if (s.batch == 0) {  // no image sums into dw below: its sum is 0, as the CPU backend's
+    check(cudaMemsetAsync(ws.dw, 0, static_cast<std::size_t>(dw_count) * sizeof(float), stream_), "cudaMemsetAsync");
+  }
   for (std::int64_t n0 = 0; n0 < s.batch; n0 += p.chunk) {
     const std::int64_t nb = std::min(p.chunk, s.batch - n0);
     const std::byte* xs = bytes_of(x) + n0 * x_image * p.elem;
@@ -193,7 +78,6 @@ void CudaBackend::conv2d_backward(Context& ctx, const Conv2dShape& s, const Tens
       col = ws.col;
     }
     // dW^T (R, K) += col_i (R, P) dy_i^T (P, K): a group of images' partials, then their sum, in f32.
-    const std::int64_t dw_count = std::int64_t{s.out_channels} * p.rows;
     for (std::int64_t g0 = 0; g0 < nb; g0 += p.group) {
       const std::int64_t gb = std::min(p.group, nb - g0);
       gemm(ctx, true, false, p.rows, s.out_channels, p.plane,
@@ -212,14 +96,13 @@ void CudaBackend::conv2d_backward(Context& ctx, const Conv2dShape& s, const Tens
       if (!straight) k::col2im(ws.col_grad, nb, s, t, dxs, stream_);
     }
   }
-  k::finish_gradient(ws.dw, std::int64_t{s.out_channels} * p.rows, t, dw.data(), accumulate, stream_);
+  k::finish_gradient(ws.dw, dw_count, t, dw.data(), accumulate, stream_);
   if (dbias != nullptr)
     k::channel_sum(t, dy.data(), s.batch, s.out_channels, p.plane, dbias->data(), accumulate, stream_);
 }
 
 std::size_t CudaBackend::depthwise_conv2d_workspace(const Conv2dShape& s, DType) const {
-  return align256(static_cast<std::size_t>(std::int64_t{s.in_channels} * s.window.kernel_h * s.window.kernel_w) *
-                  sizeof(float));
+  return depthwise_conv2d_backward_workspace(s);  // the forward pass takes none
 }
 
 void CudaBackend::depthwise_conv2d_forward(Context&, const Conv2dShape& s, const Tensor& x, const Tensor& w,
@@ -234,7 +117,7 @@ void CudaBackend::depthwise_conv2d_backward(Context& ctx, const Conv2dShape& s, 
   const DType t = x.dtype();
   const bool accumulate = mode == GradMode::kAccumulate;
   const std::int64_t taps = std::int64_t{s.in_channels} * s.window.kernel_h * s.window.kernel_w;
-  auto* acc = static_cast<float*>(ctx.workspace(depthwise_conv2d_workspace(s, t)));
+  auto* acc = static_cast<float*>(ctx.workspace(depthwise_conv2d_backward_workspace(s)));
   check(cudaMemsetAsync(acc, 0, static_cast<std::size_t>(taps) * sizeof(float), stream_), "cudaMemsetAsync");
   k::depthwise_backward_weight(t, x.data(), dy.data(), false, s.batch, s, acc, stream_);
   k::finish_gradient(acc, taps, t, dw.data(), accumulate, stream_);
@@ -245,9 +128,7 @@ void CudaBackend::depthwise_conv2d_backward(Context& ctx, const Conv2dShape& s, 
 }
 
 std::size_t CudaBackend::separable_conv2d_workspace(const SeparableShape& s, DType dtype) const {
-  Carver c;
-  carve_separable(c, s, plan_separable(s, dtype));
-  return c.bytes();
+  return std::max(separable_conv2d_forward_workspace(s, dtype), separable_conv2d_backward_workspace(s, dtype));
 }
 
 void CudaBackend::separable_conv2d_forward(Context& ctx, const SeparableShape& s, const Tensor& x, const Tensor& wd,
@@ -256,7 +137,7 @@ void CudaBackend::separable_conv2d_forward(Context& ctx, const SeparableShape& s
   const DType t = x.dtype();
   const SeparablePlan p = plan_separable(s, t);
   const Conv2dShape& d = s.depthwise;
-  void* mid = ctx.workspace(align256(static_cast<std::size_t>(p.chunk * p.channels * p.plane) * p.elem));
+  void* mid = ctx.workspace(separable_conv2d_forward_workspace(s, t));
   const std::int64_t x_image = p.channels * d.in_plane();
   const std::int64_t y_image = std::int64_t{s.out_channels} * p.plane;
   for (std::int64_t n0 = 0; n0 < d.batch; n0 += p.chunk) {
@@ -278,22 +159,23 @@ void CudaBackend::separable_conv2d_backward(Context& ctx, const SeparableShape& 
   const bool accumulate = mode == GradMode::kAccumulate;
   const SeparablePlan p = plan_separable(s, t);
   const Conv2dShape& d = s.depthwise;
-  Carver plan;
-  carve_separable(plan, s, p);
-  Carver carver(ctx.workspace(plan.bytes()));
+  Carver carver(ctx.workspace(separable_conv2d_backward_workspace(s, t)));
   const SeparableScratch ws = carve_separable(carver, s, p);
   const std::int64_t taps = p.channels * d.window.kernel_h * d.window.kernel_w;
   check(cudaMemsetAsync(ws.dwd, 0, static_cast<std::size_t>(taps) * sizeof(float), stream_), "cudaMemsetAsync");
   const std::int64_t x_image = p.channels * d.in_plane();
   const std::int64_t y_image = std::int64_t{s.out_channels} * p.plane;
   const std::int64_t mid_image = p.channels * p.plane;
+  const std::int64_t dwp_count = std::int64_t{s.out_channels} * p.channels;
+  if (d.batch == 0) {  // no image sums into dwp below: its sum is 0, as the CPU backend's
+    check(cudaMemsetAsync(ws.dwp, 0, static_cast<std::size_t>(dwp_count) * sizeof(float), stream_), "cudaMemsetAsync");
+  }
   for (std::int64_t n0 = 0; n0 < d.batch; n0 += p.chunk) {
     const std::int64_t nb = std::min(p.chunk, d.batch - n0);
     const std::byte* xs = bytes_of(x) + n0 * x_image * p.elem;
     const std::byte* dys = bytes_of(dy) + n0 * y_image * p.elem;
     k::depthwise_forward(t, xs, wd.data(), nullptr, nb, d, ws.mid, stream_);  // recomputed, never stored
     // dWp^T (C, K) += mid_i (C, P) dy_i^T (P, K): a group's partials, then their sum, in f32.
-    const std::int64_t dwp_count = std::int64_t{s.out_channels} * p.channels;
     for (std::int64_t g0 = 0; g0 < nb; g0 += p.group) {
       const std::int64_t gb = std::min(p.group, nb - g0);
       gemm(ctx, true, false, p.channels, s.out_channels, p.plane,
@@ -311,7 +193,7 @@ void CudaBackend::separable_conv2d_backward(Context& ctx, const SeparableShape& 
                                   stream_);
     }
   }
-  k::finish_gradient(ws.dwp, s.out_channels * p.channels, t, dwp.data(), accumulate, stream_);
+  k::finish_gradient(ws.dwp, dwp_count, t, dwp.data(), accumulate, stream_);
   k::finish_gradient(ws.dwd, taps, t, dwd.data(), accumulate, stream_);
   if (dbias != nullptr)
     k::channel_sum(t, dy.data(), d.batch, s.out_channels, p.plane, dbias->data(), accumulate, stream_);
@@ -321,6 +203,7 @@ void CudaBackend::dense_forward(Context& ctx, const DenseShape& s, const Tensor&
                                 Tensor& y) {
   device_detail::ScopedDevice guard(index_);
   const DType t = x.dtype();
+  if (s.batch == 0) return;  // y is empty: no GEMM of zero columns
   if (bias != nullptr) k::broadcast_bias(t, bias->data(), s.batch, s.out_features, 1, y.data(), stream_);
   // y^T (O, N) = W (O, I) x^T (I, N)
   gemm(ctx, true, false, s.out_features, s.batch, s.in_features, {w.data(), t, as_int(s.in_features), 0},
@@ -333,6 +216,13 @@ void CudaBackend::dense_backward(Context& ctx, const DenseShape& s, const Tensor
   device_detail::ScopedDevice guard(index_);
   const DType t = x.dtype();
   const bool accumulate = mode == GradMode::kAccumulate;
+  if (s.batch == 0) {  // no rows: dx is empty, dW and dbias sum nothing (0, or kept when accumulating)
+    if (!accumulate) {
+      check(cudaMemsetAsync(dw.data(), 0, dw.bytes(), stream_), "cudaMemsetAsync");
+      if (dbias != nullptr) check(cudaMemsetAsync(dbias->data(), 0, dbias->bytes(), stream_), "cudaMemsetAsync");
+    }
+    return;
+  }
   if (dx != nullptr) {
     // dx^T (I, N) = W^T (I, O) dy^T (O, N)
     gemm(ctx, false, false, s.in_features, s.batch, s.out_features, {w.data(), t, as_int(s.in_features), 0},

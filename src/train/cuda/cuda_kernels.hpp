@@ -12,6 +12,7 @@
 
 #include "sluice/core/dtype.hpp"
 #include "sluice/train/ops.hpp"
+#include "train/cuda/cuda_workspace.hpp"
 
 namespace sluice::train::cuda_detail {
 
@@ -105,10 +106,10 @@ struct LossSummary {
   long long bad_row = -1;      // the first row whose label is out of [0, K), or -1
   int bad_label = 0;
 };
-// Bytes of workspace softmax_cross_entropy takes for `rows` rows, its LossSummary included.
-std::size_t softmax_cross_entropy_workspace(std::int64_t rows);
+static_assert(sizeof(LossSummary) <= kLossSummaryBytes, "cuda_workspace.hpp sizes the loss's workspace");
 // logits (rows, classes) of t, labels i32 (rows); dlogits (of t) may be null. Returns where in
-// `workspace` the summary lies (device memory), ready once the stream reaches it.
+// `workspace` (softmax_cross_entropy_workspace(rows) bytes, cuda_workspace.hpp) the summary lies
+// (device memory), ready once the stream reaches it; nullptr, launching nothing, for no rows.
 const LossSummary* softmax_cross_entropy(DType t, const void* logits, const std::int32_t* labels,
                                          std::int64_t rows, std::int64_t classes, void* dlogits,
                                          void* workspace, cudaStream_t stream);

@@ -303,19 +303,18 @@ void relu_forward(DType t, const void* x, void* y, std::int64_t n, cudaStream_t 
   if (n == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    relu_forward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
+    launch("relu_forward", &relu_forward_kernel<T>, grid_for(n), stream, static_cast<const T*>(x), static_cast<T*>(y),
+           n);
   });
-  check_launch("relu_forward");
 }
 
 void relu_backward(DType t, const void* y, const void* dy, void* dx, std::int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    relu_backward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(y),
-                                                                  static_cast<const T*>(dy), static_cast<T*>(dx), n);
+    launch("relu_backward", &relu_backward_kernel<T>, grid_for(n), stream, static_cast<const T*>(y),
+           static_cast<const T*>(dy), static_cast<T*>(dx), n);
   });
-  check_launch("relu_backward");
 }
 
 void dropout_apply(DType t, const DropoutMask& m, const void* in, void* out, std::int64_t n, cudaStream_t stream) {
@@ -329,39 +328,36 @@ void dropout_apply(DType t, const DropoutMask& m, const void* in, void* out, std
   p.scale = 1.0f / (1.0f - m.rate);
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dropout_kernel<T><<<grid_for((n + 3) / 4), kThreads, 0, stream>>>(p, static_cast<const T*>(in),
-                                                                      static_cast<T*>(out), n);
+    launch("dropout", &dropout_kernel<T>, grid_for((n + 3) / 4), stream, p, static_cast<const T*>(in),
+           static_cast<T*>(out), n);
   });
-  check_launch("dropout");
 }
 
 void scale(DType t, void* data, float alpha, std::int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scale_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(data), alpha, n);
+    launch("scale", &scale_kernel<T>, grid_for(n), stream, static_cast<T*>(data), alpha, n);
   });
-  check_launch("scale");
 }
 
 void fill_bits(int element_size, std::uint32_t bits, void* dst, std::int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   switch (element_size) {
     case 1:
-      fill_kernel<std::uint8_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<std::uint8_t>(bits),
-                                                                      static_cast<std::uint8_t*>(dst), n);
+      launch("fill", &fill_kernel<std::uint8_t>, grid_for(n), stream, static_cast<std::uint8_t>(bits),
+             static_cast<std::uint8_t*>(dst), n);
       break;
     case 2:
-      fill_kernel<std::uint16_t><<<grid_for(n), kThreads, 0, stream>>>(static_cast<std::uint16_t>(bits),
-                                                                       static_cast<std::uint16_t*>(dst), n);
+      launch("fill", &fill_kernel<std::uint16_t>, grid_for(n), stream, static_cast<std::uint16_t>(bits),
+             static_cast<std::uint16_t*>(dst), n);
       break;
     case 4:
-      fill_kernel<std::uint32_t><<<grid_for(n), kThreads, 0, stream>>>(bits, static_cast<std::uint32_t*>(dst), n);
+      launch("fill", &fill_kernel<std::uint32_t>, grid_for(n), stream, bits, static_cast<std::uint32_t*>(dst), n);
       break;
     default:
       throw Error(ErrorCode::kInternal, "CUDA backend: fill of " + std::to_string(element_size) + "-byte elements");
   }
-  check_launch("fill");
 }
 
 void cast(DType src_t, const void* src, DType dst_t, void* dst, std::int64_t n, cudaStream_t stream) {
@@ -370,23 +366,22 @@ void cast(DType src_t, const void* src, DType dst_t, void* dst, std::int64_t n, 
     using S = typename decltype(src_tag)::type;
     with_float_type(dst_t, [&](auto dst_tag) {
       using D = typename decltype(dst_tag)::type;
-      cast_kernel<S, D><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const S*>(src), static_cast<D*>(dst), n);
+      launch("cast", &cast_kernel<S, D>, grid_for(n), stream, static_cast<const S*>(src), static_cast<D*>(dst), n);
     });
   });
-  check_launch("cast");
 }
 
 void batchnorm_training(DType t, const BatchNormLaunch& p, const void* x, const float* gamma, const float* beta,
                         float* running_mean, float* running_var, void* y, float* saved_mean, float* saved_invstd,
                         cudaStream_t stream) {
-  if (p.channels == 0) return;
+  // No channel, or no element per channel: no statistics to take (ops.cpp refuses such shapes).
+  if (p.channels <= 0 || p.batch * p.spatial <= 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    batchnorm_training_kernel<T><<<static_cast<unsigned>(p.channels), 512, 0, stream>>>(
-        p, static_cast<const T*>(x), gamma, beta, running_mean, running_var, static_cast<T*>(y), saved_mean,
-        saved_invstd);
+    launch("batchnorm_training", &batchnorm_training_kernel<T>, LaunchShape::per_block(p.channels, 512), stream, p,
+           static_cast<const T*>(x), gamma, beta, running_mean, running_var, static_cast<T*>(y), saved_mean,
+           saved_invstd);
   });
-  check_launch("batchnorm_training");
 }
 
 void batchnorm_inference(DType t, const BatchNormLaunch& p, const void* x, const float* gamma, const float* beta,
@@ -395,59 +390,47 @@ void batchnorm_inference(DType t, const BatchNormLaunch& p, const void* x, const
   if (n == 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    batchnorm_inference_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-        p, static_cast<const T*>(x), gamma, beta, running_mean, running_var, static_cast<T*>(y));
+    launch("batchnorm_inference", &batchnorm_inference_kernel<T>, grid_for(n), stream, p, static_cast<const T*>(x),
+           gamma, beta, running_mean, running_var, static_cast<T*>(y));
   });
-  check_launch("batchnorm_inference");
 }
 
 void batchnorm_backward(DType t, const BatchNormLaunch& p, const void* x, const float* gamma,
                         const float* saved_mean, const float* saved_invstd, const void* dy, void* dx,
                         float* dgamma, float* dbeta, bool accumulate, cudaStream_t stream) {
-  if (p.channels == 0) return;
+  if (p.channels <= 0 || p.batch * p.spatial <= 0) return;
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    batchnorm_backward_kernel<T><<<static_cast<unsigned>(p.channels), 512, 0, stream>>>(
-        p, static_cast<const T*>(x), gamma, saved_mean, saved_invstd, static_cast<const T*>(dy),
-        static_cast<T*>(dx), dgamma, dbeta, accumulate);
+    launch("batchnorm_backward", &batchnorm_backward_kernel<T>, LaunchShape::per_block(p.channels, 512), stream, p,
+           static_cast<const T*>(x), gamma, saved_mean, saved_invstd, static_cast<const T*>(dy), static_cast<T*>(dx),
+           dgamma, dbeta, accumulate);
   });
-  check_launch("batchnorm_backward");
-}
-
-namespace {
-constexpr std::size_t align256(std::size_t n) { return (n + 255) & ~std::size_t{255}; }
-}  // namespace
-
-std::size_t softmax_cross_entropy_workspace(std::int64_t rows) {
-  const auto r = static_cast<std::size_t>(rows);
-  return align256(r * sizeof(float)) + align256(r * sizeof(int)) + align256(sizeof(LossSummary));
 }
 
 const LossSummary* softmax_cross_entropy(DType t, const void* logits, const std::int32_t* labels, std::int64_t rows,
                                          std::int64_t classes, void* dlogits, void* workspace, cudaStream_t stream) {
+  if (rows <= 0 || classes <= 0) return nullptr;  // no rows: nothing to launch, nothing to sum
   auto* base = static_cast<unsigned char*>(workspace);
   const auto r = static_cast<std::size_t>(rows);
   auto* row_loss = reinterpret_cast<float*>(base);
   auto* row_flag = reinterpret_cast<int*>(base + align256(r * sizeof(float)));
   auto* summary = reinterpret_cast<LossSummary*>(base + align256(r * sizeof(float)) + align256(r * sizeof(int)));
-  constexpr int kRowsPerBlock = kThreads / 32;
-  const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  constexpr int kRowsPerBlock = kThreads / 32;  // a warp per row
   with_float_type(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    softmax_xent_rows_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        static_cast<const T*>(logits), labels, rows, classes, static_cast<T*>(dlogits), row_loss, row_flag);
+    launch("softmax_cross_entropy", &softmax_xent_rows_kernel<T>, LaunchShape::grouped(rows, kRowsPerBlock, kThreads),
+           stream,
+           static_cast<const T*>(logits), labels, rows, classes, static_cast<T*>(dlogits), row_loss, row_flag);
   });
-  check_launch("softmax_cross_entropy");
-  softmax_xent_summary_kernel<<<1, 1024, 0, stream>>>(row_loss, row_flag, labels, rows, summary);
-  check_launch("softmax_cross_entropy summary");
+  launch("softmax_cross_entropy summary", &softmax_xent_summary_kernel, LaunchShape::per_block(1, 1024), stream,
+         row_loss, row_flag, labels, rows, summary);
   return summary;
 }
 
 void sgd_update(const SgdUpdate& u, float* w, const float* g, float* momentum_buf, std::int64_t n,
                 cudaStream_t stream) {
   if (n == 0) return;
-  sgd_kernel<<<grid_for(n), kThreads, 0, stream>>>(u, w, g, momentum_buf, n);
-  check_launch("sgd_update");
+  launch("sgd_update", &sgd_kernel, grid_for(n), stream, u, w, g, momentum_buf, n);
 }
 
 void adamw_update(const AdamWUpdate& u, float* w, const float* g, float* m, float* v, std::int64_t n,
@@ -462,8 +445,7 @@ void adamw_update(const AdamWUpdate& u, float* w, const float* g, float* m, floa
   a.decay = 1.0f - u.learning_rate * u.weight_decay;
   a.step_size = static_cast<float>(u.learning_rate / (1.0 - std::pow(static_cast<double>(u.beta1), t)));
   a.inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(u.beta2), t)));
-  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(a, w, g, m, v, n);
-  check_launch("adamw_update");
+  launch("adamw_update", &adamw_kernel, grid_for(n), stream, a, w, g, m, v, n);
 }
 
 }  // namespace sluice::train::cuda_detail

@@ -30,24 +30,22 @@ void scale_cast(DType src_t, const void* src, float scale, DType dst_t, void* ds
     using S = typename decltype(src_tag)::type;
     with_float_type(dst_t, [&](auto dst_tag) {
       using D = typename decltype(dst_tag)::type;
-      scale_cast_kernel<S, D><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const S*>(src), scale,
-                                                                    static_cast<D*>(dst), n);
+      launch("scale_cast", &scale_cast_kernel<S, D>, grid_for(n), stream, static_cast<const S*>(src), scale,
+             static_cast<D*>(dst), n);
     });
   });
-  check_launch("scale_cast");
 }
 
 void find_nonfinite(DType t, const void* data, std::int64_t n, float* flag, cudaStream_t stream) {
   if (n == 0) return;
   if (t == DType::kF32) {
-    find_nonfinite_kernel<std::uint32_t><<<grid_for(n), kThreads, 0, stream>>>(
-        static_cast<const std::uint32_t*>(data), 0x7f800000u, n, flag);
+    launch("find_nonfinite", &find_nonfinite_kernel<std::uint32_t>, grid_for(n), stream,
+           static_cast<const std::uint32_t*>(data), 0x7f800000u, n, flag);
   } else {
     const auto exponent = static_cast<std::uint16_t>(t == DType::kF16 ? 0x7c00u : 0x7f80u);
-    find_nonfinite_kernel<std::uint16_t><<<grid_for(n), kThreads, 0, stream>>>(
-        static_cast<const std::uint16_t*>(data), exponent, n, flag);
+    launch("find_nonfinite", &find_nonfinite_kernel<std::uint16_t>, grid_for(n), stream,
+           static_cast<const std::uint16_t*>(data), exponent, n, flag);
   }
-  check_launch("find_nonfinite");
 }
 
 }  // namespace sluice::train::cuda_detail

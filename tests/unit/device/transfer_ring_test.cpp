@@ -1,7 +1,11 @@
 // The transfer ring on the host backend: footprint and budget accounting, disjoint aligned slots,
 // the fill -> submit -> hand_over -> release cycle carrying every batch's bytes to the "device"
 // memory, batches held by the consumer left intact while other slots cycle, the device-side
-// normalize step, and bad uses failing with sluice::Error.
+// normalize step, the bookkeeping of the other streams a batch is read on (record_stream; the
+// device-side ordering it buys is tests/gpu/overlap_test.cpp's), and bad uses failing with
+// sluice::Error.
+#include "sluice/device/transfer_ring.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -9,8 +13,8 @@
 #include <set>
 #include <vector>
 
+#include "device/consumer_streams.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/device/transfer_ring.hpp"
 
 namespace sluice {
 namespace {
@@ -156,6 +160,57 @@ TEST(TransferRing, BadOptionsAndUsesFail) {
   const DeviceNormalizeStep missing{.normalizer = nullptr};
   EXPECT_THROW(ring.submit(0, 12, &missing), Error);
   EXPECT_EQ(ring.stats().submitted, 0u);
+}
+
+// The streams release() must also record on: each once, in order, at most the capacity.
+TEST(TransferRing, ConsumerStreamsAreKeptOnceEachUpToTheCapacity) {
+  device_detail::ConsumerStreams streams;
+  int handles[8];
+  EXPECT_EQ(streams.add(&handles[0]), 0u);
+  EXPECT_EQ(streams.add(nullptr), 1u);  // the legacy default stream is a stream too
+  EXPECT_EQ(streams.add(&handles[0]), 0u);
+  EXPECT_EQ(streams.add(nullptr), 1u);
+  EXPECT_EQ(streams.size(), 2u);
+  EXPECT_EQ(streams.add(&handles[1]), 2u);
+  EXPECT_EQ(streams.add(&handles[2]), 3u);
+  ASSERT_EQ(streams.size(), device_detail::ConsumerStreams::kCapacity);
+  try {
+    streams.add(&handles[3]);
+    FAIL() << "a fifth stream was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("more than 4 streams"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(streams.add(&handles[2]), 3u);  // one already there still is
+  EXPECT_EQ(streams[0], &handles[0]);
+  EXPECT_EQ(streams[1], nullptr);
+  streams.clear();  // the next batch in the slot starts with none
+  EXPECT_EQ(streams.size(), 0u);
+  EXPECT_EQ(streams.add(&handles[3]), 0u);
+}
+
+// On the host ring there is nothing to order (work is done when submitted): record_stream is
+// counted and changes nothing else; a bad slot is still an error.
+TEST(TransferRing, RecordStreamOnAHostRingIsCountedAndHarmless) {
+  TransferRing ring({.slots = 2, .host_slot_bytes = 4096});
+  Stream consumer;
+  int others[6];
+  for (std::uint32_t b = 0; b < 6; ++b) {
+    const int slot = static_cast<int>(b % 2);
+    ring.begin_fill(slot);
+    fill_pattern(ring.host_slot(slot), 4096, b);
+    ring.submit(slot, 4096);
+    ring.hand_over(slot, consumer);
+    for (int& other : others) ring.record_stream(slot, &other);  // no capacity on the host
+    EXPECT_TRUE(matches_pattern(ring.device_slot(slot), 4096, b));
+    ring.release(slot, consumer);
+  }
+  EXPECT_THROW(ring.record_stream(2, nullptr), Error);
+  const TransferRingStats s = ring.stats();
+  EXPECT_EQ(s.streams_recorded, 36u);
+  EXPECT_EQ(s.stream_waits, 0u);
+  EXPECT_EQ(s.submitted, 6u);
+  EXPECT_EQ(s.released, 6u);
 }
 
 TEST(TransferRing, UsesTheGivenPool) {

@@ -220,6 +220,43 @@ TEST(JsonSpec, ShardFromTheLauncher) {
   }
 }
 
+// {"source": {"shards": ...}} (issue 19): a pattern, an array of them, or {"path", "index"};
+// round-trips; relative patterns resolve against a spec file's folder, before expansion.
+TEST(JsonSpec, ShardsSourceInEveryFormAndItsErrors) {
+  for (Pipeline p : {Pipeline::from_shards("/d/train-{000000..000146}.tar").read().decode_jpeg().batch(4),
+                     Pipeline::from_shards({"/a/*.tar", "/b/x.tar"}, {.index = ShardIndex::kMemoryOnly})
+                         .shuffle_files(3).read().decode_jpeg().batch(4)}) {
+    const std::string text = to_json(p.spec(), {});
+    const PipelineDocument doc = parse_pipeline_json(text);
+    EXPECT_EQ(to_json(doc), text);
+    const auto& want = std::get<spec::Shards>(p.spec().source);
+    const auto& got = std::get<spec::Shards>(doc.spec.source);
+    EXPECT_EQ(got.patterns, want.patterns);
+    EXPECT_EQ(got.index, want.index);
+  }
+  const std::string stages = R"(, "stages": ["read", "decode_jpeg", {"batch": {"size": 2}}]})";
+  auto source = [&stages](const std::string& shards) {
+    return parse_pipeline_json(R"({"source": {"shards": )" + shards + "}" + stages, "/base");
+  };
+  EXPECT_EQ(std::get<spec::Shards>(source(R"("s-{0..3}.tar")").spec.source).patterns,
+            std::vector<std::string>{"/base/s-{0..3}.tar"});
+  EXPECT_EQ(std::get<spec::Shards>(source(R"(["a.tar", "/abs/*.tar"])").spec.source).patterns,
+            (std::vector<std::string>{"/base/a.tar", "/abs/*.tar"}));
+  const spec::Shards object = std::get<spec::Shards>(source(R"({"path": "x.tar", "index": "memory"})").spec.source);
+  EXPECT_EQ(object.patterns, std::vector<std::string>{"/base/x.tar"});
+  EXPECT_EQ(object.index, ShardIndex::kMemoryOnly);
+  auto error = [&stages](const std::string& shards) {
+    return error_of(R"({"source": {"shards": )" + shards + "}" + stages);
+  };
+  EXPECT_NE(error("[]").find("source.shards: expected a shard pattern"), std::string::npos) << error("[]");
+  EXPECT_NE(error("7").find("source.shards: expected a shard pattern"), std::string::npos);
+  EXPECT_EQ(error(R"(["a.tar", 3])"), "source.shards[1]: expected a non-empty string, got 3");
+  EXPECT_EQ(error(R"({"index": "memory"})"), "source.shards.path: missing (expected a shard pattern or an array of them)");
+  EXPECT_EQ(error(R"({"path": "a.tar", "index": "disk"})"),
+            "source.shards.index: expected one of beside_shard, memory, got \"disk\"");
+  EXPECT_EQ(error(R"({"path": "a.tar", "idx": "memory"})"), "source.shards: unknown key \"idx\" (known: path, index)");
+}
+
 TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
   EXPECT_EQ(error_of(with_stages(R"(["read", {"decode_png": {}}])")),
             "stages[1]: unknown stage \"decode_png\" (known: read, cache, decode_jpeg, resize_shorter, resize, "
@@ -228,9 +265,9 @@ TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
   EXPECT_EQ(error_of(with_stages(R"(["read", "decode_jpeg", {"resize_shorter": {"size": 8}},
                                      {"random_resized_crop": {"size": "big"}}])")),
             "stages[3].random_resized_crop.size: expected a positive integer, got \"big\"");
-  EXPECT_EQ(error_of(R"({"stages": []})"), "source: missing (expected one of folder, list, items)");
+  EXPECT_EQ(error_of(R"({"stages": []})"), "source: missing (expected one of folder, list, items, shards)");
   EXPECT_EQ(error_of(R"({"source": {}, "stages": []})"),
-            "source: expected exactly one of folder, list, items, got {}");
+            "source: expected exactly one of folder, list, items, shards, got {}");
   EXPECT_EQ(error_of(R"({"source": {"folder": "d"}})"),
             "stages: missing (expected an array of stages, e.g. [{\"read\": {}}, ...])");
   EXPECT_EQ(error_of(with_stages(R"(["read", "decode_jpeg", {"batch": {"size": -4}}])")),

@@ -2,7 +2,8 @@
 // ring; tests/gpu runs the CUDA one): each slot's labels and samples lie in its own page-locked
 // slot; a shipped batch reaches the consumer's Batch byte for byte, or normalised on the "device"
 // to the host normaliser's values; a copy that cannot be made comes back as an error value, not
-// an exception; the ring's memory is the budget's (kPinned) and goes back to it.
+// an exception; a batch's other consumer streams reach the transfer ring through the slots its
+// batches share; the ring's memory is the budget's (kPinned) and goes back to it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "pipeline_support.hpp"
 #include "runtime/batch_access.hpp"
 #include "runtime/device_delivery.hpp"
+#include "runtime/shared_slots.hpp"
 #include "sluice/sluice.hpp"
 #include "stages/pipeline_plan.hpp"
 #include "test_support.hpp"
@@ -136,6 +138,29 @@ TEST_F(DeviceDeliveryTest, ACopyThatCannotBeMadeIsReturnedNotThrown) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("do not fit"), std::string::npos) << e.what();
   }
+}
+
+// Batch::record_stream reaches the loader through its BatchRecycler, the SharedSlots: the stream
+// must reach the transfer ring (which records the slot's release there too), and a slot the ring
+// does not have is refused there.
+TEST_F(DeviceDeliveryTest, ARecordedStreamReachesTheTransferRingThroughTheSharedSlots) {
+  const auto p = plan(false);
+  stages::SampleProgram program(p.program);
+  SharedSlots shared(0);
+  shared.device = std::make_unique<DeviceDelivery>(p, program, 3, shared.budget);
+  EXPECT_EQ(shared.device->transfer_stats().streams_recorded, 0u);
+  BatchRecycler& recycler = shared;
+  recycler.record_stream(1, nullptr);
+  recycler.record_stream(2, reinterpret_cast<void*>(std::uintptr_t{0x1000}));
+  EXPECT_EQ(shared.device->transfer_stats().streams_recorded, 2u);
+  try {
+    recycler.record_stream(3, nullptr);
+    ADD_FAILURE() << "a slot the ring does not have was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  }
+  SharedSlots host_only(0);  // no device delivery: nothing to record, nothing to fail
+  EXPECT_NO_THROW(static_cast<BatchRecycler&>(host_only).record_stream(0, nullptr));
 }
 
 TEST_F(DeviceDeliveryTest, TheRingsMemoryIsTheBudgetsAndGoesBack) {

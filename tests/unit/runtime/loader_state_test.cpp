@@ -56,6 +56,19 @@ TEST_F(LoaderStateTest, ASavedPositionReadsBackAndIsUsedOnceByItsEpoch) {
   EXPECT_EQ(state.take_first_batch(2), 0);
 }
 
+TEST_F(LoaderStateTest, WhileARestoredPointIsPendingSaveGivesThatPoint) {
+  const auto p = plan();
+  LoaderState state(p);
+  const auto restored = state.save(2, 1, 3);
+  state.set_resume(state.parse(restored));
+  // The consumer's own position (epoch 0, two of three batches) is the abandoned run's.
+  EXPECT_EQ(state.save(0, 2, 3), restored);
+  EXPECT_EQ(state.take_first_batch(2), 1);
+  const ResumePoint now = state.parse(state.save(2, 2, 3));  // the restored epoch started
+  EXPECT_EQ(now.epoch, 2);
+  EXPECT_EQ(now.batch, 2);
+}
+
 TEST_F(LoaderStateTest, AFinishedEpochResumesAtTheNextOnesStartAndNoEpochAtZero) {
   const auto p = plan();
   LoaderState state(p);

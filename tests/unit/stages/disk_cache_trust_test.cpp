@@ -19,6 +19,7 @@
 #include "stages/disk_cache_format.hpp"
 #include "stages/file_ops.hpp"
 #include "stages/sample_program.hpp"
+#include "stages/source.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {
@@ -225,12 +226,13 @@ TEST(DiskCacheTrust, DecodedEntryOverMaxImagePixelsIsNotServed) {
   config.geometry.push_back(GeometryStep{spec::Resize{8, 8, {}}, 1});
   config.output = {8, 8};
 
+  const Dataset one = load_dataset(spec::Items{{Item{image, 0}}});
   std::vector<std::uint8_t> expected;
   {
     const SampleProgram plain(config);
     auto ws = plain.make_workspace();
     expected.resize(plain.sample_bytes());
-    plain.run(Item{image, 0}, SampleKey{0, 0, 0}, *ws, expected.data());
+    plain.run(one.items, 0, SampleKey{0, 0, 0}, *ws, expected.data());
   }
   // The entry a crafted file would hold: "SLDI", 64 x 64 x 3, 4096 pixels of 0xEE.
   std::vector<std::uint8_t> entry(64 + 64 * 64 * 3, 0xEE);
@@ -246,7 +248,7 @@ TEST(DiskCacheTrust, DecodedEntryOverMaxImagePixelsIsNotServed) {
   const SampleProgram cached(config, SampleCaches{nullptr, &store});
   auto ws = cached.make_workspace();
   std::vector<std::uint8_t> out(cached.sample_bytes());
-  cached.run(Item{image, 0}, SampleKey{0, 0, 0}, *ws, out.data());
+  cached.run(one.items, 0, SampleKey{0, 0, 0}, *ws, out.data());
   EXPECT_EQ(out, expected);
   EXPECT_GE(store.stats().hits, 1);  // the crafted entry was found, and refused
 }

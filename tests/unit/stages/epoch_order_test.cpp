@@ -1,5 +1,7 @@
 // Epoch order: shards are disjoint and cover the set, the file shuffle changes every epoch and
-// is a pure function of (seed, epoch), the shuffle buffer is bounded and a permutation.
+// is a pure function of (seed, epoch), the shuffle buffer is bounded and a permutation. Tar shards
+// (groups): an epoch reads one shard after another, shard order and the order inside each shard
+// change every epoch, and a rank's part is a contiguous run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,6 +96,77 @@ TEST(EpochOrder, ShuffleBufferMatchesASampleLevelBuffer) {
 TEST(EpochOrder, BadShardIsAConfigurationError) {
   EXPECT_THROW(EpochOrder({.items = 10, .shard_rank = 2, .shard_world = 2}), Error);
   EXPECT_THROW(EpochOrder({.items = 10, .shard_rank = 0, .shard_world = 0}), Error);
+}
+
+// The old folder order, computed the way it was before the order learned about groups: a folder's
+// shuffled epochs must not change (saved states and published checksums rely on them).
+TEST(EpochOrder, FolderFileShuffleIsTheFisherYatesItAlwaysWas) {
+  std::vector<std::int64_t> expected(1000);
+  std::iota(expected.begin(), expected.end(), 0);
+  CounterRng rng(derive_key(42, 0x66696c65), 3, 0);
+  for (std::int64_t i = 999; i > 0; --i) {
+    std::swap(expected[static_cast<std::size_t>(i)], expected[rng.below(static_cast<std::uint64_t>(i + 1))]);
+  }
+  EXPECT_EQ(order_of({.items = 1000, .file_seed = 42}, 3), expected);
+  std::vector<std::int64_t> rank1;
+  for (std::size_t i = 1; i < expected.size(); i += 4) rank1.push_back(expected[i]);
+  EXPECT_EQ(order_of({.items = 1000, .shard_rank = 1, .shard_world = 4, .file_seed = 42}, 3), rank1);
+}
+
+// Shards of sizes 100, 37, 250, 1, 112 (500 items).
+const std::vector<std::int64_t> kGroups = {0, 100, 137, 387, 388, 500};
+
+int group_of(std::int64_t item) {
+  return static_cast<int>(std::upper_bound(kGroups.begin(), kGroups.end(), item) - kGroups.begin()) - 1;
+}
+
+TEST(EpochOrder, ShardGroupsAreReadOneAfterAnotherInANewOrderEachEpoch) {
+  std::vector<std::vector<int>> group_orders;
+  for (std::int64_t epoch = 0; epoch < 4; ++epoch) {
+    const auto out = order_of({.items = 500, .file_seed = 7, .groups = kGroups}, epoch);
+    ASSERT_EQ(std::set<std::int64_t>(out.begin(), out.end()).size(), 500u);  // a permutation
+    std::vector<int> groups;
+    for (const std::int64_t item : out) {
+      if (groups.empty() || groups.back() != group_of(item)) groups.push_back(group_of(item));
+    }
+    EXPECT_EQ(groups.size(), 5u) << "each shard read in one run";
+    group_orders.push_back(groups);
+    // Inside a shard the items are shuffled too.
+    const auto first = std::find_if(out.begin(), out.end(), [](std::int64_t i) { return group_of(i) == 2; });
+    EXPECT_FALSE(std::is_sorted(first, first + 250)) << epoch;
+    EXPECT_EQ(out, order_of({.items = 500, .file_seed = 7, .groups = kGroups}, epoch));  // pure function
+  }
+  EXPECT_NE(group_orders[0], group_orders[1]);
+  EXPECT_NE(group_orders[1], group_orders[2]);
+  // Without a seed: the shards and their members in order.
+  const auto plain = order_of({.items = 500, .groups = kGroups}, 2);
+  std::vector<std::int64_t> identity(500);
+  std::iota(identity.begin(), identity.end(), 0);
+  EXPECT_EQ(plain, identity);
+}
+
+TEST(EpochOrder, ShardGroupsSplitIntoContiguousRunsOfEqualSize) {
+  for (const int world : {2, 3, 5, 8}) {
+    for (std::int64_t epoch = 0; epoch < 3; ++epoch) {
+      const auto all = order_of({.items = 500, .file_seed = 11, .groups = kGroups}, epoch);
+      std::vector<std::int64_t> joined;
+      for (int rank = 0; rank < world; ++rank) {
+        const auto part = order_of({.items = 500, .shard_rank = rank, .shard_world = world, .file_seed = 11, .groups = kGroups},
+                                   epoch);
+        EXPECT_EQ(static_cast<std::int64_t>(part.size()), 500 / world + (rank < 500 % world ? 1 : 0));
+        joined.insert(joined.end(), part.begin(), part.end());
+      }
+      EXPECT_EQ(joined, all) << world << " ranks, epoch " << epoch;  // contiguous runs of the epoch's order
+    }
+  }
+}
+
+TEST(EpochOrder, MemoryBytesCoversWhatComputeHolds) {
+  const EpochOrderOptions one{.items = 100000, .file_seed = 1, .shuffle_buffer = 64};
+  const EpochOrderOptions four{.items = 100000, .shard_rank = 1, .shard_world = 4, .file_seed = 1};
+  EXPECT_GE(EpochOrder::memory_bytes(one), 8u * 100000);
+  EXPECT_LT(EpochOrder::memory_bytes(one), 8u * 100000 + 4096);  // no second copy with one rank
+  EXPECT_GE(EpochOrder::memory_bytes(four), 8u * 25000 + 4u * 100000);
 }
 
 TEST(EpochOrder, ComputeReusesStorage) {

@@ -60,14 +60,14 @@ class FaultInjection : public ::testing::Test {
   void SetUp() override {
     test::make_image_folder(dir_.path(), 2, 4, 64, 48);
     dataset_ = load_dataset(spec::Folder{dir_.path().string()});
-    ASSERT_EQ(dataset_.items.size(), 8u);
+    ASSERT_EQ(dataset_.items.size(), 8);
   }
-  const std::string& path(int i) const { return dataset_.items[static_cast<std::size_t>(i)].path; }
+  std::string path(int i) const { return dataset_.items.path(i); }
 
   // Runs one item through `program`, returning the sample's bytes.
   Bytes run(const SampleProgram& program, SampleProgram::Workspace& ws, int i, std::int64_t epoch = 0) const {
     Bytes out(program.sample_bytes());
-    program.run(dataset_.items[static_cast<std::size_t>(i)], SampleKey{epoch, i, 0}, ws, out.data());
+    program.run(dataset_.items, i, SampleKey{epoch, i, 0}, ws, out.data());
     return out;
   }
 
@@ -274,7 +274,7 @@ TEST_F(FaultInjection, SharedFaultFsFailsTheSamePathOnEveryWorker) {
       for (int epoch = 0; epoch < kEpochs; ++epoch) {
         for (int i = 0; i < 8; ++i) {
           try {
-            program.run(dataset_.items[static_cast<std::size_t>(i)], SampleKey{epoch, i, 0}, *ws, out.data());
+            program.run(dataset_.items, i, SampleKey{epoch, i, 0}, *ws, out.data());
           } catch (const Error& e) {
             ++failures[static_cast<std::size_t>(w)];
             if (e.code() != ErrorCode::kIo || e.path() != path(4)) ++wrong[static_cast<std::size_t>(w)];

@@ -13,6 +13,7 @@
 #include "stages/geometry.hpp"
 #include "stages/resample.hpp"
 #include "stages/sample_program.hpp"
+#include "stages/source.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {
@@ -72,11 +73,12 @@ TEST(FuzzRegressions, SampleProgramRandomCropWithLargePaddingNeverFailsOneThread
   config.output = {4, 4};
   const SampleProgram program(config);
   auto ws = program.make_workspace();
+  const Dataset one = load_dataset(spec::Items{{Item{path, 0}}});
   Bytes out(program.sample_bytes());
   int all_fill = 0;
   for (std::int64_t item = 0; item < 400; ++item) {
     const SampleKey key{0, item, 0};
-    ASSERT_NO_THROW(program.run(Item{path, 0}, key, *ws, out.data())) << item;
+    ASSERT_NO_THROW(program.run(one.items, 0, key, *ws, out.data())) << item;
     const GeometryPlan plan = plan_geometry(config.geometry, {32, 32}, key);
     const bool outside = plan.x.origin >= 32 || plan.y.origin >= 32 || plan.x.origin <= -4 || plan.y.origin <= -4;
     if (outside) {

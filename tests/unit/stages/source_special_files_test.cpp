@@ -87,13 +87,13 @@ struct SpecialFolder {
 TEST(SourceSpecialFiles, FifosSocketsAndDevicesNamedJpgAreNotListed) {
   SpecialFolder f;
   const Dataset d = load_dataset(spec::Folder{f.root.string()});
-  ASSERT_EQ(d.items.size(), 2u);
-  for (const Item& item : d.items) EXPECT_TRUE(fs::is_regular_file(item.path)) << item.path;
+  ASSERT_EQ(d.items.size(), 2);
+  for (std::int64_t i = 0; i < d.items.size(); ++i) EXPECT_TRUE(fs::is_regular_file(d.items.path(i))) << d.items.path(i);
 }
 
 TEST(SourceSpecialFiles, ReadingASpecialFileFailsAtOnceNamingIt) {
   SpecialFolder f;
-  const fs::path cls = fs::path(load_dataset(spec::Folder{f.root.string()}).items[0].path).parent_path();
+  const fs::path cls = fs::path(load_dataset(spec::Folder{f.root.string()}).items.path(0)).parent_path();
   for (const char* name : {"fifo.jpg", "socket.jpg", "device.jpg", "null.jpeg"}) {
     const std::string path = (cls / name).string();
     ASSERT_TRUE(finishes_within(10, [&] {
@@ -151,14 +151,14 @@ TEST(SourceSpecialFiles, SymlinksOutOfTheRootAreRefusedUnlessAllowed) {
     EXPECT_EQ(e->path(), link.string());
     EXPECT_NE(e->cause().find("allow_outside_root"), std::string::npos) << e->what();
     const Dataset allowed = load_dataset(spec::Folder{root.string(), true});
-    EXPECT_GE(allowed.items.size(), 3u) << link;
+    EXPECT_GE(allowed.items.size(), 3) << link;
     fs::remove(link);
   }
   // Symlinks that stay inside are fine, and so is a root that is itself a symlink.
   fs::create_symlink(*fs::directory_iterator(cls), cls / "alias.jpg");
-  EXPECT_EQ(load_dataset(spec::Folder{root.string()}).items.size(), 3u);
+  EXPECT_EQ(load_dataset(spec::Folder{root.string()}).items.size(), 3);
   fs::create_directory_symlink(root, dir / "link_to_data");
-  EXPECT_EQ(load_dataset(spec::Folder{(dir / "link_to_data").string()}).items.size(), 3u);
+  EXPECT_EQ(load_dataset(spec::Folder{(dir / "link_to_data").string()}).items.size(), 3);
   (void)outside_file;
 }
 
@@ -179,11 +179,11 @@ TEST(SourceSpecialFiles, AllowOutsideRootRoundTripsThroughTheJsonSpec) {
 TEST(SourceSpecialFiles, BuildNeverHangsOnASpecialFile) {
   SpecialFolder f;
   const Dataset listed = load_dataset(spec::Folder{f.root.string()});
-  const fs::path cls = fs::path(listed.items[0].path).parent_path();
+  const fs::path cls = fs::path(listed.items.path(0)).parent_path();
   for (const OnError policy : {OnError::kFail, OnError::kSkip}) {
     for (const char* name : {"fifo.jpg", "socket.jpg", "device.jpg"}) {
       std::vector<Item> items = {Item{(cls / name).string(), 0}};
-      for (const Item& good : listed.items) items.push_back(good);
+      for (std::int64_t i = 0; i < listed.items.size(); ++i) items.push_back(Item{listed.items.path(i), listed.items.label(i)});
       EXPECT_TRUE(finishes_within(60, [&] {
         try {
           Loader loader = Pipeline::from_items(items).read().decode_jpeg().resize(8, 8).batch(2).build(
@@ -219,10 +219,11 @@ TEST(SourceSpecialFiles, BuildNeverHangsOnASpecialFile) {
 TEST(SourceSpecialFiles, ASpecialFileAmongItemsFailsOrIsSkippedByThePolicy) {
   SpecialFolder f;
   const Dataset listed = load_dataset(spec::Folder{f.root.string()});
-  const fs::path cls = fs::path(listed.items[0].path).parent_path();
+  const fs::path cls = fs::path(listed.items.path(0)).parent_path();
   for (const char* name : {"fifo.jpg", "socket.jpg", "device.jpg", "null.jpeg"}) {
     const std::string special = (cls / name).string();
-    const std::vector<Item> items = {listed.items[0], Item{special, 0}, listed.items[1]};
+    const std::vector<Item> items = {Item{listed.items.path(0), listed.items.label(0)}, Item{special, 0},
+                                     Item{listed.items.path(1), listed.items.label(1)}};
     EXPECT_TRUE(finishes_within(60, [&] {
       try {
         Loader loader = Pipeline::from_items(items).read().decode_jpeg().resize(8, 8).batch(3).build(

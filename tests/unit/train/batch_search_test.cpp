@@ -116,12 +116,29 @@ TEST(BatchSearch, ResetGrowthMakesTheNextRegionsANewAllocators) {
   test::FakeBacking* b = backing.get();
   Allocator a(std::move(backing));
   a.deallocate(a.allocate(std::size_t{5} << 20, TensorCategory::kActivations));  // 2 MiB doubled to 8 MiB
-  EXPECT_FALSE(a.reset_growth());  // a region is held: nothing changes
   a.release_free_regions();
-  EXPECT_TRUE(a.reset_growth());
+  EXPECT_TRUE(a.reset_growth());  // from 16 MiB back to 2 MiB
   void* p = a.allocate(1 << 20, TensorCategory::kActivations);
   EXPECT_EQ(b->region_sizes().back(), std::uint64_t{2} << 20);  // the first region of a new allocator
   a.deallocate(p);
+}
+
+// A block held across trials (a CUDA context's cuBLAS workspace, taken at setup): after the
+// trial's regions go, growth resumes as a new allocator's would after taking that block, which is
+// what the planner's dry run (it takes the same block first) assumes.
+TEST(BatchSearch, ResetGrowthResumesAfterTheRegionsStillHeld) {
+  auto backing = test::FakeBacking::make();
+  test::FakeBacking* b = backing.get();
+  Allocator a(std::move(backing));
+  void* held = a.allocate(std::size_t{5} << 20, TensorCategory::kWorkspace);  // a region of 8 MiB
+  a.deallocate(a.allocate(std::size_t{9} << 20, TensorCategory::kActivations));  // 16 MiB; next 32 MiB
+  a.release_free_regions();
+  EXPECT_TRUE(a.reset_growth());  // 32 MiB back to 16 MiB: a new allocator's next after 8 MiB
+  EXPECT_FALSE(a.reset_growth());  // nothing left to change
+  void* p = a.allocate(std::size_t{4} << 20, TensorCategory::kActivations);  // 3 MiB free in the held region
+  EXPECT_EQ(b->region_sizes().back(), std::uint64_t{16} << 20);
+  a.deallocate(p);
+  a.deallocate(held);
 }
 
 TEST(BatchSearch, WithoutALimitItIsAClearError) {
