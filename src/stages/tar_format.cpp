@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <initializer_list>
 
 namespace sluice::stages::tar {
 
@@ -173,6 +174,17 @@ std::string printable(std::string_view name, std::size_t max) {
   }
   if (name.size() > max) out += "...";
   return out;
+}
+
+const char* compression_magic(const std::uint8_t* block) {
+  const auto starts = [block](std::initializer_list<std::uint8_t> magic) {
+    return std::equal(magic.begin(), magic.end(), block);
+  };
+  if (starts({0x1f, 0x8b})) return "gzip";
+  if (starts({'B', 'Z', 'h'})) return "bzip2";
+  if (starts({0xfd, '7', 'z', 'X', 'Z', 0x00})) return "xz";
+  if (starts({0x28, 0xb5, 0x2f, 0xfd})) return "zstd";
+  return nullptr;
 }
 
 void append_file_header(std::vector<std::uint8_t>& out, std::string_view name, std::uint64_t size,

@@ -59,6 +59,11 @@ bool parse_pax(std::string_view data, PaxOverrides& out, std::string& why);
 // A member name for messages: control bytes as '?', at most `max` bytes (then "...").
 std::string printable(std::string_view name, std::size_t max = 120);
 
+// The compressor whose magic number starts `block` ("gzip", "bzip2", "xz", "zstd"), or nullptr.
+// A compressed shard fails its first header's checksum; this lets the error say what the file is
+// and what to do instead of quoting compressed bytes as a member's name.
+const char* compression_magic(const std::uint8_t* block);
+
 // ---- writing (sluice prepare shards, and tests that build shards) ------------------------------
 // Appends the header of a regular file: ustar, with the prefix field for names up to 255 bytes
 // that split at a '/', a pax 'x' header before it for longer names; sizes of 8 GiB and more in

@@ -137,6 +137,12 @@ class Scanner {
   }
 
   bool bad_header(const std::uint8_t* block, const std::string& why) {
+    if (const char* compressor = pos_ == 0 ? tar::compression_magic(block) : nullptr) {
+      lost("header " + at_offset(0), std::string("the shard is ") + compressor +
+                                         "-compressed; sluice reads uncompressed tar shards (decompress it first)");
+      pos_ = size_;
+      return false;
+    }
     const char* raw = reinterpret_cast<const char*>(block);
     const std::string name = tar::printable(std::string_view(raw, strnlen(raw, 100)));
     const std::uint64_t at = pos_;

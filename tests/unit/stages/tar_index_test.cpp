@@ -196,6 +196,32 @@ TEST(TarIndex, EmptyAndGarbageFilesGiveNoCrash) {
   EXPECT_NE(garbage.samples[0].damage.find("no valid header follows"), std::string::npos);
 }
 
+// A compressed shard is one damaged sample that says what the file is, not a quote of its bytes.
+TEST(TarIndex, CompressedShardSaysSoInsteadOfQuotingItsBytes) {
+  const std::vector<std::pair<std::vector<std::uint8_t>, std::string>> magics = {
+      {{0x1f, 0x8b, 0x08, 0x00}, "gzip"}, {{'B', 'Z', 'h', '9'}, "bzip2"},
+      {{0xfd, '7', 'z', 'X', 'Z', 0x00}, "xz"}, {{0x28, 0xb5, 0x2f, 0xfd}, "zstd"}};
+  for (const auto& [magic, name] : magics) {
+    std::vector<std::uint8_t> file = bytes_of(3000, 5);
+    std::copy(magic.begin(), magic.end(), file.begin());
+    const IndexedShard shard = scan_bytes(file);
+    ASSERT_EQ(shard.samples.size(), 1u) << name;
+    EXPECT_NE(shard.samples[0].damage.find("the shard is " + name + "-compressed"), std::string::npos)
+        << shard.samples[0].damage;
+    EXPECT_EQ(shard.samples[0].name, "header at offset 0");
+  }
+  // The same bytes inside a shard, after a valid member, are an ordinary bad header.
+  std::vector<std::uint8_t> tar;
+  tar::append_file_header(tar, "a.cls", 1, 0);
+  tar.push_back('3');
+  tar.resize(tar::kBlock * 2, 0);
+  std::vector<std::uint8_t> gz = bytes_of(1024, 5);
+  gz[0] = 0x1f;
+  gz[1] = 0x8b;
+  tar.insert(tar.end(), gz.begin(), gz.end());
+  for (const ShardSample& s : scan_bytes(tar).samples) EXPECT_EQ(s.damage.find("compressed"), std::string::npos) << s.damage;
+}
+
 TEST(TarFormat, Base256SizesAndSignedChecksums) {
   std::vector<std::uint8_t> tar;
   tar::append_file_header(tar, "big.jpg", std::uint64_t{9} << 30, 0);  // over 8 GiB: base-256
