@@ -208,13 +208,15 @@ TEST(JobPlan, AHandSplitKeepsTheUsersAllocatorAndFailsWhenTheStepDoesNotFitIt) {
 }
 
 TEST(JobPlan, OnADeviceTheHostSideIsItsOwnLimit) {
-  JobConfig config = job_config(64 * kMiB, 32);
+  // The CUDA backend's workspaces (cuBLAS's included) are planned: more than the CPU's 64 MiB.
+  JobConfig config = job_config(128 * kMiB, 32);
   config.device = cuda(0);  // planned on the meta backend: no device needed
   config.host_memory_limit = 16 * kMiB;
   const JobPlan plan = plan_job(config);
   ASSERT_TRUE(plan.fits) << plan.failure;
+  EXPECT_NE(plan.training.backend.find("cuda:0"), std::string::npos) << plan.training.backend;
   EXPECT_TRUE(plan.separate_host());
-  EXPECT_EQ(plan.device_unused_bytes, 64 * kMiB - plan.training_bytes);
+  EXPECT_EQ(plan.device_unused_bytes, 128 * kMiB - plan.training_bytes);
   EXPECT_EQ(plan.host_bytes() + plan.unused_bytes, 16 * kMiB);  // training is not in it
   config.host_memory_limit = 2 * kMiB;
   const JobPlan small = plan_job(config);
