@@ -6,6 +6,11 @@
 // It holds one batch at a time, the one next() returned, and gives its slot back when asked for
 // the next or when the epoch ends: the loader keeps producing ahead meanwhile. A batch the
 // pipeline delivered to a device (to_device) is handed over there, with its ready event.
+//
+// ShortBatch::kSkip trains on full batches only, as batch(n, {.drop_last = true}) does, from a
+// pipeline that still produces its short last batch: every sample of the epoch is read, which a
+// memory cache of the whole data set needs to hold every item after the first epoch (a training
+// job under one limit, sluice/train/job_plan.hpp, builds its training pipeline so).
 #pragma once
 
 #include <algorithm>
@@ -21,12 +26,19 @@
 
 namespace sluice {
 
+// What LoaderBatches does with an epoch's short last batch.
+enum class ShortBatch : std::uint8_t { kDeliver, kSkip };
+
 class LoaderBatches final : public train::BatchSource {
  public:
   // The loader must outlive the adapter.
-  explicit LoaderBatches(Loader& loader) : loader_(loader) {}
+  explicit LoaderBatches(Loader& loader, ShortBatch short_batch = ShortBatch::kDeliver)
+      : loader_(loader), short_batch_(short_batch) {}
 
-  std::int64_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
+  std::int64_t batches_per_epoch() const override {
+    if (short_batch_ == ShortBatch::kDeliver) return loader_.batches_per_epoch();
+    return loader_.samples_per_epoch() / loader_.batch_shape()[0];
+  }
 
   void start_epoch(std::int64_t epoch) override {
     end_epoch();
@@ -43,6 +55,10 @@ class LoaderBatches final : public train::BatchSource {
       ++*it_;
     }
     if (*it_ == Loader::Sentinel{}) return nullptr;
+    if (short_batch_ == ShortBatch::kSkip && (**it_).size() < loader_.batch_shape()[0]) {
+      ++*it_;  // the epoch's short last batch: read, not trained on
+      if (*it_ == Loader::Sentinel{}) return nullptr;
+    }
     const Batch& b = **it_;
     if (b.on_device()) {
       current_ = {.data = b.device_data(),
@@ -60,11 +76,17 @@ class LoaderBatches final : public train::BatchSource {
     range_.reset();
   }
 
-  // The loader's stages' busy time, its workers, and its accounted bytes split into pageable and
-  // page-locked (the "pinned" use) memory.
+  // The loader's stages' busy time, its workers, its accounted bytes split into pageable and
+  // page-locked (the "pinned" use) memory, and its memory cache's counters.
   train::InputStats input_stats() const override {
     const Stats st = loader_.stats();
     train::InputStats in{.workers = st.threads};
+    if (st.cache.kind == "memory") {
+      in.cache_hits = st.cache.hits;
+      in.cache_misses = st.cache.misses;
+      in.cache_bytes = st.cache.bytes;
+      in.cache_dropped = st.cache.dropped;
+    }
     for (const StageStats& stage : st.stages) in.busy_seconds += stage.busy_seconds;
     for (const MemoryStats& m : st.memory) {
       if (m.use == "pinned") in.pinned_bytes += m.used;
@@ -75,6 +97,7 @@ class LoaderBatches final : public train::BatchSource {
 
  private:
   Loader& loader_;
+  ShortBatch short_batch_;
   std::optional<Loader::EpochRange> range_;
   std::optional<Loader::Iterator> it_;
   train::TrainBatch current_;

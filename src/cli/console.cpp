@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 
 namespace sluice::cli {
@@ -110,6 +111,15 @@ int worker_count(int requested, int cap) {
   if (requested > 0) return requested;
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::clamp(hardware, 1, cap);
+}
+
+std::uint64_t resident_peak_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
 }
 
 }  // namespace sluice::cli

@@ -74,6 +74,9 @@ class InterruptGuard {
   static bool interrupted();
 };
 
+// This process's peak resident set size so far (VmHWM), in bytes; 0 where /proc says nothing.
+std::uint64_t resident_peak_bytes();
+
 // Worker threads for file-bound work: `requested` when positive, else the hardware threads capped
 // at `cap` (beyond that the disk, not the cores, sets the pace).
 int worker_count(int requested, int cap);

@@ -13,6 +13,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
+#include "cli/train_job.hpp"
 #include "cli/train_options.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
@@ -25,8 +26,70 @@ namespace {
 
 using nlohmann::json;
 
+// --memory-limit: the whole job's plan for train's flags (the data flags say where the data is;
+// the pipelines' memory plans probe a few of its files). --batch auto and --accumulate auto: the
+// planner's answers inside the job. Exits 1, after the report, when the job does not fit.
+void run_job_plan(TrainOptions o) {
+  if (o.data.empty() && o.dataset.empty() && o.shards.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "--memory-limit plans the input pipelines too: give --data DIR (or "
+                                             "--dataset, or --shards) as to sluice train");
+  }
+  const DeviceId device = parse_device(o.device);  // cuda:N needs no GPU: its workspaces are modelled
+  const JobLimits limits = parse_job_limits(o, device);
+  Splits data = data_splits(o);
+  const std::string where = data.where;
+  if (o.model.empty()) o.model = o.dataset == "fashion-mnist" ? "fashion-cnn" : "cifar10-separable";
+  o.model = train::model_info(o.model).name;
+  if (o.epochs == 0) o.epochs = o.model == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
+  o.batch = parse_batch(o.batch_text);
+  o.accumulate = parse_accumulate(o.accumulate_text);
+  if (o.accumulate == 0 && o.batch == 0) {
+    throw Error(ErrorCode::kInvalidArgument, "--accumulate auto keeps --batch as the effective batch: give a number");
+  }
+  const int threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const Stopwatch clock;
+  JobPipelines pipelines(o, std::move(data), device);
+  int searched = 0;
+  const std::string under = " fits --memory-limit " + o.memory_limit;
+  if (o.batch == 0) {
+    const int granularity = std::max(1, o.accumulate);
+    o.batch = std::max(2, granularity);
+    const std::int64_t most = std::clamp<std::int64_t>(pipelines.training_items(), o.batch, 65536);
+    o.batch = static_cast<int>(train::planned_job_batch(job_config(o, limits, device, threads, pipelines),
+                                                        {.min_batch = o.batch, .max_batch = most, .granularity = granularity},
+                                                        &searched));
+    if (o.batch == 0) throw Error(ErrorCode::kOutOfBudget, "--batch auto: not even a batch of 2" + under);
+  } else if (o.accumulate == 0) {
+    o.accumulate = 1;
+    o.accumulate = train::planned_job_accumulation(job_config(o, limits, device, threads, pipelines), &searched);
+    if (o.accumulate == 0) throw Error(ErrorCode::kOutOfBudget, "--accumulate auto: not even micro-batches of 1" + under);
+  }
+  const train::JobPlan plan = train::plan_job(job_config(o, limits, device, threads, pipelines));
+  const double seconds = clock.seconds();
+  std::cout << "sluice plan: the whole job of sluice train: " << o.model << " on " << where << ", batch "
+            << o.batch << (o.batch_text == "auto" ? " (--batch auto)" : "") << ", accumulate " << o.accumulate
+            << (o.accumulate_text == "auto" ? " (--accumulate auto)" : "") << ", " << o.optimizer << ", " << threads
+            << " training thread(s), " << o.loader_threads << " loader thread(s), " << o.epochs << " epoch(s)\n"
+            << job_plan_text(plan);
+  if (!plan.fits) std::cout << "  DOES NOT FIT: " << plan.failure << "\n";
+  std::cout << "  (" << plan.dry_runs + searched << " dry run(s) in " << format_seconds(seconds) << ")\n";
+  if (o.json) {
+    const json result{{"model", o.model}, {"batch", o.batch}, {"batch_auto", o.batch_text == "auto"},
+                      {"accumulate", o.accumulate}, {"accumulate_auto", o.accumulate_text == "auto"},
+                      {"optimizer", o.optimizer}, {"threads", threads}, {"loader_threads", o.loader_threads},
+                      {"epochs", o.epochs}, {"job_plan", job_plan_json(plan)}, {"fits", plan.fits},
+                      {"dry_runs", plan.dry_runs + searched}, {"seconds", seconds}};
+    std::cout << result.dump() << "\n";
+  }
+  if (!plan.fits) throw Error(ErrorCode::kOutOfBudget, "the job does not fit --memory-limit " + o.memory_limit + ": " + plan.failure);
+}
+
 void run_plan(TrainOptions o) {
   const DeviceId device = parse_device(o.device);  // cuda:N needs no GPU: its workspaces are modelled
+  if (!o.memory_limit.empty()) {
+    run_job_plan(std::move(o));
+    return;
+  }
   if (o.model.empty()) o.model = "fashion-cnn";
   const train::ModelInfo& info = train::model_info(o.model);
   const AllocatorOptions memory = parse_memory(o.memory);
@@ -122,8 +185,10 @@ void run_plan(TrainOptions o) {
 void add_plan_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "plan", "Predict the training allocator's peak in use for `sluice train`'s flags, without running it");
+      "plan", "Predict the training allocator's peak in use for `sluice train`'s flags, without running it; "
+              "with --memory-limit, the whole job's plan (training, pipelines and caches)");
   add_model_options(cmd, *o);
+  add_data_options(cmd, *o);
   cmd->add_option("--epochs", o->epochs,
                   "Epochs of the run (default: the model's, as train); from 2 on the evaluation's workspace carries over")
       ->check(CLI::PositiveNumber);

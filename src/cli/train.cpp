@@ -16,10 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
+#include "cli/train_job.hpp"
 #include "cli/train_options.hpp"
 #include "cli/train_report.hpp"
 #include "sluice/loader_batches.hpp"
@@ -31,6 +33,7 @@
 #include "sluice/train/context.hpp"
 #include "sluice/train/epoch_runner.hpp"
 #include "sluice/train/gradient_checkpointing.hpp"
+#include "sluice/train/job_plan.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/out_of_memory.hpp"
 #include "sluice/train/planner.hpp"
@@ -46,65 +49,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Epochs that bring fashion-cnn past 90% test accuracy on 2 cores well inside 10 minutes, and
-// cifar10-separable past 80% (docs/training.md has both measurements).
-constexpr int kFashionEpochs = 3;
-constexpr int kCifarEpochs = 15;
-
-fs::path data_dir(const TrainOptions& o) {
-  if (!o.data.empty()) return o.data;
-  const fs::path dir = fs::path(o.data_root) / o.dataset;
-  if (!fs::is_directory(dir / "train") || !fs::is_directory(dir / "test")) {
-    throw Error(ErrorCode::kNotFound, "no prepared " + o.dataset + " here: run `sluice prepare " + o.dataset +
-                                          " --out " + dir.string() + "` first (or pass --data-root)", dir.string());
-  }
-  return dir;
-}
-
-// Where the splits come from: train/ and test/ of --data (or of the prepared --dataset), or
-// --shards and --test-shards.
-struct Splits {
-  spec::Source train;
-  spec::Source test;
-  std::string where;  // for messages and --json's "data"
-};
-
-Splits data_splits(const TrainOptions& o) {
-  if (o.shards.empty()) {
-    const fs::path dir = data_dir(o);
-    return {spec::Folder{(dir / "train").string()}, spec::Folder{(dir / "test").string()}, dir.string()};
-  }
-  if (o.test_shards.empty() && !o.no_eval) {
-    throw Error(ErrorCode::kInvalidArgument, "--shards gives the training split: add --test-shards PATTERN for the "
-                                             "evaluation, or --no-eval");
-  }
-  // Without evaluation the test loader is built but never read: the training shards serve.
-  return {spec::Shards{{o.shards}}, spec::Shards{{o.test_shards.empty() ? o.shards : o.test_shards}}, o.shards};
-}
-
-// What a pipeline feeds: training steps (shuffled, augmented, full batches) or the evaluation.
-enum class PipelineUse { kTraining, kEvaluation };
-
-// The pipelines for a model: greyscale or RGB from its input, the data set's mean and std, and
-// CIFAR's augmentation (random crop with padding 4, horizontal flip) for the RGB model's training.
-// For a CUDA device the batches go there through the loader's pinned transfer ring, handed over
-// to `stream` (the training context's) with an event: no pageable copy, no host wait per step.
-Pipeline make_pipeline(const spec::Source& source, const train::ModelInfo& model, PipelineUse use, std::int64_t batch,
-                       std::uint64_t seed, DeviceId device, void* stream) {
-  const bool grey = model.channels == 1;
-  const bool training = use == PipelineUse::kTraining;
-  Pipeline p(PipelineSpec{.source = source});
-  if (training) p.shuffle_files(seed);
-  p.read().decode_jpeg({.color = grey ? Color::kGrey : Color::kRGB});
-  if (training && !grey) p.random_crop(model.width, model.height, {.padding = 4}).flip_horizontal(0.5);
-  std::vector<float> mean = grey ? std::vector<float>{0.2860f} : std::vector<float>{0.4914f, 0.4822f, 0.4465f};
-  std::vector<float> std = grey ? std::vector<float>{0.3530f} : std::vector<float>{0.2470f, 0.2435f, 0.2616f};
-  p.normalize({.mean = std::move(mean), .std = std::move(std), .layout = Layout::kNCHW, .dtype = DType::kF32});
-  // Training drops the short last batch: BatchNorm's statistics over a handful of images are noise.
-  p.batch(static_cast<int>(batch), {.drop_last = training});
-  if (device.is_cuda()) p.to_device(device, {.stream = stream});
-  return p;
-}
 
 // The pruning schedule for --prune: TF's PolynomialDecay from 0 to the final sparsity, from
 // --prune-begin (default 0) to --prune-end (default: the multiple of the frequency after begin
@@ -131,6 +75,7 @@ struct CheckedFlags {
   DeviceId device;
   Splits data;
   AllocatorOptions memory;
+  JobLimits limits;
   AutoSize auto_size = AutoSize::kNone;
   train::CheckpointPolicy checkpoint;
 };
@@ -141,6 +86,7 @@ CheckedFlags check_flags(TrainOptions& o) {
   o.model = train::model_info(o.model).name;
   if (o.epochs == 0) o.epochs = o.model == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
   f.memory = parse_memory(o.memory);
+  f.limits = parse_job_limits(o, f.device);
   o.batch = parse_batch(o.batch_text);
   o.accumulate = parse_accumulate(o.accumulate_text);
   if (o.accumulate == 0 && o.batch == 0) {
@@ -179,6 +125,43 @@ void warn_if_evaluation_does_not_fit(const TrainOptions& o, const train::Context
   }
 }
 
+// What an auto search found: the size (0: nothing fits), the planner's guess, the dry runs, the
+// real trials (of batches, or of micro-batches).
+struct AutoSizeResult {
+  std::int64_t found = 0;
+  std::int64_t guess = 0;
+  int plans = 0;
+  std::vector<train::BatchTrial> trials;
+};
+
+// Sets o.batch or o.accumulate to what the search found, says what it found and tried (`under`:
+// the limit it fitted), and returns the "batch_search" JSON object.
+json report_auto_size(TrainOptions& o, AutoSize what, const AutoSizeResult& r, const std::string& under) {
+  const bool batch = what == AutoSize::kBatch;
+  const std::string flag = batch ? "--batch auto" : "--accumulate auto";
+  if (r.found == 0) {
+    throw Error(ErrorCode::kInvalidArgument, flag + ": not even " + (batch ? "a batch of 2 fits" : "micro-batches of 1 fit") +
+                                                 " " + under);
+  }
+  std::string tried;
+  json trial_json = json::array();
+  for (const train::BatchTrial& t : r.trials) {
+    tried += (tried.empty() ? "" : ", ") + std::to_string(t.batch) + (t.fits ? " fits" : " runs out");
+    json j{{batch ? "batch" : "micro_batch", t.batch}, {"fits", t.fits}, {"peak_in_use_bytes", t.peak_in_use_bytes},
+           {"seconds", t.seconds}};
+    if (batch) j["reserved_bytes"] = t.reserved_bytes;
+    trial_json.push_back(std::move(j));
+  }
+  std::string what_found = std::to_string(r.found);
+  if (!batch) what_found += " micro-batches of " + std::to_string(o.batch / r.found) + " for the batch of " + std::to_string(o.batch);
+  std::cout << "sluice train: " << flag << ": " << what_found << " under " << under << " (planner's guess " << r.guess
+            << " from " << r.plans << " dry runs; " << r.trials.size() << " real trials"
+            << (batch ? ": " : ", micro-batches: ") << tried << ")\n";
+  if (batch) o.batch = static_cast<int>(r.found);
+  else o.accumulate = static_cast<int>(r.found);
+  return {{batch ? "batch" : "accumulate", r.found}, {"planner_guess", r.guess}, {"plans", r.plans}, {"trials", trial_json}};
+}
+
 // --batch auto or --accumulate auto: real steps on the training allocator find the largest
 // batch, or the fewest micro-batches for the batch given, that fit --memory's limit. Sets
 // o.batch or o.accumulate, says what it found and tried, and returns the "batch_search" JSON
@@ -186,50 +169,72 @@ void warn_if_evaluation_does_not_fit(const TrainOptions& o, const train::Context
 json fit_auto_size(TrainOptions& o, AutoSize what, train::Context& ctx, const AllocatorOptions& memory) {
   if (what == AutoSize::kNone) return nullptr;
   const bool batch = what == AutoSize::kBatch;
-  const std::string flag = batch ? "--batch auto" : "--accumulate auto";
   if (memory.limit == 0) {
-    throw Error(ErrorCode::kInvalidArgument, flag + " needs a memory limit to fit: --memory grow:LIMIT or prealloc:SIZE");
+    throw Error(ErrorCode::kInvalidArgument, std::string(batch ? "--batch auto" : "--accumulate auto") +
+                                                 " needs a memory limit to fit: --memory-limit SIZE (the whole job), or "
+                                                 "--memory grow:LIMIT or prealloc:SIZE (the training allocator alone)");
   }
-  // The two searches' results alike: what fits (0: nothing), the planner's guess, the trials
-  // (of batches, or of micro-batches).
-  std::int64_t found = 0, guess = 0;
-  int plans = 0;
-  std::vector<train::BatchTrial> trials;
+  AutoSizeResult r;
   if (batch) {
     // Only batches that --accumulate divides into equal micro-batches: its multiples.
     const train::BatchSearchOptions range{.min_batch = std::max(2, o.accumulate), .max_batch = 65536,
                                           .granularity = o.accumulate};
-    train::BatchSearchResult r = train::find_max_batch(ctx, train_config(o, range.min_batch, 0), range);
-    found = r.batch, guess = r.planner_guess, plans = r.plans, trials = std::move(r.trials);
+    train::BatchSearchResult b = train::find_max_batch(ctx, train_config(o, range.min_batch, 0), range);
+    r = {b.batch, b.planner_guess, b.plans, std::move(b.trials)};
   } else {
-    train::AccumulationSearchResult r = train::find_accumulation(ctx, train_config(o, o.batch, 0));
-    found = r.accumulate, guess = r.planner_guess, plans = r.plans, trials = std::move(r.trials);
+    train::AccumulationSearchResult a = train::find_accumulation(ctx, train_config(o, o.batch, 0));
+    r = {a.accumulate, a.planner_guess, a.plans, std::move(a.trials)};
   }
-  if (found == 0) {
-    throw Error(ErrorCode::kInvalidArgument, flag + ": not even " + (batch ? "a batch of 2 fits" : "micro-batches of 1 fit") +
-                                                 " --memory " + o.memory);
+  json result = report_auto_size(o, what, r, "--memory " + o.memory + " (" + describe_memory(memory) + ")");
+  if (batch) warn_if_evaluation_does_not_fit(o, ctx, memory);
+  return result;
+}
+
+// The job's memory under --memory-limit: its plan, the budgets that hold it, and each pipeline's
+// part of the host budget.
+struct TrainJob {
+  explicit TrainJob(train::JobPlan p)
+      : plan(std::move(p)), budgets(plan), train_part(budgets.pipeline_part()), eval_part(budgets.pipeline_part()) {}
+  train::JobPlan plan;
+  train::JobBudgets budgets;
+  std::shared_ptr<MemoryBudget> train_part;
+  std::shared_ptr<MemoryBudget> eval_part;
+
+  // A pipeline's build options: its part of the job, capped at its share and what no part claims.
+  BuildOptions build_options(const TrainOptions& o, std::size_t pipeline) const {
+    const train::PipelineShare& share = plan.pipelines[pipeline];
+    return {.memory_budget = share.bytes() + plan.unused_bytes, .threads = o.loader_threads, .seed = o.seed,
+            .job_budget = pipeline == 0 ? train_part : eval_part};
   }
-  std::string tried;
-  json trial_json = json::array();
-  for (const train::BatchTrial& t : trials) {
-    tried += (tried.empty() ? "" : ", ") + std::to_string(t.batch) + (t.fits ? " fits" : " runs out");
-    json j{{batch ? "batch" : "micro_batch", t.batch}, {"fits", t.fits}, {"peak_in_use_bytes", t.peak_in_use_bytes},
-           {"seconds", t.seconds}};
-    if (batch) j["reserved_bytes"] = t.reserved_bytes;
-    trial_json.push_back(std::move(j));
+  std::uint64_t cache_bytes(std::size_t pipeline) const {
+    return pipeline < plan.pipelines.size() ? plan.pipelines[pipeline].cache_bytes : 0;
   }
-  std::string what_found = std::to_string(found);
-  if (!batch) what_found += " micro-batches of " + std::to_string(o.batch / found) + " for the batch of " + std::to_string(o.batch);
-  std::cout << "sluice train: " << flag << ": " << what_found << " under " << describe_memory(memory)
-            << " (planner's guess " << guess << " from " << plans << " dry runs; " << trials.size() << " real trials"
-            << (batch ? ": " : ", micro-batches: ") << tried << ")\n";
-  if (batch) {
-    o.batch = static_cast<int>(found);
-    warn_if_evaluation_does_not_fit(o, ctx, memory);
-  } else {
-    o.accumulate = static_cast<int>(found);
+};
+
+// --memory-limit: the auto search inside the job when asked (setting o.batch or o.accumulate and
+// `batch_search`), then the job's plan, printed. Fails before any data is read (the pipelines'
+// memory plans probe a few files' headers) when the limit is below the minimums, with the plan's
+// numbers. On a CUDA device the planner models the CUDA backend's workspaces (no GPU needed to plan).
+std::unique_ptr<TrainJob> plan_train_job(TrainOptions& o, const CheckedFlags& f, int threads, json& batch_search) {
+  require_device(f.device);
+  JobPipelines pipelines(o, f.data, f.device);
+  const std::string under = "--memory-limit " + sluice::format_bytes(f.limits.memory);
+  if (f.auto_size == AutoSize::kBatch) {
+    train::JobConfig c = job_config(o, f.limits, f.device, threads, pipelines);
+    // No batch larger than the training split: its epoch would have no full batch.
+    const train::BatchSearchOptions range{.min_batch = std::max(2, o.accumulate),
+                                          .max_batch = std::clamp<std::int64_t>(pipelines.training_items(), 2, 65536),
+                                          .granularity = o.accumulate};
+    c.train.batch = range.min_batch;
+    train::BatchSearchResult b = train::find_job_batch(c, range);
+    batch_search = report_auto_size(o, f.auto_size, {b.batch, b.planner_guess, b.plans, std::move(b.trials)}, under);
+  } else if (f.auto_size == AutoSize::kAccumulate) {
+    train::AccumulationSearchResult a = train::find_job_accumulation(job_config(o, f.limits, f.device, threads, pipelines));
+    batch_search = report_auto_size(o, f.auto_size, {a.accumulate, a.planner_guess, a.plans, std::move(a.trials)}, under);
   }
-  return {{batch ? "batch" : "accumulate", found}, {"planner_guess", guess}, {"plans", plans}, {"trials", trial_json}};
+  train::JobPlan plan = train::plan_job(job_config(o, f.limits, f.device, threads, pipelines));
+  if (!plan.fits) throw Error(ErrorCode::kOutOfBudget, "--memory-limit " + o.memory_limit + ": " + plan.failure);
+  return std::make_unique<TrainJob>(std::move(plan));
 }
 
 // After the run: the pruning summary (and the compressed weights written with --save-pruned),
@@ -279,58 +284,92 @@ void save_and_report_offload(const TrainRun& run, const train::RunReport& report
   }
 }
 
-void run_train(TrainOptions o) {
-  const CheckedFlags flags = check_flags(o);
+// The training allocator and context: the job's allocator (its planned share held in the job's
+// budget) under --memory-limit, else one of --memory's mode.
+struct TrainingMemory {
   std::unique_ptr<Allocator> allocator;
   std::unique_ptr<train::Context> ctx;
+};
+
+TrainingMemory make_training_memory(const TrainOptions& o, const CheckedFlags& flags, const TrainJob* job) {
+  TrainingMemory m;
   try {
-    allocator = std::make_unique<Allocator>(flags.device, flags.memory);
-    ctx = std::make_unique<train::Context>(*allocator, train::ContextOptions{.threads = o.threads});
+    m.allocator = job ? job->budgets.make_training_allocator(job->plan) : std::make_unique<Allocator>(flags.device, flags.memory);
+    m.ctx = std::make_unique<train::Context>(*m.allocator, train::ContextOptions{.threads = o.threads});
   } catch (const OutOfMemory& e) {
     throw Error(ErrorCode::kInvalidArgument, "--memory " + o.memory + ": " + e.cause().substr(0, e.cause().find('\n')));
   } catch (const Error& e) {
+    if (e.code() == ErrorCode::kOutOfBudget) throw;
     throw Error(ErrorCode::kInvalidArgument, "--device " + o.device + ": " + e.cause());
   }
-  const json batch_search = fit_auto_size(o, flags.auto_size, *ctx, flags.memory);
+  return m;
+}
+
+void run_train(TrainOptions o) {
+  const std::uint64_t baseline_rss = resident_peak_bytes();  // before anything of the run is held
+  const CheckedFlags flags = check_flags(o);
+  json batch_search = nullptr;
+  std::unique_ptr<TrainJob> job;
+  if (flags.limits.on()) {
+    const int threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    job = plan_train_job(o, flags, threads, batch_search);
+  }
+  TrainingMemory memory = make_training_memory(o, flags, job.get());
+  train::Context& ctx = *memory.ctx;
+  if (!job) batch_search = fit_auto_size(o, flags.auto_size, ctx, flags.memory);
   std::optional<train::Profiler> profiler;
-  if (!o.profile.empty()) profiler.emplace(*allocator);
+  if (!o.profile.empty()) profiler.emplace(*memory.allocator);
 
   const train::ModelInfo& info = train::model_info(o.model);
-  Loader train_loader = make_pipeline(flags.data.train, info, PipelineUse::kTraining, o.batch, o.seed,
-                                      flags.device, ctx->native_stream())
-                            .build({.threads = o.loader_threads, .seed = o.seed});
-  Loader test_loader = make_pipeline(flags.data.test, info, PipelineUse::kEvaluation, kEvalBatch, o.seed, flags.device,
-                                      ctx->native_stream())
-                           .build({.threads = o.loader_threads, .seed = o.seed});
-  const std::int64_t per_epoch = train_loader.batches_per_epoch();
+  void* stream = ctx.native_stream();
+  Loader train_loader = make_pipeline(flags.data.train, info, PipelineUse::kTraining, o.batch, o.seed, flags.device,
+                                      stream, job ? job->cache_bytes(0) : 0)
+                            .build(job ? job->build_options(o, 0) : BuildOptions{.threads = o.loader_threads, .seed = o.seed});
+  std::optional<Loader> test_loader;  // none with --no-eval
+  if (!o.no_eval) {
+    test_loader = make_pipeline(flags.data.test, info, PipelineUse::kEvaluation, kEvalBatch, o.seed, flags.device,
+                                stream, job ? job->cache_bytes(1) : 0)
+                      .build(job ? job->build_options(o, 1) : BuildOptions{.threads = o.loader_threads, .seed = o.seed});
+  }
+  LoaderBatches train_batches(train_loader, job && job->cache_bytes(0) > 0 ? ShortBatch::kSkip : ShortBatch::kDeliver);
+  const std::int64_t per_epoch = train_batches.batches_per_epoch();
   if (per_epoch < 1) {
     throw Error(ErrorCode::kInvalidArgument, "the training split has fewer images than one batch of " +
                                                  std::to_string(o.batch), flags.data.where);
   }
   const std::int64_t total_steps = o.steps > 0 ? o.steps : per_epoch * o.epochs;
 
-  train::TrainSetup setup = train::make_training(*ctx, train_config(o, o.batch, total_steps));
+  train::TrainSetup setup = train::make_training(ctx, train_config(o, o.batch, total_steps));
   if (profiler) setup.trainer.profiler = &*profiler;
+  if (job) setup.optimizer->set_host_state_budget(job->budgets.host);
   std::optional<train::MagnitudePruner> pruner;
   if (o.prune > 0) pruner.emplace(setup.model->parameters(), prune_schedule(o, total_steps));
-  train::Trainer trainer(*ctx, *setup.model, *setup.optimizer, setup.trainer);
+  train::Trainer trainer(ctx, *setup.model, *setup.optimizer, setup.trainer);
   const TrainRun run{.options = o, .model = info, .data = flags.data.where, .device = flags.device,
-                     .memory = flags.memory, .checkpoint = flags.checkpoint, .ctx = *ctx, .setup = setup, .trainer = trainer,
+                     .memory = flags.memory, .checkpoint = flags.checkpoint, .ctx = ctx, .setup = setup, .trainer = trainer,
                      .pruner = pruner ? &*pruner : nullptr, .steps = total_steps,
-                     .epochs = (total_steps + per_epoch - 1) / per_epoch, .steps_per_epoch = per_epoch};
+                     .epochs = (total_steps + per_epoch - 1) / per_epoch, .steps_per_epoch = per_epoch,
+                     .job = job ? &job->plan : nullptr, .baseline_rss_bytes = baseline_rss};
   print_run_plan(run);
 
-  LoaderBatches train_batches(train_loader), test_batches(test_loader);
+  std::optional<LoaderBatches> test_batches;
+  if (test_loader) test_batches.emplace(*test_loader);
   train::TrainerStep step(trainer);
   train::EpochRunner runner(step, train_batches,
                             {.epochs = run.epochs, .max_steps = total_steps, .warmup_steps = o.warmup_steps,
-                             .evaluation = o.no_eval ? nullptr : &test_batches, .allocator = allocator.get()});
+                             .evaluation = test_batches ? &*test_batches : nullptr, .allocator = memory.allocator.get()});
   EpochPrinter printer(run);
   runner.add_hook(printer);
+  std::optional<train::JobMemoryHook> job_memory;
+  if (job) {
+    std::vector<train::JobMemoryHook::Pipeline> parts{{"training pipeline", job->train_part, &train_batches}};
+    if (test_batches) parts.push_back({"evaluation pipeline", job->eval_part, &*test_batches});
+    runner.add_hook(job_memory.emplace(job->plan, job->budgets, std::move(parts)));
+  }
   std::optional<train::ProfilingHook> profiling;
   if (profiler) runner.add_hook(profiling.emplace(*profiler, train_batches));
   std::optional<train::PruningHook> pruning;
-  if (pruner) runner.add_hook(pruning.emplace(*pruner, *ctx, setup.model->parameters()));
+  if (pruner) runner.add_hook(pruning.emplace(*pruner, ctx, setup.model->parameters()));
   const Stopwatch clock;  // the run's seconds: its steps, evaluations and what follows them
   const train::RunReport& report = runner.run();
 
@@ -354,21 +393,15 @@ void run_train(TrainOptions o) {
 void add_train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model of the training core on an image folder");
-  auto* dataset = cmd->add_option("--dataset", o->dataset, "A prepared data set under --data-root")
-                      ->check(CLI::IsMember({"fashion-mnist"}));
-  auto* data = cmd->add_option("--data", o->data, "A folder with train/ and test/ image folders")->check(CLI::ExistingDirectory);
-  dataset->excludes(data);
-  auto* shards = cmd->add_option("--shards", o->shards, "Tar shards of the training split (a pattern: brace ranges, globs)");
-  shards->excludes(dataset)->excludes(data);
-  cmd->add_option("--test-shards", o->test_shards, "Tar shards of the test split (with --shards)")->needs(shards);
-  cmd->add_option("--data-root", o->data_root, "Where `sluice prepare` wrote --dataset")->capture_default_str();
+  const DataOptions source = add_data_options(cmd, *o);
+  CLI::Option* dataset = source.dataset;
+  CLI::Option* data = source.data;
+  CLI::Option* shards = source.shards;
   add_model_options(cmd, *o);
   auto* epochs = cmd->add_option("--epochs", o->epochs, "Epochs (default: 3 for fashion-cnn, 15 for cifar10-separable)")
                      ->check(CLI::PositiveNumber);
   auto* steps = cmd->add_option("--steps", o->steps, "Stop after N training steps instead")->check(CLI::PositiveNumber);
   epochs->excludes(steps);
-  cmd->add_option("--loader-threads", o->loader_threads, "Pipeline worker threads")->check(CLI::PositiveNumber)
-      ->capture_default_str();
   cmd->add_option("--save", o->save, "Write the trained weights here");
   cmd->add_option("--warmup-steps", o->warmup_steps, "Leave the first N steps out of train_images_per_sec")
       ->check(CLI::NonNegativeNumber);

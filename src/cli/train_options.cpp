@@ -40,7 +40,29 @@ void add_model_options(CLI::App* cmd, TrainOptions& o) {
                   "The training allocator: grow (regions as needed), grow:LIMIT (as needed, up to LIMIT) or "
                   "prealloc:SIZE (one region of SIZE at start, never more); sizes like 512MiB, 2GiB")
       ->capture_default_str();
+  cmd->add_option("--memory-limit", o.memory_limit,
+                  "One limit for the whole job: the training allocator, the input pipelines (their caches "
+                  "included) and offloaded optimizer state, planned together before step 1 (on a CUDA device: "
+                  "the device's memory); e.g. 1GiB");
+  cmd->add_option("--host-memory-limit", o.host_memory_limit,
+                  "With a CUDA device: the host side's limit (pipelines, page-locked rings, offloaded optimizer "
+                  "state), apart from --memory-limit's device memory");
   cmd->add_flag("--no-eval", o.no_eval, "Skip the test set (for speed measurements)");
+}
+
+DataOptions add_data_options(CLI::App* cmd, TrainOptions& o) {
+  DataOptions d;
+  d.dataset = cmd->add_option("--dataset", o.dataset, "A prepared data set under --data-root")
+                  ->check(CLI::IsMember({"fashion-mnist"}));
+  d.data = cmd->add_option("--data", o.data, "A folder with train/ and test/ image folders")->check(CLI::ExistingDirectory);
+  d.dataset->excludes(d.data);
+  d.shards = cmd->add_option("--shards", o.shards, "Tar shards of the training split (a pattern: brace ranges, globs)");
+  d.shards->excludes(d.dataset)->excludes(d.data);
+  cmd->add_option("--test-shards", o.test_shards, "Tar shards of the test split (with --shards)")->needs(d.shards);
+  cmd->add_option("--data-root", o.data_root, "Where `sluice prepare` wrote --dataset")->capture_default_str();
+  cmd->add_option("--loader-threads", o.loader_threads, "Pipeline worker threads")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  return d;
 }
 
 DeviceId parse_device(const std::string& text) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "sluice/core/device_id.hpp"
 #include "sluice/train/allocator.hpp"
@@ -12,6 +13,7 @@
 
 namespace CLI {
 class App;
+class Option;
 }
 
 namespace sluice::cli {
@@ -38,6 +40,8 @@ struct TrainOptions {
   std::string device = "cpu";
   std::uint64_t seed = 1;
   std::string memory = "grow";         // grow | grow:LIMIT | prealloc:SIZE
+  std::string memory_limit;            // the whole job's (empty: none); the device's on CUDA
+  std::string host_memory_limit;       // CUDA: the host side's (empty: unbounded)
   std::string profile;                 // a Chrome trace file to write
   std::string save;
   std::int64_t warmup_steps = 0;       // first steps left out of train_images_per_sec
@@ -54,10 +58,24 @@ struct TrainOptions {
 // The evaluation batch of `sluice train` (the planner simulates it too).
 inline constexpr std::int64_t kEvalBatch = 256;
 
+// Epochs that bring fashion-cnn past 90% test accuracy on 2 cores well inside 10 minutes, and
+// cifar10-separable past 80% (docs/training.md has both measurements): train's defaults.
+inline constexpr int kFashionEpochs = 3;
+inline constexpr int kCifarEpochs = 15;
+
 // --model, --batch, --accumulate, --checkpoint, --optimizer, --precision, --offload, --lr, --threads, --device,
-// --seed, --memory, --no-eval: the flags that decide what a training step allocates, registered
-// alike on train and plan.
+// --seed, --memory, --memory-limit, --host-memory-limit, --no-eval: the flags that decide what a
+// training step allocates and what the job may hold, registered alike on train and plan.
 void add_model_options(CLI::App* cmd, TrainOptions& o);
+// --dataset, --data, --shards, --test-shards, --data-root, --loader-threads: where the data is and
+// how many workers read it (train always; plan for a whole job's plan under --memory-limit).
+// Returns the options of which a command may require one.
+struct DataOptions {
+  CLI::Option* dataset = nullptr;
+  CLI::Option* data = nullptr;
+  CLI::Option* shards = nullptr;
+};
+DataOptions add_data_options(CLI::App* cmd, TrainOptions& o);
 
 // --device: "cpu" (or "host") or "cuda:N". Throws sluice::Error(kInvalidArgument) otherwise.
 DeviceId parse_device(const std::string& text);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/train_job.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/train/category.hpp"
 
@@ -83,6 +84,7 @@ json epoch_json(const train::EpochReport& r, const train::Trainer& trainer, std:
     j["sparsity"] = r.pruning->sparsity;
     j["target_sparsity"] = r.pruning->target_sparsity;
   }
+  if (r.job_memory) j["job_memory"] = job_memory_json(*r.job_memory);
   return j;
 }
 
@@ -98,8 +100,13 @@ void print_run_plan(const TrainRun& run) {
             << " warmup steps; batch " << o.batch << ", " << run.epochs << " epoch(s) of " << run.steps_per_epoch
             << " steps" << (o.steps > 0 ? " (--steps)" : "") << "; precision "
             << train::to_string(run.setup.trainer.precision) << "\n"
-            << "  memory: " << describe_memory(run.memory) << " (--memory)"
+            << "  memory: "
+            << (run.job != nullptr && !run.job->hand_split
+                    ? "one region of " + sluice::format_bytes(run.job->training_bytes) +
+                          " planned (--memory-limit); growth past it takes from the caches"
+                    : describe_memory(run.memory) + " (--memory)")
             << (o.profile.empty() ? std::string() : ", profiling to " + o.profile) << "\n";
+  if (run.job != nullptr) std::cout << "  the job's memory, planned before step 1:\n" << job_plan_text(*run.job);
   const std::string micro_batches =
       std::to_string(o.accumulate) + " micro-batches of " + std::to_string(o.batch / o.accumulate);
   std::cout << "  accumulation: " << (o.accumulate == 1 ? std::string("none") : micro_batches)
@@ -122,6 +129,11 @@ EpochPrinter::EpochPrinter(const TrainRun& run)
       progress_("train", static_cast<std::uint64_t>(run.steps * run.options.batch), images_,
                 stderr_is_terminal() && !run.options.json) {}
 
+void EpochPrinter::on_epoch_begin(std::int64_t epoch) {
+  (void)epoch;
+  epoch_cpu_start_ = cpu_seconds();
+}
+
 void EpochPrinter::on_step_begin(std::int64_t step) {
   (void)step;
   if (InterruptGuard::interrupted()) throw Error(ErrorCode::kCancelled, "interrupted");
@@ -133,6 +145,12 @@ void EpochPrinter::on_step_end(const train::StepReport& step) {
 
 void EpochPrinter::on_epoch_end(train::EpochReport& r) {
   per_epoch_.push_back(epoch_json(r, run_.trainer, r.epoch + 1));
+  const std::uint64_t hwm = resident_peak_bytes();
+  per_epoch_.back()["vm_hwm_bytes"] = hwm;
+  per_epoch_.back()["rss_above_baseline_bytes"] = hwm - std::min(hwm, run_.baseline_rss_bytes);
+  // The process's CPU time over the epoch, its evaluation included: on a shared machine a
+  // steadier measure of its work than wall time.
+  per_epoch_.back()["cpu_seconds"] = cpu_seconds() - epoch_cpu_start_;
   progress_.finish();
   char line[320];
   std::snprintf(line, sizeof line,
@@ -144,6 +162,7 @@ void EpochPrinter::on_epoch_end(train::EpochReport& r) {
   std::cout << line << "    memory: in use at peak " << format_bytes(r.memory.peak_in_use_bytes) << " (live tensors: "
             << category_text(r.memory) << "); reserved " << format_bytes(r.memory.reserved_bytes)
             << " (regions the allocator holds, in use or free)\n";
+  if (r.job_memory) std::cout << "    " << job_memory_text(*r.job_memory) << "\n";
   const train::PrecisionStats ps = run_.trainer.precision_stats();
   if (ps.precision != train::Precision::kF32) std::cout << "    precision: " << precision_text(ps) << "\n";
   std::cout << std::flush;
@@ -160,7 +179,18 @@ void print_summary(const TrainRun& run, const train::RunReport& report, double s
             << format_seconds(cpu_seconds()) << " of CPU time); "
             << static_cast<std::int64_t>(report.train_images_per_sec())
             << " training images/s; memory: peak in use " << format_bytes(report.peak_in_use_bytes) << ", reserved "
-            << format_bytes(report.peak_reserved_bytes) << " (" << describe_memory(run.memory) << ")\n";
+            << format_bytes(report.peak_reserved_bytes) << " ("
+            << (run.job != nullptr && !run.job->hand_split ? "one region planned, growth from the caches"
+                                                           : describe_memory(run.memory))
+            << ")";
+  if (run.job != nullptr) {
+    std::uint64_t peak = 0;
+    for (const train::EpochReport& e : report.per_epoch) {
+      if (e.job_memory) peak = std::max(peak, e.job_memory->separate_host ? e.job_memory->host_peak_bytes : e.job_memory->peak_bytes);
+    }
+    std::cout << "; job: peak " << sluice::format_bytes(peak) << " of --memory-limit " << sluice::format_bytes(run.job->memory_limit);
+  }
+  std::cout << "\n";
 }
 
 json run_json(const TrainRun& run, const train::RunReport& report, const json& per_epoch, const json& batch_search,
@@ -199,6 +229,10 @@ json run_json(const TrainRun& run, const train::RunReport& report, const json& p
   };
   result.update(precision_json(run.trainer.precision_stats()));
   if (!pruning.is_null()) result["pruning"] = pruning;
+  const std::uint64_t hwm = resident_peak_bytes();
+  result["baseline_rss_bytes"] = run.baseline_rss_bytes;
+  result["peak_rss_bytes"] = hwm;
+  if (run.job != nullptr) result["job_plan"] = job_plan_json(*run.job);
   if (const Allocator* h = run.setup.optimizer->host_state_allocator()) {
     result["offload"] = {{"what", o.offload}, {"host_state_bytes", h->stats().in_use_bytes},
                          {"host_reserved_bytes", h->stats().reserved_bytes},

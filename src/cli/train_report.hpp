@@ -16,6 +16,7 @@
 #include "sluice/train/checkpoint.hpp"
 #include "sluice/train/epoch_runner.hpp"
 #include "sluice/train/gradient_checkpointing.hpp"
+#include "sluice/train/job_plan.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/precision.hpp"
 #include "sluice/train/pruning.hpp"
@@ -40,6 +41,8 @@ struct TrainRun {
   std::int64_t steps = 0;                          // the run's, planned
   std::int64_t epochs = 0;
   std::int64_t steps_per_epoch = 0;
+  const train::JobPlan* job = nullptr;             // under --memory-limit
+  std::uint64_t baseline_rss_bytes = 0;            // VmHWM before the run held anything
 };
 
 // The model, the data, the optimizer and schedule, the memory and the techniques, before step 1.
@@ -53,6 +56,7 @@ class EpochPrinter final : public train::EpochHook {
  public:
   explicit EpochPrinter(const TrainRun& run);
 
+  void on_epoch_begin(std::int64_t epoch) override;
   void on_step_begin(std::int64_t step) override;
   void on_step_end(const train::StepReport& step) override;
   void on_epoch_end(train::EpochReport& report) override;
@@ -63,6 +67,7 @@ class EpochPrinter final : public train::EpochHook {
  private:
   const TrainRun& run_;
   InterruptGuard interrupt_;
+  double epoch_cpu_start_ = 0;  // the process's CPU seconds when the epoch began
   std::atomic<std::uint64_t> images_{0};
   ProgressLine progress_;  // reads images_: declared after it
   nlohmann::json per_epoch_ = nlohmann::json::array();

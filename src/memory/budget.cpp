@@ -1,7 +1,8 @@
 // MemoryBudget: lock-free accounting for reservations that fit, a condition variable for those
-// that wait, reclaimers asked before anyone waits.
+// that wait, reclaimers asked before anyone waits; a part takes from its parent too.
 #include "sluice/memory/budget.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "sluice/core/error.hpp"
@@ -18,6 +19,9 @@ std::string_view to_string(MemoryUse use) {
     case MemoryUse::kBatches: return "batches";
     case MemoryUse::kPinned: return "pinned";
     case MemoryUse::kItems: return "items";
+    case MemoryUse::kTraining: return "training";
+    case MemoryUse::kOffload: return "offloaded_state";
+    case MemoryUse::kDeviceBatches: return "device_batches";
     case MemoryUse::kCount: break;
   }
   return "?";
@@ -55,12 +59,38 @@ void Reservation::reset() {
   transient_ = false;
 }
 
+// A reclaimer and the lock that keeps it from being called after remove_reclaimer() returned.
+struct MemoryBudget::ReclaimerEntry {
+  const MemoryBudget* owner;
+  int id;
+  Reclaimer reclaim;
+  std::mutex calling;
+  bool removed = false;
+};
+
 MemoryBudget::MemoryBudget(std::uint64_t limit) : limit_(limit) {}
 
+MemoryBudget::MemoryBudget(std::uint64_t limit, std::shared_ptr<MemoryBudget> parent)
+    : limit_(limit), parent_(std::move(parent)) {}
+
 std::uint64_t MemoryBudget::available() const {
-  if (limit_ == 0) return std::numeric_limits<std::uint64_t>::max();
-  const std::uint64_t u = used();
-  return u >= limit_ ? 0 : limit_ - u;
+  std::uint64_t have = std::numeric_limits<std::uint64_t>::max();
+  if (limit_ != 0) {
+    const std::uint64_t u = used();
+    have = u >= limit_ ? 0 : limit_ - u;
+  }
+  return parent_ ? std::min(have, parent_->available()) : have;
+}
+
+bool MemoryBudget::cancelled() const {
+  return cancelled_.load(std::memory_order_acquire) || (parent_ && parent_->cancelled());
+}
+
+bool MemoryBudget::contains(const MemoryBudget* part) const {
+  for (; part != nullptr; part = part->parent_.get()) {
+    if (part == this) return true;
+  }
+  return false;
 }
 
 namespace {
@@ -76,6 +106,12 @@ bool MemoryBudget::take(std::uint64_t bytes, MemoryUse use) {
   do {
     if (limit_ != 0 && (bytes > limit_ || u > limit_ - bytes)) return false;
   } while (!used_.compare_exchange_weak(u, u + bytes, std::memory_order_acq_rel));
+  if (parent_ && !parent_->take(bytes, use)) {
+    // The parent is full: undo, and wake whoever failed on this part while the bytes were in it.
+    used_.fetch_sub(bytes, std::memory_order_acq_rel);
+    root().notify_release();
+    return false;
+  }
   raise_peak(peak_, u + bytes);
   PerUse& per = by_use_[index(use)];
   raise_peak(per.peak, per.used.fetch_add(bytes, std::memory_order_relaxed) + bytes);
@@ -86,7 +122,16 @@ void MemoryBudget::give_back(std::uint64_t bytes, MemoryUse use) noexcept {
   if (bytes == 0) return;
   used_.fetch_sub(bytes, std::memory_order_acq_rel);
   by_use_[index(use)].used.fetch_sub(bytes, std::memory_order_relaxed);
-  if (waiters_.load(std::memory_order_acquire) > 0) {
+  if (parent_) {
+    parent_->give_back(bytes, use);  // the root notifies
+  } else {
+    notify_release();
+  }
+}
+
+void MemoryBudget::notify_release() noexcept {
+  releases_.fetch_add(1, std::memory_order_seq_cst);
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard lock(mutex_);  // pairs with the waiter's check under the lock: no lost wake-up
     released_.notify_all();
   }
@@ -94,24 +139,34 @@ void MemoryBudget::give_back(std::uint64_t bytes, MemoryUse use) noexcept {
 
 bool MemoryBudget::take_or_reclaim(std::uint64_t bytes, MemoryUse use, Reclaim reclaim) {
   if (take(bytes, use)) return true;
-  if (reclaim == Reclaim::kNo || limit_ == 0 || bytes > limit_) return false;
-  // Ask the elastic holders for the shortfall. Their releases go through give_back, which takes
-  // mutex_ only when someone waits, so call them without holding it.
-  std::vector<Reclaimer> reclaimers;
+  if (reclaim == Reclaim::kNo || bytes > limit_or_max()) return false;
+  // Ask the elastic holders for the shortfall, without holding the root's lock: their releases
+  // go through give_back, which takes it when someone waits.
+  MemoryBudget& top = root();
+  std::vector<std::shared_ptr<ReclaimerEntry>> entries;
   {
-    std::lock_guard lock(mutex_);
-    for (const auto& [id, r] : reclaimers_) reclaimers.push_back(r);
+    std::lock_guard lock(top.mutex_);
+    entries = top.reclaimers_;
   }
-  for (const auto& reclaim : reclaimers) {
+  for (const auto& entry : entries) {
     const std::uint64_t have = available();
     if (have >= bytes) break;
-    reclaim(bytes - have);
+    // When this part's own limit is what binds, only its own holders can help.
+    const bool own_limit_binds = limit_ != 0 && (used() > limit_ || limit_ - used() < bytes);
+    if (own_limit_binds && !contains(entry->owner)) continue;
+    std::lock_guard calling(entry->calling);
+    if (!entry->removed) entry->reclaim(bytes - have);
   }
   return take(bytes, use);
 }
 
+std::uint64_t MemoryBudget::limit_or_max() const {
+  std::uint64_t l = limit_ != 0 ? limit_ : std::numeric_limits<std::uint64_t>::max();
+  return parent_ ? std::min(l, parent_->limit_or_max()) : l;
+}
+
 std::optional<Reservation> MemoryBudget::try_reserve(std::uint64_t bytes, MemoryUse use, Reclaim reclaim) {
-  if (cancelled_.load(std::memory_order_acquire)) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
+  if (cancelled()) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
   if (!take_or_reclaim(bytes, use, reclaim)) return std::nullopt;
   return Reservation(this, bytes, use);
 }
@@ -126,7 +181,7 @@ std::optional<Reservation> MemoryBudget::reserve(std::uint64_t bytes, MemoryUse 
 }
 
 bool MemoryBudget::try_grow(Reservation& r, std::uint64_t more, Reclaim reclaim) {
-  if (cancelled_.load(std::memory_order_acquire)) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
+  if (cancelled()) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
   if (!take_or_reclaim(more, r.use_, reclaim)) return false;
   r.bytes_ += more;
   return true;
@@ -134,56 +189,74 @@ bool MemoryBudget::try_grow(Reservation& r, std::uint64_t more, Reclaim reclaim)
 
 bool MemoryBudget::grow(Reservation& r, std::uint64_t more, Clock::time_point deadline) {
   if (try_grow(r, more, Reclaim::kYes)) return true;
-  if (limit_ != 0 && more > limit_) return false;
-  waiters_.fetch_add(1, std::memory_order_acq_rel);
-  std::unique_lock lock(mutex_);
+  if (more > limit_or_max()) return false;
+  // Waits on the root, where every release of the tree is announced. take() is tried without
+  // the lock (a failed part's undo announces a release itself); `releases_`, read before the try
+  // and checked again under the lock, catches a release in between.
+  MemoryBudget& top = root();
+  top.waiters_.fetch_add(1, std::memory_order_seq_cst);
   bool ok = false;
-  while (true) {
-    if (cancelled_.load(std::memory_order_acquire)) break;
+  while (!cancelled()) {
+    const std::uint64_t seen = top.releases_.load(std::memory_order_seq_cst);
     if (take(more, r.use_)) {
       ok = true;
       break;
     }
-    if (released_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    std::unique_lock lock(top.mutex_);
+    const bool woken = top.released_.wait_until(lock, deadline, [&] {
+      return top.releases_.load(std::memory_order_seq_cst) != seen || cancelled();
+    });
+    if (!woken) {
+      lock.unlock();
       ok = take(more, r.use_);
       break;
     }
   }
-  lock.unlock();
-  waiters_.fetch_sub(1, std::memory_order_acq_rel);
-  if (cancelled_.load(std::memory_order_acquire) && !ok) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
+  top.waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  if (!ok && cancelled()) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
   if (ok) r.bytes_ += more;
   return ok;
 }
 
 bool MemoryBudget::take_while_releases_pending(std::uint64_t bytes, MemoryUse use) {
-  if (cancelled_.load(std::memory_order_acquire)) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
+  if (cancelled()) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
   if (take_or_reclaim(bytes, use, Reclaim::kYes)) return true;
-  if (limit_ != 0 && bytes > limit_) return false;
-  waiters_.fetch_add(1, std::memory_order_acq_rel);
-  std::unique_lock lock(mutex_);
+  if (bytes > limit_or_max()) return false;
+  // As grow(), on the root, where every release of the job is announced and the transient
+  // reservations of all its parts are counted; but no deadline: the wait lasts while one of them
+  // is held, since its release is still to come. end_transient() changes the count under the
+  // root's lock after its bytes are back, so a check under the lock misses neither.
+  MemoryBudget& top = root();
+  top.waiters_.fetch_add(1, std::memory_order_seq_cst);
   bool ok = false;
-  // Each check under the lock: releases notify under it, and end_transient() changes the count
-  // under it, so a release between a check and the wait cannot be missed.
-  while (!cancelled_.load(std::memory_order_acquire)) {
+  while (!cancelled()) {
+    const std::uint64_t seen = top.releases_.load(std::memory_order_seq_cst);
     if (take(bytes, use)) {
       ok = true;
       break;
     }
-    if (transients_.load(std::memory_order_acquire) == 0) break;
-    released_.wait(lock);
+    std::unique_lock lock(top.mutex_);
+    if (top.transients_.load(std::memory_order_acquire) == 0) {
+      lock.unlock();
+      ok = take(bytes, use);  // the last transient may have gone just before the check
+      break;
+    }
+    top.released_.wait(lock, [&] {
+      return top.releases_.load(std::memory_order_seq_cst) != seen || cancelled() ||
+             top.transients_.load(std::memory_order_acquire) == 0;
+    });
   }
-  lock.unlock();
-  waiters_.fetch_sub(1, std::memory_order_acq_rel);
-  if (cancelled_.load(std::memory_order_acquire) && !ok) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
+  top.waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  if (!ok && cancelled()) throw Error(ErrorCode::kCancelled, "the memory budget was cancelled");
   return ok;
 }
 
 std::optional<Reservation> MemoryBudget::reserve_transient(std::uint64_t bytes, MemoryUse use) {
   if (!take_while_releases_pending(bytes, use)) return std::nullopt;
   {
-    std::lock_guard lock(mutex_);
-    transients_.fetch_add(1, std::memory_order_acq_rel);
+    MemoryBudget& top = root();
+    std::lock_guard lock(top.mutex_);
+    top.transients_.fetch_add(1, std::memory_order_acq_rel);
   }
   return Reservation(this, bytes, use, Reservation::Lifetime::kTransient);
 }
@@ -194,27 +267,53 @@ bool MemoryBudget::grow_while_releases_pending(Reservation& r, std::uint64_t mor
   return true;
 }
 
+int MemoryBudget::transients_held() const {
+  const MemoryBudget* top = this;
+  while (top->parent_) top = top->parent_.get();
+  return top->transients_.load(std::memory_order_acquire);
+}
+
 void MemoryBudget::end_transient() noexcept {
-  std::lock_guard lock(mutex_);
-  transients_.fetch_sub(1, std::memory_order_acq_rel);
-  released_.notify_all();
+  MemoryBudget& top = root();
+  std::lock_guard lock(top.mutex_);
+  top.transients_.fetch_sub(1, std::memory_order_acq_rel);
+  top.released_.notify_all();
 }
 
 void MemoryBudget::cancel() {
   cancelled_.store(true, std::memory_order_release);
-  std::lock_guard lock(mutex_);
-  released_.notify_all();
+  MemoryBudget& top = root();
+  std::lock_guard lock(top.mutex_);
+  top.released_.notify_all();
+}
+
+void MemoryBudget::reset_peak() {
+  peak_.store(used(), std::memory_order_relaxed);
+  for (PerUse& per : by_use_) per.peak.store(per.used.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 int MemoryBudget::add_reclaimer(Reclaimer reclaimer) {
-  std::lock_guard lock(mutex_);
-  reclaimers_.emplace_back(next_reclaimer_, std::move(reclaimer));
-  return next_reclaimer_++;
+  MemoryBudget& top = root();
+  std::lock_guard lock(top.mutex_);
+  const int id = top.next_reclaimer_++;
+  top.reclaimers_.push_back(std::make_shared<ReclaimerEntry>(this, id, std::move(reclaimer)));
+  return id;
 }
 
 void MemoryBudget::remove_reclaimer(int id) {
-  std::lock_guard lock(mutex_);
-  std::erase_if(reclaimers_, [id](const auto& entry) { return entry.first == id; });
+  MemoryBudget& top = root();
+  std::shared_ptr<ReclaimerEntry> entry;
+  {
+    std::lock_guard lock(top.mutex_);
+    const auto it = std::find_if(top.reclaimers_.begin(), top.reclaimers_.end(),
+                                 [&](const auto& e) { return e->id == id && e->owner == this; });
+    if (it == top.reclaimers_.end()) return;
+    entry = *it;
+    top.reclaimers_.erase(it);
+  }
+  // A reservation that copied the list before the erase may be calling it now: wait for it.
+  std::lock_guard calling(entry->calling);
+  entry->removed = true;
 }
 
 }  // namespace sluice

@@ -3,6 +3,8 @@
 #include "runtime/device_delivery.hpp"
 
 #include "runtime/batch_access.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/units.hpp"
 #include "sluice/device/device.hpp"
 
 namespace sluice::runtime {
@@ -16,7 +18,7 @@ bool DeviceDelivery::wanted(const stages::PipelinePlan& plan) {
 }
 
 DeviceDelivery::DeviceDelivery(const stages::PipelinePlan& plan, const stages::SampleProgram& program, int slots,
-                               MemoryBudget& budget)
+                               MemoryBudget& budget, MemoryBudget* device_budget)
     : to_(*plan.to_device),
       device_normalize_(plan.device_normalize),
       dtype_(program.dtype()),
@@ -38,11 +40,24 @@ DeviceDelivery::DeviceDelivery(const stages::PipelinePlan& plan, const stages::S
     output_offset_ = round_up_256(host_bytes);
     device_bytes = output_offset_ + normalizer_.output_bytes(plan.batch_size, output_.height, output_.width);
   }
-  ring_ = std::make_unique<TransferRing>(TransferRingOptions{.device = to_.device,
-                                                             .slots = slots,
-                                                             .host_slot_bytes = host_bytes,
-                                                             .device_slot_bytes = device_bytes,
-                                                             .budget = &budget});
+  const TransferRingOptions options{.device = to_.device,
+                                    .slots = slots,
+                                    .host_slot_bytes = host_bytes,
+                                    .device_slot_bytes = device_bytes,
+                                    .budget = &budget};
+  if (device_budget != nullptr && to_.device.is_cuda()) {
+    const std::uint64_t bytes = TransferRing::footprint(options).device_bytes;
+    std::optional<Reservation> r = device_budget->try_reserve(bytes, MemoryUse::kDeviceBatches, Reclaim::kYes);
+    if (!r) {
+      throw Error(ErrorCode::kOutOfBudget, "the transfer ring needs " + format_bytes(bytes) + " of " +
+                                               to_string(to_.device) + " memory, but its device budget has " +
+                                               format_bytes(device_budget->available()) + " left of " +
+                                               format_bytes(device_budget->limit()) +
+                                               "; lower the batch size or the prefetch depth, or raise the limit");
+    }
+    device_reservation_ = std::move(*r);
+  }
+  ring_ = std::make_unique<TransferRing>(options);
   consumer_stream_ = std::make_unique<Stream>(Stream::wrap(to_.device, to_.options.stream));
 }
 

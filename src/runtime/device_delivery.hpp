@@ -31,10 +31,11 @@ class DeviceDelivery {
   // with stage_through_ring.
   static bool wanted(const stages::PipelinePlan& plan);
 
-  // Allocates the ring (`slots` slots) and its page-locked memory, reserved from `budget`.
+  // Allocates the ring (`slots` slots) and its page-locked memory, reserved from `budget`, and its
+  // device memory from `device_budget` when given (kDeviceBatches: a training job's device side).
   // Throws sluice::Error when the device is unusable or the memory does not fit.
   DeviceDelivery(const stages::PipelinePlan& plan, const stages::SampleProgram& program, int slots,
-                 MemoryBudget& budget);
+                 MemoryBudget& budget, MemoryBudget* device_budget = nullptr);
   DeviceDelivery(const DeviceDelivery&) = delete;
   DeviceDelivery& operator=(const DeviceDelivery&) = delete;
 
@@ -74,6 +75,7 @@ class DeviceDelivery {
   std::size_t labels_bytes_ = 0;   // labels first in a ring slot, then the data
   std::size_t output_offset_ = 0;  // normalize_on_device: where the device's output starts
   GpuNormalizer normalizer_;
+  Reservation device_reservation_;  // the ring's device memory in the job's device budget
   std::unique_ptr<TransferRing> ring_;
   std::unique_ptr<Stream> consumer_stream_;
 };

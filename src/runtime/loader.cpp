@@ -3,6 +3,7 @@
 
 #include "runtime/loader_build.hpp"
 #include "runtime/loader_impl.hpp"
+#include "runtime/memory_plan.hpp"
 #include "stages/pipeline_plan.hpp"
 
 namespace sluice {
@@ -14,6 +15,16 @@ Loader build_loader(const Pipeline& pipeline, const BuildOptions& options, stage
 }  // namespace runtime
 
 Loader Pipeline::build(const BuildOptions& options) const { return runtime::build_loader(*this, options, nullptr); }
+
+PipelineMemoryPlan Pipeline::plan_memory(const BuildOptions& options) const {
+  return runtime::describe_memory(stages::plan_pipeline(spec(), options, nullptr));
+}
+
+std::uint64_t PipelineMemoryPlan::minimum_bytes() const {
+  std::uint64_t sum = 0;
+  for (const std::uint64_t b : minimum) sum += b;
+  return sum;
+}
 
 Loader::Loader(std::unique_ptr<LoaderImpl> impl) : impl_(std::move(impl)) {}
 Loader::Loader(Loader&&) noexcept = default;

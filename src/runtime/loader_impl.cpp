@@ -16,7 +16,8 @@ namespace sluice {
 using runtime::BatchSlot;
 
 LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
-    : shared_(std::make_shared<runtime::SharedSlots>(plan.options.memory_budget)),
+    : shared_(std::make_shared<runtime::SharedSlots>(
+          std::make_shared<MemoryBudget>(plan.options.memory_budget, plan.options.job_budget))),
       plan_(std::move(plan)),
       order_(plan_.order),
       state_(plan_) {
@@ -75,6 +76,20 @@ void LoaderImpl::create_caches() {
 }
 
 void LoaderImpl::check_budget() const {
+  if (plan_.options.job_budget) {
+    // Nothing is reserved yet: what the part may take is what the job has left (or its own cap).
+    const std::uint64_t room = shared_->budget->available();
+    if (memory_plan_.minimum() > room) {
+      throw Error(ErrorCode::kOutOfBudget,
+                  "the pipeline needs at least " + memory_plan_.explain() + ", above the " + format_bytes(room) +
+                      " its job's memory budget has left (" + format_bytes(plan_.options.job_budget->used()) +
+                      " of " + format_bytes(plan_.options.job_budget->limit()) +
+                      " held by the rest of the job): raise the job's limit by " +
+                      format_bytes(memory_plan_.minimum() - room) +
+                      ", or lower the batch size, threads or prefetch depth");
+    }
+    return;
+  }
   const std::uint64_t limit = plan_.options.memory_budget;
   if (limit != 0 && memory_plan_.minimum() > limit) {
     throw Error(ErrorCode::kOutOfBudget,
@@ -94,7 +109,8 @@ void LoaderImpl::create_slots() {
   if (runtime::DeviceDelivery::wanted(plan_)) {
     // The transfer ring's slots are allocated once: its depth is fixed.
     const int prefetch = std::min(tuning_->start_prefetch(), runtime::kMaxPrefetch);
-    shared_->device = std::make_unique<runtime::DeviceDelivery>(plan_, *program_, prefetch + 2, budget());
+    shared_->device = std::make_unique<runtime::DeviceDelivery>(plan_, *program_, prefetch + 2, budget(),
+                                                                plan_.options.device_budget.get());
     runtime::DeviceDelivery& device = *shared_->device;
     for (int i = 0; i < device.slots(); ++i) ring().add_external_slot(device.host_data(i), device.host_labels(i));
     tuning_->start(prefetch);
@@ -251,11 +267,12 @@ Stats LoaderImpl::stats() const {
   stats.batches = batches_done_;
   stats.consumer_wait_seconds = consumer_wait_seconds_;
   stats.threads = threads_;
-  const MemoryBudget& b = shared_->budget;
-  stats.memory_budget = b.limit();
+  const MemoryBudget& b = *shared_->budget;
+  // A part of a job's budget without a cap of its own is bounded by the job's limit.
+  stats.memory_budget = b.limit() != 0 || !b.parent() ? b.limit() : b.parent()->limit();
   stats.memory_used = b.used();
   stats.memory_peak = b.peak();
-  for (int u = 0; u < static_cast<int>(MemoryUse::kCount); ++u) {
+  for (int u = 0; u < kPipelineUseCount; ++u) {
     const auto use = static_cast<MemoryUse>(u);
     stats.memory.push_back(MemoryStats{std::string(to_string(use)), b.used(use), b.peak(use)});
   }

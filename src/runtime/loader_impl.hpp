@@ -59,7 +59,7 @@ class LoaderImpl {
   std::int64_t resume_epoch() const { return state_.resume_epoch(); }
 
  private:
-  MemoryBudget& budget() { return shared_->budget; }
+  MemoryBudget& budget() { return *shared_->budget; }
   runtime::BatchRing& ring() { return *shared_->ring; }
   const runtime::BatchRing& ring() const { return *shared_->ring; }
   void check_budget() const;

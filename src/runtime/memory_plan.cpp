@@ -5,9 +5,13 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
+#include "runtime/device_delivery.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/loader_tuning.hpp"
 #include "sluice/memory/aligned_buffer.hpp"
 #include "stages/jpeg_decoder.hpp"
 #include "stages/read_file.hpp"
+#include "stages/sample_program.hpp"
 
 namespace sluice::runtime {
 
@@ -54,12 +58,18 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   const stages::SampleProgramConfig& config = plan.program;
   const int channels = config.decode.color == Color::kGrey ? 1 : 3;
   std::uint64_t largest_file = 0;
+  std::uint64_t file_sum = 0;   // of the size probes, for the encoded set
+  std::int64_t files = 0;
+  std::uint64_t entry_sum = 0;  // decoded-cache entries of the header probes, for the decoded set
   std::uint64_t largest_image = 0;
   stages::ItemReader reader(plan.program.file_ops);
   const std::int64_t size_step = std::max<std::int64_t>(1, n / kSizeProbes);
   for (std::int64_t i = 0; i < n; i += size_step) {
     try {
-      largest_file = std::max(largest_file, reader.size(items, i));
+      const std::uint64_t size = reader.size(items, i);
+      largest_file = std::max(largest_file, size);
+      file_sum += size;
+      ++files;
     } catch (const Error&) {
       // A missing file says nothing about memory; the run will report it.
     }
@@ -72,6 +82,8 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
     try {
       const stages::JpegHeader h = decoder.read_header(reader.read(items, i, bytes, config.read.max_file_size));
       largest_image = std::max<std::uint64_t>(largest_image, static_cast<std::uint64_t>(h.width) * h.height * channels);
+      entry_sum += stages::SampleProgram::decoded_entry_bytes(static_cast<std::uint64_t>(h.width),
+                                                              static_cast<std::uint64_t>(h.height), channels);
       if (const std::size_t planes = stages::JpegDecoder::working_bytes(h.width, h.height); planes > 0) {
         decoder_share.planes = std::max<std::uint64_t>(decoder_share.planes, AlignedBuffer::rounded_capacity(planes));
       }
@@ -95,7 +107,41 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   // Coefficients are accounted, not allocated by us: the same headroom, no power-of-two rounding.
   decoder_share.coefficients = static_cast<std::uint64_t>(static_cast<double>(decoder_share.coefficients) * kHeadroom);
   m.share.decoder = decoder_share;
+  // Means times the items, rounded up: a cache sized so holds every item when the probes are
+  // typical (uniform data sets such as CIFAR-10 and Fashion-MNIST: exactly).
+  const auto item_count = static_cast<std::uint64_t>(n);
+  if (files > 0) m.encoded_set_bytes = (file_sum * item_count + static_cast<std::uint64_t>(files) - 1) / static_cast<std::uint64_t>(files);
+  if (m.probed > 0) m.decoded_set_bytes = (entry_sum * item_count + static_cast<std::uint64_t>(m.probed) - 1) / static_cast<std::uint64_t>(m.probed);
   return m;
+}
+
+PipelineMemoryPlan describe_memory(const stages::PipelinePlan& plan) {
+  const BuildOptions& options = plan.options;
+  const int threads = options.threads == autotune ? Executor::available_cores() : options.threads;
+  const stages::SampleProgram program(plan.program, stages::SampleCaches{});
+  const LoaderTuning tuning(TuningInputs{.threads = threads, .batch_size = plan.batch_size,
+                                         .fixed_in_flight = options.samples_in_flight,
+                                         .autotune = options.threads == autotune, .prefetch = plan.prefetch,
+                                         .prefetch_set = plan.prefetch_set,
+                                         .fixed_depth = DeviceDelivery::wanted(plan)});
+  const MemoryPlan m = plan_memory(plan, program.sample_bytes(), threads, tuning.min_prefetch());
+  PipelineMemoryPlan out;
+  auto at = [&out](MemoryUse use) -> std::uint64_t& { return out.minimum[static_cast<std::size_t>(use)]; };
+  // The uses each worker's share is reserved under (SampleProgram::make_workspace).
+  at(MemoryUse::kReadBuffers) = m.share.file * static_cast<std::uint64_t>(m.threads);
+  at(MemoryUse::kDecodeBuffers) = (m.share.total() - m.share.file) * static_cast<std::uint64_t>(m.threads);
+  at(MemoryUse::kShuffle) = m.index_bytes;
+  at(MemoryUse::kItems) = m.items_bytes;  // the item table, held from build() in the job's budget too
+  at(MemoryUse::kBatches) = m.batch_bytes * static_cast<std::uint64_t>(m.min_slots);
+  out.slot_bytes = m.batch_bytes;
+  out.min_slots = m.min_slots;
+  out.start_slots = tuning.start_prefetch() + 2;
+  out.items = static_cast<std::int64_t>(plan.dataset.items.size());
+  out.decoded_set_bytes = m.decoded_set_bytes;
+  out.encoded_set_bytes = m.encoded_set_bytes;
+  out.probed = m.probed;
+  out.explain = m.explain();
+  return out;
 }
 
 }  // namespace sluice::runtime

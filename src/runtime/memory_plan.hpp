@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "sluice/pipeline/pipeline.hpp"
 #include "stages/pipeline_plan.hpp"
 
 namespace sluice::runtime {
@@ -23,6 +24,9 @@ struct MemoryPlan {
   std::uint64_t items_bytes = 0;      // the item table (stages/item_table.hpp), held from build()
   int threads = 1;
   int probed = 0;                     // files probed for the estimate
+  // Every item in a memory cache, from the probes' mean sizes: decoded images and encoded files.
+  std::uint64_t decoded_set_bytes = 0;
+  std::uint64_t encoded_set_bytes = 0;
 
   std::uint64_t workspace_bytes() const { return share.total(); }
   std::uint64_t minimum() const {
@@ -35,5 +39,9 @@ struct MemoryPlan {
 
 // min_prefetch: the smallest depth the pipeline may run at (the one set with prefetch(), or 1).
 MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_bytes, int threads, int min_prefetch);
+
+// Pipeline::plan_memory: the memory plan of a pipeline as build() would make it (its threads, its
+// tuning's depths), by use, without building it.
+PipelineMemoryPlan describe_memory(const stages::PipelinePlan& plan);
 
 }  // namespace sluice::runtime

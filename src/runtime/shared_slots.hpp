@@ -2,7 +2,8 @@
 // to it, so a batch the consumer still holds after destroying its Loader stays readable and
 // returns its slot into living memory (issue 14): the batch ring, the device delivery whose
 // page-locked and device memory the ring's slots may be, and the memory budget both are
-// accounted in. Everything else (workers, caches, workspaces) goes with the Loader.
+// accounted in (the loader's own, or its part of a training job's). Everything else (workers,
+// caches, workspaces) goes with the Loader.
 //
 // Why shared ownership rather than an error when a loader dies with batches out: the C API and
 // the Python module already let a batch (and a DLPack tensor made from it) outlive its loader
@@ -22,7 +23,8 @@ namespace sluice::runtime {
 
 class SharedSlots final : public BatchRecycler {
  public:
-  explicit SharedSlots(std::uint64_t memory_budget) : budget(memory_budget) {}
+  // `budget`: the loader's own (a part of a job's budget when it has one).
+  explicit SharedSlots(std::shared_ptr<MemoryBudget> budget) : budget(std::move(budget)) {}
 
   // Any thread: the device memory is free for reuse once the consumer's stream is done with it
   // (an event, not a host wait), the slot at once.
@@ -37,7 +39,7 @@ class SharedSlots final : public BatchRecycler {
   }
 
   // Declared first: destroyed last, after everything that holds a reservation against it.
-  MemoryBudget budget;
+  std::shared_ptr<MemoryBudget> budget;
   std::unique_ptr<DeviceDelivery> device;  // to_device() through a transfer ring, else null
   // Made once the sample size is known; its slots may be the device delivery's memory.
   std::unique_ptr<BatchRing> ring;

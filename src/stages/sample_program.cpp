@@ -177,6 +177,10 @@ std::uint64_t SampleProgram::cache_entry_limit(const SampleProgramConfig& config
   return kDecodedHeaderBytes + pixels * channels;
 }
 
+std::uint64_t SampleProgram::decoded_entry_bytes(std::uint64_t width, std::uint64_t height, int channels) {
+  return kDecodedHeaderBytes + width * height * static_cast<std::uint64_t>(channels);
+}
+
 void SampleProgram::run(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws,
                         void* out) const {
   ws.reader.use(config_.file_ops);

@@ -141,6 +141,8 @@ class SampleProgram {
   // The largest cache entry this program writes (max_file_size for encoded entries, the largest
   // decoded image with its header for decoded ones): what a disk cache file may claim.
   static std::uint64_t cache_entry_limit(const SampleProgramConfig& config);
+  // The bytes a decoded-image cache entry of a width x height image takes (header and pixels).
+  static std::uint64_t decoded_entry_bytes(std::uint64_t width, std::uint64_t height, int channels);
 
  private:
   void run_unchecked(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws, void* out) const;

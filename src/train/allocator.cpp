@@ -138,6 +138,7 @@ Allocator::Handle Allocator::grow(std::uint64_t rounded, std::string* why) {
     return kNone;
   }
   std::uint64_t size = next_region_bytes_;
+  if (options_.growth == RegionGrowth::kRequest && !regions_.empty()) size = rounded;
   while (size < rounded) size = size > std::numeric_limits<std::uint64_t>::max() / 2 ? rounded : size * 2;
   if (options_.limit != 0) {
     const std::uint64_t room = options_.limit - reserved_;

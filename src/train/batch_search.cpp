@@ -155,13 +155,21 @@ BatchTrial try_batch(Context& ctx, const TrainConfig& config, std::int64_t batch
 }
 
 std::int64_t planned_max_batch(const PlanConfig& base, const BatchSearchOptions& o, int* plans) {
-  const std::int64_t g = std::max<std::int64_t>(1, o.granularity);
   PlanConfig pc = base;
+  return planned_max_batch(
+      [&](std::int64_t b) {
+        pc.train.batch = b;
+        return plan_peak(pc).fits;
+      },
+      o, plans);
+}
+
+std::int64_t planned_max_batch(const std::function<bool(std::int64_t)>& test, const BatchSearchOptions& o, int* plans) {
+  const std::int64_t g = std::max<std::int64_t>(1, o.granularity);
   int count = 0;
   auto fits = [&](std::int64_t b) {
     ++count;
-    pc.train.batch = b;
-    return plan_peak(pc).fits;
+    return test(b);
   };
   std::int64_t lo = std::max<std::int64_t>(g, (o.min_batch + g - 1) / g * g);
   std::int64_t hi = round_down(o.max_batch, g);
@@ -202,36 +210,26 @@ BatchSearchResult find_max_batch(Context& ctx, const TrainConfig& config, const 
   return r;
 }
 
-AccumulationSearchResult find_accumulation(Context& ctx, const TrainConfig& config, int steps) {
-  if (ctx.allocator().options().limit == 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "the accumulation search needs a memory limit (grow:LIMIT or prealloc:SIZE): without one every step fits");
-  }
+AccumulationSearchResult search_accumulation(std::int64_t batch, const std::function<bool(int)>& plan_fits,
+                                             const std::function<BatchTrial(int)>& trial_at) {
   AccumulationSearchResult r;
-  r.batch = config.batch;
+  r.batch = batch;
   std::vector<int> divisors;
-  for (std::int64_t k = 1; k <= config.batch; ++k) {
-    if (config.batch % k == 0) divisors.push_back(static_cast<int>(k));
+  for (std::int64_t k = 1; k <= batch; ++k) {
+    if (batch % k == 0) divisors.push_back(static_cast<int>(k));
   }
-  PlanConfig pc = plan_for(ctx);
-  pc.train = config;
-  pc.steps = steps;
-  pc.eval_batch = 0;
   std::size_t guess = divisors.size();
   for (std::size_t i = 0; i < divisors.size(); ++i) {
-    pc.train.accumulate = divisors[i];
     ++r.plans;
-    if (plan_peak(pc).fits) {
+    if (plan_fits(divisors[i])) {
       guess = i;
       break;
     }
   }
   r.planner_guess = guess < divisors.size() ? divisors[guess] : 0;
   auto trial = [&](std::size_t i) {
-    TrainConfig c = config;
-    c.accumulate = divisors[i];
-    BatchTrial t = try_batch(ctx, c, config.batch, steps);
-    t.batch = config.batch / divisors[i];
+    BatchTrial t = trial_at(divisors[i]);
+    t.batch = batch / divisors[i];
     r.trials.push_back(t);
     return t.fits;
   };
@@ -249,6 +247,28 @@ AccumulationSearchResult find_accumulation(Context& ctx, const TrainConfig& conf
     }
   }
   return r;
+}
+
+AccumulationSearchResult find_accumulation(Context& ctx, const TrainConfig& config, int steps) {
+  if (ctx.allocator().options().limit == 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "the accumulation search needs a memory limit (grow:LIMIT or prealloc:SIZE): without one every step fits");
+  }
+  PlanConfig pc = plan_for(ctx);
+  pc.train = config;
+  pc.steps = steps;
+  pc.eval_batch = 0;
+  return search_accumulation(
+      config.batch,
+      [&](int k) {
+        pc.train.accumulate = k;
+        return plan_peak(pc).fits;
+      },
+      [&](int k) {
+        TrainConfig c = config;
+        c.accumulate = k;
+        return try_batch(ctx, c, config.batch, steps);
+      });
 }
 
 }  // namespace sluice::train

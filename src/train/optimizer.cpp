@@ -14,8 +14,11 @@ namespace sluice::train {
 
 void Optimizer::prepare(Context& ctx, const std::vector<Parameter>& params, int slots) {
   if (bound_.empty() && offload_) {
-    host_allocator_ = std::make_unique<Allocator>(make_pinned_host_backing(ctx.device()),
-                                                  AllocatorOptions{.name = "optimizer state (host)"});
+    std::unique_ptr<Backing> backing = make_pinned_host_backing(ctx.device());
+    if (host_budget_) {
+      backing = make_budgeted_backing(std::move(backing), host_budget_, BudgetedBackingOptions{.use = MemoryUse::kOffload});
+    }
+    host_allocator_ = std::make_unique<Allocator>(std::move(backing), AllocatorOptions{.name = "optimizer state (host)"});
     std::int64_t largest = 0;
     for (const Parameter& p : params) {
       std::vector<Tensor> s;

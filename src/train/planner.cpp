@@ -89,6 +89,7 @@ MemoryPlan plan_peak(const PlanConfig& config) {
         plan.peak_by_category[i] = std::max(plan.peak_by_category[i], st.by_category[i].peak_in_use_bytes);
       }
     }
+    if (const Allocator* h = setup.optimizer->host_state_allocator()) plan.offload_reserved_bytes = h->stats().reserved_bytes;
   } catch (const OutOfMemory& e) {
     plan.fits = false;
     plan.failure = failure_text(e.what());

@@ -113,6 +113,29 @@ TEST_F(LoaderBatchesTest, InputStatsAreTheLoaders) {
   EXPECT_EQ(in.host_bytes, st.memory_used);
 }
 
+TEST_F(LoaderBatchesTest, SkippingTheShortBatchTrainsOnFullOnesWhileACacheSeesEveryFile) {
+  // 45 images in batches of 8: five full ones go to the loop, the sixth (5 images) is read and
+  // skipped, so a memory cache of the whole set holds every item after the first epoch.
+  Loader loader = Pipeline::from_items(*items_)
+                      .shuffle_files(3)
+                      .read()
+                      .decode_jpeg()
+                      .cache(MemoryCache{})
+                      .normalize({.mean = {0.5f, 0.5f, 0.5f}, .std = {0.25f, 0.25f, 0.25f}})
+                      .batch(8)
+                      .build({.threads = 2, .seed = 5});
+  LoaderBatches source(loader, ShortBatch::kSkip);
+  EXPECT_EQ(source.batches_per_epoch(), 5);
+  for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+    int batches = 0;
+    (void)epoch_checksum(source, epoch, &batches);
+    EXPECT_EQ(batches, 5) << epoch;
+    const train::InputStats in = source.input_stats();
+    EXPECT_EQ(in.cache_misses, 45) << "epoch " << epoch << ": the first read every file, the second none";
+    EXPECT_EQ(in.cache_hits, epoch == 0 ? 0 : 45);
+  }
+}
+
 // Counts what the runner hands over: every batch of every epoch, the evaluation's as well.
 class CountingStep final : public train::TrainingStep {
  public:

@@ -4,6 +4,13 @@
 // are elastic: they register a reclaimer, and a waiting reservation asks them to give memory
 // back before it waits. Transient reservations (memory one sample holds for a while) let a
 // reservation wait without a deadline exactly as long as some release is still to come.
+//
+// A budget can be a part of a larger one (a training job's: sluice/train/job_plan.hpp): each
+// pipeline of the job reserves in its own part, whose reservations are taken from the job's
+// budget too. A part keeps its own usage, peaks and cancellation (a loader that stops wakes its
+// own waiters, not the trainer's); reclaimers and waits are the whole job's, so the training
+// allocator's growth can ask a pipeline's cache to give memory back, and a release anywhere in
+// the job wakes a waiter anywhere in it.
 #pragma once
 
 #include <array>
@@ -12,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -28,8 +36,16 @@ enum class MemoryUse : std::uint8_t {
   kBatches,        // the batch ring (filling, ready and held batches)
   kPinned,         // page-locked batch slots for the device
   kItems,          // the item table: the data set's names, labels and tar member offsets
+  // The uses above are a pipeline's; those below belong to the rest of a training job that shares
+  // one budget with its pipelines (sluice/train/job_plan.hpp).
+  kTraining,       // the training allocator's regions (tensors of the training step)
+  kOffload,        // optimizer state offloaded to host memory
+  kDeviceBatches,  // device copies of the batches (a pipeline's transfer ring, on the device)
   kCount,
 };
+
+// The uses a pipeline reserves (its Stats list these).
+inline constexpr int kPipelineUseCount = static_cast<int>(MemoryUse::kItems) + 1;
 
 std::string_view to_string(MemoryUse use);
 
@@ -79,6 +95,10 @@ class MemoryBudget {
 
   // limit 0: unlimited (every reservation succeeds; usage is still accounted).
   explicit MemoryBudget(std::uint64_t limit = 0);
+  // A part of `parent` (null: a budget of its own, as above): every reservation is taken from
+  // both, so it fits this part's limit (0: none of its own) and what the parent has left. The
+  // parent is kept alive by its parts.
+  MemoryBudget(std::uint64_t limit, std::shared_ptr<MemoryBudget> parent);
   MemoryBudget(const MemoryBudget&) = delete;
   MemoryBudget& operator=(const MemoryBudget&) = delete;
 
@@ -101,13 +121,17 @@ class MemoryBudget {
   std::optional<Reservation> reserve_transient(std::uint64_t bytes, MemoryUse use);
   // Grows `r` on the same terms (the growth stays with r until r is released).
   bool grow_while_releases_pending(Reservation& r, std::uint64_t more);
-  // Transient reservations held now.
-  int transients_held() const { return transients_.load(std::memory_order_acquire); }
+  // Transient reservations held now, in the whole job (this budget's root and all its parts).
+  int transients_held() const;
 
-  // Wakes every waiter with kCancelled; later reservations fail the same way.
+  // Wakes every waiter of this budget and its parts with kCancelled; later reservations fail
+  // the same way. A parent's other parts go on.
   void cancel();
 
-  // Registers an elastic holder (a cache); returns an id for remove_reclaimer.
+  // Registers an elastic holder (a cache); returns an id for remove_reclaimer. A part's
+  // reclaimers may be asked by any reservation of the whole tree: by its own for its limit, by
+  // any for the parent's. remove_reclaimer waits for a call in progress, so the holder may go
+  // once it returns.
   int add_reclaimer(Reclaimer reclaimer);
   void remove_reclaimer(int id);
 
@@ -116,17 +140,28 @@ class MemoryBudget {
   std::uint64_t peak() const { return peak_.load(std::memory_order_relaxed); }
   std::uint64_t used(MemoryUse use) const { return by_use_[index(use)].used.load(std::memory_order_relaxed); }
   std::uint64_t peak(MemoryUse use) const { return by_use_[index(use)].peak.load(std::memory_order_relaxed); }
-  // limit - used, or UINT64_MAX when unlimited.
+  // limit - used, or UINT64_MAX when unlimited; for a part, the least of its own and its
+  // parent's.
   std::uint64_t available() const;
+  // Starts the peaks (overall and per use) again from the current use: a training job reports
+  // each epoch's.
+  void reset_peak();
+  const std::shared_ptr<MemoryBudget>& parent() const { return parent_; }
 
  private:
   friend class Reservation;
+  struct ReclaimerEntry;
   static std::size_t index(MemoryUse use) { return static_cast<std::size_t>(use); }
+  MemoryBudget& root() { return parent_ ? parent_->root() : *this; }
+  bool cancelled() const;
   bool take(std::uint64_t bytes, MemoryUse use);  // lock-free: true if it fitted
   void give_back(std::uint64_t bytes, MemoryUse use) noexcept;
+  void notify_release() noexcept;  // on the root: a release anywhere may let a waiter through
   bool take_or_reclaim(std::uint64_t bytes, MemoryUse use, Reclaim reclaim);
   bool take_while_releases_pending(std::uint64_t bytes, MemoryUse use);
   void end_transient() noexcept;
+  bool contains(const MemoryBudget* part) const;  // this budget or one of its parts
+  std::uint64_t limit_or_max() const;              // the tightest limit on the way to the root
 
   struct PerUse {
     std::atomic<std::uint64_t> used{0};
@@ -134,17 +169,20 @@ class MemoryBudget {
   };
 
   const std::uint64_t limit_;
+  const std::shared_ptr<MemoryBudget> parent_;
   std::atomic<std::uint64_t> used_{0};
   std::atomic<std::uint64_t> peak_{0};
   std::array<PerUse, static_cast<std::size_t>(MemoryUse::kCount)> by_use_;
 
-  std::mutex mutex_;  // waiters and reclaimers only; reservations that fit never take it
+  // The root's: waiters and reclaimers of the whole tree; reservations that fit never take it.
+  std::mutex mutex_;
   std::condition_variable released_;
-  std::atomic<bool> cancelled_{false};
+  std::atomic<std::uint64_t> releases_{0};  // bumped by every release: a waiter's wake-up check
   std::atomic<int> waiters_{0};
-  std::atomic<int> transients_{0};  // transient reservations held (changed under mutex_)
-  std::vector<std::pair<int, Reclaimer>> reclaimers_;
+  std::atomic<int> transients_{0};  // the root's: transient reservations of the tree (changed under mutex_)
+  std::vector<std::shared_ptr<ReclaimerEntry>> reclaimers_;
   int next_reclaimer_ = 0;
+  std::atomic<bool> cancelled_{false};  // this budget's own
 };
 
 }  // namespace sluice

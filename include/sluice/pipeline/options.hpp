@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "sluice/core/units.hpp"
 
 namespace sluice {
+
+class MemoryBudget;  // sluice/memory/budget.hpp
 
 // BuildOptions::threads = sluice::autotune lets the runtime choose the parallelism.
 inline constexpr int autotune = -1;
@@ -162,6 +165,15 @@ struct BuildOptions {
   OnError on_error = OnError::kFail;
   std::uint64_t seed = 0;           // every random choice derives from it
   bool ordered = true;              // false: batches in completion order (not deterministic)
+  // A larger budget this pipeline's is a part of (a training job's, sluice/train/job_plan.hpp):
+  // every reservation counts in both; memory_budget then caps this pipeline alone (0: only the
+  // larger budget's limit), and build() fails when the pipeline's minimum does not fit what the
+  // larger budget has left. The pipeline's caches give memory back to any part of it (the
+  // trainer's allocator too). Stopping the loader cancels only the pipeline's own part.
+  std::shared_ptr<MemoryBudget> job_budget;
+  // to_device(cuda(i)): the device memory of the transfer ring's slots is reserved here as
+  // MemoryUse::kDeviceBatches (a training job's device budget); null: not accounted.
+  std::shared_ptr<MemoryBudget> device_budget;
 };
 
 }  // namespace sluice

@@ -13,17 +13,39 @@
 // naming what to change) and hands it to the runtime, which defines build() and Loader.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/spec.hpp"
 
 namespace sluice {
 
 class Loader;
+
+// What build() would demand of the memory budget at least, by use, and what a memory cache of the
+// whole data set would take: computed as build() computes its minimum (a few files probed for
+// their size and JPEG header) without building anything, so a training job can plan its memory
+// before any data is read (sluice/train/job_plan.hpp).
+struct PipelineMemoryPlan {
+  std::array<std::uint64_t, kPipelineUseCount> minimum{};  // by MemoryUse
+  std::uint64_t slot_bytes = 0;   // one slot of the batch ring (page-locked with to_device)
+  int min_slots = 0;              // the ring at its shallowest depth (in `minimum`)
+  int start_slots = 0;            // the ring at the depth it starts with when the budget has room
+  std::int64_t items = 0;         // in the data set
+  // A memory cache of every item: decoded images (estimated from the probed headers' mean size)
+  // and encoded files (from the probed files' mean size).
+  std::uint64_t decoded_set_bytes = 0;
+  std::uint64_t encoded_set_bytes = 0;
+  int probed = 0;                 // files whose header was read
+  std::string explain;            // as build()'s error says it: "ring 3 x ... = ..."
+
+  std::uint64_t minimum_bytes() const;
+};
 
 class Pipeline {
  public:
@@ -87,6 +109,9 @@ class Pipeline {
   // Validates and starts the pipeline's runtime. Throws sluice::Error(kInvalidArgument) with a
   // message naming the stage and what to change. Defined by the runtime module.
   Loader build(const BuildOptions& options = {}) const;
+  // What build(options) would need (see PipelineMemoryPlan), without building. Validates as
+  // build() does. Defined by the runtime module.
+  PipelineMemoryPlan plan_memory(const BuildOptions& options = {}) const;
 
  private:
   PipelineSpec spec_;

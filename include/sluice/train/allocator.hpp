@@ -17,7 +17,10 @@
 //    with free neighbours at once, so no two free chunks are ever adjacent.
 //  - Growth (AllocatorMode::kGrow): the first region is 2 MiB, each new one twice the last,
 //    doubled further until the request fits, capped by `limit` (0: none). If the backing refuses
-//    that size, a region of just the request is tried before giving up.
+//    that size, a region of just the request is tried before giving up. With
+//    RegionGrowth::kRequest every region after the first is just the request: a training job's
+//    allocator (sluice/train/job_plan.hpp) starts with its planned region, and anything past it
+//    is taken back from the job's caches, which should give up no more than the request needs.
 //    Preallocation (kPreallocate): one region of `limit` at construction, never more; what a
 //    GPU job that owns its device wants (predictable, no cudaMalloc after start-up).
 //  - Out of memory throws sluice::OutOfMemory (sluice/train/out_of_memory.hpp) whose message is a
@@ -54,6 +57,12 @@ enum class AllocatorMode : std::uint8_t {
   kPreallocate,  // one region of `limit` at construction; never grows
 };
 
+// kGrow: how the regions after the first are sized.
+enum class RegionGrowth : std::uint8_t {
+  kDoubling,  // twice the last (at least the request): few regions, up to half of them free
+  kRequest,   // the request alone: a region per growth, nothing asked for beyond the need
+};
+
 struct AllocatorOptions {
   AllocatorMode mode = AllocatorMode::kGrow;
   // kGrow: the most the regions may add up to (0: no limit). kPreallocate: the size of the one
@@ -61,6 +70,7 @@ struct AllocatorOptions {
   std::uint64_t limit = 0;
   // kGrow: the size of the first region; each later one doubles the last. Rounded up to 256 B.
   std::uint64_t initial_region_bytes = std::uint64_t{2} << 20;
+  RegionGrowth growth = RegionGrowth::kDoubling;
   // Names the allocator in reports ("activations arena").
   std::string name = "allocator";
 };

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "sluice/core/device_id.hpp"
+#include "sluice/memory/budget.hpp"
 
 namespace sluice {
 
@@ -54,5 +55,22 @@ std::unique_ptr<Backing> make_address_space_backing();
 
 // The host backing for sluice::host(), the CUDA backing for sluice::cuda(i).
 std::unique_ptr<Backing> make_backing(DeviceId device);
+
+// Regions of `inner` counted in a memory budget (a training job's: sluice/train/job_plan.hpp), as
+// `use`. `floor` bytes are reserved at construction and held for the backing's life, used or not:
+// the job's plan gives the training allocator its share before the pipelines start, so a cache
+// cannot fill it. A region beyond the floor reserves the rest with Reclaim::kYes: a larger
+// evaluation batch or a growing allocator takes memory back from the job's caches instead of
+// failing, and gets nullptr (the allocator's out of memory) only when even they cannot give
+// enough. Throws sluice::Error(kOutOfBudget) when the floor does not fit the budget now.
+// One allocator's backing: calls are serialised by the allocator's lock. Pair it with
+// RegionGrowth::kRequest past the floor: a doubling allocator first asks for twice its last region,
+// and the caches would give up for that what the request itself does not need.
+struct BudgetedBackingOptions {
+  MemoryUse use = MemoryUse::kTraining;
+  std::uint64_t floor = 0;
+};
+std::unique_ptr<Backing> make_budgeted_backing(std::unique_ptr<Backing> inner, std::shared_ptr<MemoryBudget> budget,
+                                               BudgetedBackingOptions options = {});
 
 }  // namespace sluice

@@ -62,6 +62,9 @@ BatchTrial try_batch(Context& ctx, const TrainConfig& config, std::int64_t batch
 // run under `base` (its allocator options, threads, steps; its batch ignored) fits; 0 when none
 // does. `plans` counts the dry runs (doubling, then bisection: about 2 log2(max) at most).
 std::int64_t planned_max_batch(const PlanConfig& base, const BatchSearchOptions& options, int* plans = nullptr);
+// The same over any dry-run test (a training job's: sluice/train/job_plan.hpp).
+std::int64_t planned_max_batch(const std::function<bool(std::int64_t)>& fits, const BatchSearchOptions& options,
+                               int* plans = nullptr);
 
 // Keeping the effective batch instead: the smallest accumulation K (a divisor of config.batch,
 // micro-batches of batch / K) whose steps fit ctx's allocator. The planner picks the first K
@@ -75,6 +78,10 @@ struct AccumulationSearchResult {
   std::vector<BatchTrial> trials;  // BatchTrial::batch is the micro-batch
 };
 AccumulationSearchResult find_accumulation(Context& ctx, const TrainConfig& config, int steps = 2);
+// The same over any dry-run test and trial of an accumulation K (find_accumulation's, or a training
+// job's: sluice/train/job_plan.hpp).
+AccumulationSearchResult search_accumulation(std::int64_t batch, const std::function<bool(int)>& plan_fits,
+                                             const std::function<BatchTrial(int)>& trial);
 
 // The largest batch of `config` (its batch field ignored) whose steps fit ctx's allocator.
 // Throws sluice::Error(kInvalidArgument) when the allocator has no limit: everything fits.

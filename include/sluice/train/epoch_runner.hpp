@@ -13,12 +13,15 @@
 // last and *_end events last to first (a profiler added before a pruner encloses its pruning in
 // the step's slice; a printer added first sees every other hook's part of the epoch's report).
 // What a run holds for its memory is the allocator's; a hook that owns more of the job's memory
-// (a pipeline budget) resets its peaks in on_epoch_begin and reports them in on_epoch_end.
+// (JobMemoryHook, for a job under one limit) resets its peaks in on_epoch_begin and reports them
+// in on_epoch_end.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -26,12 +29,15 @@
 #include "sluice/core/shape.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/category.hpp"
+#include "sluice/train/job_memory.hpp"
 #include "sluice/train/trainer.hpp"
 
 namespace sluice::train {
 
 class MagnitudePruner;
 class Profiler;
+struct JobPlan;
+struct JobBudgets;
 
 // One batch as a source hands it over: views of memory the source owns.
 struct TrainBatch {
@@ -49,6 +55,12 @@ struct InputStats {
   int workers = 0;                 // its worker threads
   std::uint64_t host_bytes = 0;    // accounted pageable memory now
   std::uint64_t pinned_bytes = 0;  // accounted page-locked memory now
+  // Its memory cache, counted since it started: hits, misses (each a file read), the bytes it
+  // holds now and the entries it gave back to working memory.
+  std::int64_t cache_hits = 0;
+  std::int64_t cache_misses = 0;
+  std::uint64_t cache_bytes = 0;
+  std::int64_t cache_dropped = 0;
 };
 
 // Batches, one pass per epoch.
@@ -118,6 +130,7 @@ struct EpochReport {
   // epoch's start; zeros without an allocator.
   AllocatorStats memory;
   std::optional<PruningStatus> pruning;
+  std::optional<JobMemoryReport> job_memory;  // under one limit for the job (JobMemoryHook)
 
   // Images the steps trained per second of step time.
   double train_images_per_sec() const;
@@ -240,6 +253,28 @@ class ProfilingHook final : public EpochHook {
  private:
   Profiler& profiler_;
   const BatchSource& input_;
+};
+
+// A training job under one memory limit as a hook (sluice/train/job_plan.hpp): every epoch starts
+// the budgets' peaks again, and ends with its JobMemoryReport: the limit, each part's peak against
+// its share, each pipeline's cache hits and what the limit held that nothing claimed.
+class JobMemoryHook final : public EpochHook {
+ public:
+  struct Pipeline {
+    std::string name;
+    std::shared_ptr<MemoryBudget> part;  // its part of the host budget (the loader's)
+    const BatchSource* source = nullptr;  // its cache's counters
+  };
+  // The plan's pipelines in its order. The plan, the budgets and the sources must outlive the hook.
+  JobMemoryHook(const JobPlan& plan, const JobBudgets& budgets, std::vector<Pipeline> pipelines);
+  void on_epoch_begin(std::int64_t epoch) override;
+  void on_epoch_end(EpochReport& report) override;
+
+ private:
+  const JobPlan& plan_;
+  const JobBudgets& budgets_;
+  std::vector<Pipeline> pipelines_;
+  std::vector<InputStats> at_start_;
 };
 
 }  // namespace sluice::train

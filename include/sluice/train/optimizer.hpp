@@ -45,6 +45,9 @@ class Optimizer {
   bool offloaded() const { return offload_; }
   // The host allocator of the offloaded state: null without offload and before the first step.
   const Allocator* host_state_allocator() const { return host_allocator_.get(); }
+  // With offload: the host state's regions are reserved in `budget` (a training job's host side,
+  // sluice/train/job_plan.hpp) as MemoryUse::kOffload. Set it before the first step.
+  void set_host_state_budget(std::shared_ptr<MemoryBudget> budget) { host_budget_ = std::move(budget); }
 
  protected:
   // Checks `params` against the state's list and creates `slots` zero tensors per parameter on
@@ -59,6 +62,7 @@ class Optimizer {
   void finish_step(Context& ctx);
 
   bool offload_ = false;
+  std::shared_ptr<MemoryBudget> host_budget_;  // declared before the allocator: outlives it
   std::unique_ptr<Allocator> host_allocator_;  // offload: the state's home (outlives state_)
   std::vector<std::vector<Tensor>> state_;  // per parameter: its slots (category optimizer state)
   std::vector<const Tensor*> bound_;        // the parameter each state entry belongs to

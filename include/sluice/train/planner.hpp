@@ -57,6 +57,9 @@ struct MemoryPlan {
   std::array<std::uint64_t, kTensorCategoryCount> peak_by_category{};
   std::uint64_t step_peak_in_use_bytes = 0;  // the training steps alone, evaluation left out
   std::uint64_t reserved_bytes = 0;          // the regions the allocator took (grow mode)
+  // With offload: the regions of the optimizer's host allocator (host memory, outside the
+  // training allocator; a training job's host side counts them).
+  std::uint64_t offload_reserved_bytes = 0;
   bool fits = true;     // false: the allocator ran out under PlanConfig::allocator's limit
   std::string failure;  // then: the out-of-memory report's request and reason, on one line
   std::int64_t parameters = 0;

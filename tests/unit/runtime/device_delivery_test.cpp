@@ -146,8 +146,8 @@ TEST_F(DeviceDeliveryTest, ACopyThatCannotBeMadeIsReturnedNotThrown) {
 TEST_F(DeviceDeliveryTest, ARecordedStreamReachesTheTransferRingThroughTheSharedSlots) {
   const auto p = plan(false);
   stages::SampleProgram program(p.program);
-  SharedSlots shared(0);
-  shared.device = std::make_unique<DeviceDelivery>(p, program, 3, shared.budget);
+  SharedSlots shared(std::make_shared<MemoryBudget>(0));
+  shared.device = std::make_unique<DeviceDelivery>(p, program, 3, *shared.budget);
   EXPECT_EQ(shared.device->transfer_stats().streams_recorded, 0u);
   BatchRecycler& recycler = shared;
   recycler.record_stream(1, nullptr);
@@ -159,7 +159,7 @@ TEST_F(DeviceDeliveryTest, ARecordedStreamReachesTheTransferRingThroughTheShared
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
   }
-  SharedSlots host_only(0);  // no device delivery: nothing to record, nothing to fail
+  SharedSlots host_only(std::make_shared<MemoryBudget>(0));  // no device delivery: nothing to record, nothing to fail
   EXPECT_NO_THROW(static_cast<BatchRecycler&>(host_only).record_stream(0, nullptr));
 }
 
