@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -193,6 +194,47 @@ TEST(MemoryBudgetTransient, FailsWhenNoReleaseIsToCome) {
   waiter.join();
   EXPECT_EQ(result.load(), 0);
   EXPECT_EQ(budget.used(), 400u);
+}
+
+// In a training job the pipelines' budgets are parts of the job's: a transient held by one
+// loader's part is a release still to come for a transient of another part (or of the job), and
+// its release wakes that waiter, since both take from the job's limit.
+TEST(MemoryBudgetTransient, PartsOfOneJobWaitOnEachOthersTransients) {
+  auto job = std::make_shared<MemoryBudget>(1000);
+  MemoryBudget train_part(0, job);
+  MemoryBudget eval_part(0, job);
+  auto held = job->try_reserve(500, MemoryUse::kTraining);
+  auto first = train_part.reserve_transient(400, MemoryUse::kDecodeBuffers);
+  ASSERT_TRUE(held && first);
+  EXPECT_EQ(eval_part.transients_held(), 1);  // counted for the whole job
+  EXPECT_EQ(job->transients_held(), 1);
+  std::atomic<int> result{-1};
+  std::optional<Reservation> second;
+  std::thread waiter([&] {
+    second = eval_part.reserve_transient(300, MemoryUse::kDecodeBuffers);
+    result = second.has_value() ? 1 : 0;
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(result.load(), -1) << "gave up while another part's transient was still to come back";
+  first->reset();
+  waiter.join();
+  ASSERT_EQ(result.load(), 1);
+  EXPECT_EQ(job->used(), 800u);
+  EXPECT_EQ(eval_part.used(), 300u);
+  EXPECT_EQ(train_part.used(), 0u);
+  EXPECT_EQ(job->transients_held(), 1);
+}
+
+// A part's own limit binds too: with no transient of the job held, a request over what the part
+// has left fails at once, though the job has room.
+TEST(MemoryBudgetTransient, APartsOwnLimitFailsAtOnceWithoutTransients) {
+  auto job = std::make_shared<MemoryBudget>(1000);
+  MemoryBudget part(300, job);
+  auto held = part.try_reserve(200, MemoryUse::kBatches);
+  const auto start = MemoryBudget::Clock::now();
+  EXPECT_FALSE(part.reserve_transient(200, MemoryUse::kDecodeBuffers));
+  EXPECT_LT(MemoryBudget::Clock::now() - start, 1s);
+  EXPECT_TRUE(part.reserve_transient(100, MemoryUse::kDecodeBuffers));
 }
 
 TEST(MemoryBudgetTransient, CancelEndsTheWait) {
