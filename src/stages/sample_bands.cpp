@@ -35,13 +35,7 @@ std::vector<int> keep_from(const Resampler& r, int rows) {
 void SampleProgram::decode_in_bands(const GeometryPlan& plan, std::span<const std::uint8_t> bytes,
                                     const JpegHeader& header, const JpegRequest& decode, Workspace& ws,
                                     void* out) const {
-  if (plan.out != config_.output) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "image gives a " + std::to_string(plan.out.width) + "x" + std::to_string(plan.out.height) +
-                    " sample but the batch holds " + std::to_string(config_.output.width) + "x" +
-                    std::to_string(config_.output.height) +
-                    " samples: add resize() or a crop so every sample has one size");
-  }
+  require_batch_size(plan);
   Resampler& resampler = ws.resampler;
   resampler.setup(ResampleParams{plan.x, plan.y, channels_, plan.filter, plan.antialias, plan.fill});
   ws.scratch.reserve(resampler.scratch_bytes());

@@ -332,10 +332,7 @@ bool SampleProgram::fast_upsample_for(const GeometryPlan& plan, const JpegHeader
   return shrunk && !planes_path;
 }
 
-// Resample (unless a plain copy) and normalize into the slot. `source` holds source pixels
-// `region` of the (scaled) image the plan maps into.
-void SampleProgram::finish(const GeometryPlan& plan, ConstImageView source, Rect region, ResamplerState resampler,
-                           Workspace& ws, void* out, Clock::time_point& t) const {
+void SampleProgram::require_batch_size(const GeometryPlan& plan) const {
   if (plan.out != config_.output) {
     throw Error(ErrorCode::kInvalidArgument,
                 "image gives a " + std::to_string(plan.out.width) + "x" + std::to_string(plan.out.height) +
@@ -343,6 +340,13 @@ void SampleProgram::finish(const GeometryPlan& plan, ConstImageView source, Rect
                     std::to_string(config_.output.height) +
                     " samples: add resize() or a crop so every sample has one size");
   }
+}
+
+// Resample (unless a plain copy) and normalize into the slot. `source` holds source pixels
+// `region` of the (scaled) image the plan maps into.
+void SampleProgram::finish(const GeometryPlan& plan, ConstImageView source, Rect region, ResamplerState resampler,
+                           Workspace& ws, void* out, Clock::time_point& t) const {
+  require_batch_size(plan);
   ConstImageView sample;
   const bool direct = normalize_.is_identity() && !plan.flip;
   if (is_identity(plan.x) && is_identity(plan.y)) {

@@ -161,6 +161,8 @@ class SampleProgram {
   // The file's bytes, from the cache or read and inserted (kEncoded caches) or just read.
   std::span<const std::uint8_t> encoded_bytes(const ItemTable& items, std::int64_t item, const SampleKey& key,
                                               Workspace& ws, MemoryCacheStore::Handle& held) const;
+  // Throws kInvalidArgument when the plan's sample is not the batch's sample size.
+  void require_batch_size(const GeometryPlan& plan) const;
   // kSetUp: the workspace's resampler already holds this plan's tables (the decode path set it up
   // to know the region it needs); kNotSetUp: finish() sets it up if the plan resamples.
   enum class ResamplerState : std::uint8_t { kNotSetUp, kSetUp };

@@ -14,6 +14,7 @@
 #include "stages/jpeg_decoder.hpp"
 #include "stages/item_table.hpp"
 #include "stages/sample_program.hpp"
+#include "one_file_table.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {
@@ -21,13 +22,7 @@ namespace {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// One file as the item table the runtime hands SampleProgram::run.
-ItemTable one_file(const std::string& path) {
-  ItemTable table;
-  table.add_path(path, 0);
-  table.finish();
-  return table;
-}
+using test::one_file;
 
 struct Pixels {
   int width = 0, height = 0;

@@ -11,6 +11,7 @@
 #include "stages/jpeg_decoder.hpp"
 #include "stages/item_table.hpp"
 #include "stages/sample_program.hpp"
+#include "one_file_table.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {
@@ -18,13 +19,7 @@ namespace {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// One file as the item table the runtime hands SampleProgram::run.
-ItemTable one_file(const std::string& path) {
-  ItemTable table;
-  table.add_path(path, 0);
-  table.finish();
-  return table;
-}
+using test::one_file;
 
 std::vector<GeometryStep> eval_chain() {
   return {{spec::ResizeShorter{256, {}}, 1}, {spec::CenterCrop{224, 224}, 2}};
