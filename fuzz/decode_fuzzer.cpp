@@ -272,6 +272,12 @@ void resample_and_normalize(const GeometryPlan& plan, ConstImageView source, Rec
 // Path 1b: the same sample on a workspace whose decoded-image share is one page, in a budget with
 // nothing else free, so every larger region goes through the row-band path; it must give the
 // sample the whole-region path gave.
+// The one item every path runs: fuzz.jpg, which the fuzzer's file system serves.
+const stages::ItemTable& fuzz_item() {
+  static const stages::Dataset one = stages::load_dataset(spec::Items{{Item{"fuzz.jpg", 0}}});
+  return one.items;
+}
+
 void run_in_bands(const SampleProgram& program, const Params& p, const std::vector<std::uint8_t>& whole) {
   struct Tight {
     std::unique_ptr<MemoryBudget> budget;
@@ -287,7 +293,7 @@ void run_in_bands(const SampleProgram& program, const Params& p, const std::vect
   }
   std::vector<std::uint8_t> out(program.sample_bytes());
   try {
-    program.run(Item{"fuzz.jpg", 0}, p.key(), *t.ws, out.data());
+    program.run(fuzz_item(), 0, p.key(), *t.ws, out.data());
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kTooLarge) return;  // a band of one row did not fit one page
     finding("row bands", std::string("failed where the whole region decoded: ") + e.what());
@@ -297,12 +303,12 @@ void run_in_bands(const SampleProgram& program, const Params& p, const std::vect
     std::vector<std::uint8_t> fresh_whole(program.sample_bytes());
     std::vector<std::uint8_t> fresh_bands(program.sample_bytes());
     auto plain = program.make_workspace();
-    program.run(Item{"fuzz.jpg", 0}, p.key(), *plain, fresh_whole.data());
+    program.run(fuzz_item(), 0, p.key(), *plain, fresh_whole.data());
     const WorkspaceShare share{.file = 4 << 20, .decoded = 4096, .resized = 1 << 20, .scratch = 1 << 20,
                                .decoder = {.planes = 1 << 20, .coefficients = 4 << 20}};
     MemoryBudget budget(share.total());
     auto banded = program.make_workspace(budget, share);
-    program.run(Item{"fuzz.jpg", 0}, p.key(), *banded, fresh_bands.data());
+    program.run(fuzz_item(), 0, p.key(), *banded, fresh_bands.data());
     std::size_t differ = 0;
     for (std::size_t i = 0; i < out.size(); ++i) differ += out[i] != whole[i];
     finding("row bands", "the sample differs from the whole-region path's in " + std::to_string(differ) + " of " +
@@ -330,8 +336,7 @@ void run_program(std::span<const std::uint8_t> jpeg, const Params& p) {
   if (!ws) ws = program.make_workspace();
   std::vector<std::uint8_t> out(program.sample_bytes());
   try {
-    static const stages::Dataset one = stages::load_dataset(spec::Items{{Item{"fuzz.jpg", 0}}});
-    program.run(one.items, 0, p.key(), *ws, out.data());
+    program.run(fuzz_item(), 0, p.key(), *ws, out.data());
   } catch (const Error& e) {
     check_program_error(e);
     return;

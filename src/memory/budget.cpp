@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
@@ -61,6 +62,10 @@ void Reservation::reset() {
 
 // A reclaimer and the lock that keeps it from being called after remove_reclaimer() returned.
 struct MemoryBudget::ReclaimerEntry {
+  // A constructor, not an aggregate: clang 14 (the fuzz build) has no parenthesised aggregate
+  // initialisation for make_shared.
+  ReclaimerEntry(const MemoryBudget* owner_, int id_, Reclaimer reclaim_)
+      : owner(owner_), id(id_), reclaim(std::move(reclaim_)) {}
   const MemoryBudget* owner;
   int id;
   Reclaimer reclaim;
