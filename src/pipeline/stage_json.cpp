@@ -3,6 +3,8 @@
 
 #include <cctype>
 #include <climits>
+#include <cmath>
+#include <limits>
 
 #include "pipeline/json_limits.hpp"
 #include "sluice/core/error.hpp"
@@ -130,7 +132,14 @@ std::vector<float> read_floats(const json& v, const std::string& path, Sign sign
     if (!v[i].is_number()) expected(p, "a number", v[i]);
     const double d = v[i].get<double>();
     if (positive && !(d > 0)) expected(p, "a positive number", v[i]);
-    out.push_back(static_cast<float>(d));
+    // Kept as float: a value past float's range would become infinity (written back as null), and
+    // a positive one below its smallest normal would divide samples into infinities.
+    const float f = static_cast<float>(d);
+    if (!std::isfinite(f)) expected(p, "a number within float's range (|x| <= 3.4e38)", v[i]);
+    if (positive && !(f >= std::numeric_limits<float>::min())) {
+      expected(p, "a positive number of at least 1.2e-38 (float's smallest normal)", v[i]);
+    }
+    out.push_back(f);
   }
   return out;
 }

@@ -311,6 +311,13 @@ TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
             "stages[0].normalize.layout: expected one of nchw, nhwc, got \"chw\"");
   EXPECT_EQ(error_of(with_stages(R"([{"normalize": {"std": [0.2, 0]}}])")),
             "stages[0].normalize.std[1]: expected a positive number, got 0");
+  // Found by json_spec_fuzzer: a value past float's range became infinity and wrote back as null.
+  EXPECT_EQ(error_of(with_stages(R"([{"normalize": {"std": [0.2, 1e71]}}])")),
+            "stages[0].normalize.std[1]: expected a number within float's range (|x| <= 3.4e38), got 1e+71");
+  EXPECT_EQ(error_of(with_stages(R"([{"normalize": {"mean": [-1e39]}}])")),
+            "stages[0].normalize.mean[0]: expected a number within float's range (|x| <= 3.4e38), got -1e+39");
+  EXPECT_EQ(error_of(with_stages(R"([{"normalize": {"std": [1e-50]}}])")),
+            "stages[0].normalize.std[0]: expected a positive number of at least 1.2e-38 (float's smallest normal), got 1e-50");
   EXPECT_EQ(error_of(with_stages(R"([{"to_device": {"device": "gpu0"}}])")),
             "stages[0].to_device.device: expected \"host\" or \"cuda:N\", got \"gpu0\"");
   EXPECT_EQ(error_of(with_stages(R"([{"to_device": {}}])")),
