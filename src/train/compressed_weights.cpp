@@ -2,6 +2,7 @@
 // that validates everything (header, size, checksum, the table's consistency) before it returns.
 #include "sluice/train/compressed_weights.hpp"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -191,7 +192,8 @@ CompressedWeights CompressedWeights::load(const std::string& path) {
                                                  " bytes for " + std::to_string(t.shape.elements()) + " elements", path);
       }
       t.bitmap.resize(bitmap_words(t.shape.elements()));
-      std::memcpy(t.bitmap.data(), at, bitmap_bytes);
+      // copy_n, not memcpy: a tensor without elements has an empty bitmap, whose data() may be null.
+      std::copy_n(at, bitmap_bytes, reinterpret_cast<std::uint8_t*>(t.bitmap.data()));
       const auto tail = t.shape.elements() & 63;
       if (tail != 0 && !t.bitmap.empty() && (t.bitmap.back() >> tail) != 0) {
         throw Error(ErrorCode::kCorruptData, "tensor " + t.name + ": bitmap has bits past the last element", path);

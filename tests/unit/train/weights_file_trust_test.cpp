@@ -107,6 +107,19 @@ TEST(WeightsFileTrust, DimensionsWhoseProductOverflowsAreRefused) {
   EXPECT_EQ(CompressedWeights::load((dir / "ok").string()).tensors().size(), 1u);
 }
 
+// Found by weights_fuzzer: a sparse tensor with a dimension of 0 has an empty bitmap, and copying
+// its 0 bytes went through memcpy with a null destination (undefined; UBSan aborts).
+TEST(WeightsFileTrust, ASparseTensorWithoutElementsLoads) {
+  const std::vector<std::uint8_t> t = record({0, 3}, 1, 0, 0, 0);
+  const std::vector<std::uint8_t> empty_blob;
+  test::TempDir dir;
+  test::write_bytes(dir / "empty", container(1, t, empty_blob, t.size(), 0));
+  const CompressedWeights w = CompressedWeights::load((dir / "empty").string());
+  ASSERT_EQ(w.tensors().size(), 1u);
+  EXPECT_EQ(w.tensors()[0].shape.elements(), 0);
+  EXPECT_EQ(w.tensors()[0].nonzeros(), 0);
+}
+
 TEST(WeightsFileTrust, AFifoIsRefusedWithoutBlocking) {
   test::TempDir dir;
   const std::string path = (dir / "w.sluicesp").string();
