@@ -50,14 +50,14 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "stages/file_ops.hpp"
-#include "stages/geometry.hpp"
-#include "stages/jpeg_decoder.hpp"
-#include "stages/normalize.hpp"
-#include "stages/resample.hpp"
-#include "stages/resample_kernels.hpp"
-#include "stages/sample_program.hpp"
-#include "stages/source.hpp"
+#include "stages/source/file_ops.hpp"
+#include "stages/image/geometry.hpp"
+#include "stages/decode/jpeg_decoder.hpp"
+#include "stages/image/normalize.hpp"
+#include "stages/image/resample.hpp"
+#include "stages/image/resample_kernels.hpp"
+#include "stages/program/sample_program.hpp"
+#include "stages/source/source.hpp"
 
 namespace {
 

@@ -21,8 +21,8 @@
 
 #include "fuzz_support.hpp"
 #include "sluice/memory/aligned_buffer.hpp"
-#include "stages/disk_cache.hpp"
-#include "stages/disk_cache_format.hpp"
+#include "stages/cache/disk_cache.hpp"
+#include "stages/cache/disk_cache_format.hpp"
 
 namespace sluice::fuzz {
 

@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
-#include "stages/file_ops.hpp"
-#include "stages/read_file.hpp"
-#include "stages/source.hpp"
-#include "stages/tar_format.hpp"
-#include "stages/tar_index.hpp"
-#include "stages/tar_source.hpp"
+#include "stages/source/file_ops.hpp"
+#include "stages/source/read_file.hpp"
+#include "stages/source/source.hpp"
+#include "stages/tar/tar_format.hpp"
+#include "stages/tar/tar_index.hpp"
+#include "stages/tar/tar_source.hpp"
 
 namespace sluice::fuzz {
 

@@ -15,7 +15,7 @@
 #include "fuzz_support.hpp"
 #include "sluice/train/checkpoint.hpp"
 #include "sluice/train/compressed_weights.hpp"
-#include "train/weights_file_io.hpp"
+#include "train/io/weights_file_io.hpp"
 
 namespace sluice::fuzz {
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "stages/jpeg_decoder.hpp"
+#include "stages/decode/jpeg_decoder.hpp"
 
 namespace {
 

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "sluice/memory/aligned_buffer.hpp"
-#include "stages/disk_cache.hpp"
-#include "stages/disk_cache_format.hpp"
+#include "stages/cache/disk_cache.hpp"
+#include "stages/cache/disk_cache_format.hpp"
 
 namespace {
 

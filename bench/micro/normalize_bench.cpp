@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "sluice/memory/aligned_buffer.hpp"
-#include "stages/normalize.hpp"
+#include "stages/image/normalize.hpp"
 
 namespace {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "stages/resample.hpp"
-#include "stages/resample_kernels.hpp"
+#include "stages/image/resample.hpp"
+#include "stages/image/resample_kernels.hpp"
 
 namespace {
 

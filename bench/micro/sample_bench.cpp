@@ -25,8 +25,8 @@
 #include <cstdio>  // jpeglib.h needs FILE and size_t declared first
 #include <jpeglib.h>
 
-#include "stages/item_table.hpp"
-#include "stages/sample_program.hpp"
+#include "stages/source/item_table.hpp"
+#include "stages/program/sample_program.hpp"
 
 namespace {
 

@@ -21,8 +21,8 @@
 #include "sluice/device/stream.hpp"
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
-#include "stages/source.hpp"
-#include "stages/tar_source.hpp"
+#include "stages/source/source.hpp"
+#include "stages/tar/tar_source.hpp"
 
 namespace sluice::cli {
 namespace {

@@ -30,9 +30,9 @@
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
 #include "sluice/core/error.hpp"
-#include "stages/jpeg_decoder.hpp"
-#include "stages/read_file.hpp"
-#include "stages/source.hpp"
+#include "stages/decode/jpeg_decoder.hpp"
+#include "stages/source/read_file.hpp"
+#include "stages/source/source.hpp"
 
 namespace sluice::cli {
 namespace {

@@ -29,8 +29,8 @@
 #include "cli/console.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
-#include "stages/source.hpp"
-#include "stages/tar_format.hpp"
+#include "stages/source/source.hpp"
+#include "stages/tar/tar_format.hpp"
 
 namespace sluice::cli {
 namespace {

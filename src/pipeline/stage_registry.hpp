@@ -68,7 +68,7 @@ struct OrderRule {
   const char* misplaced = "";      // what to say when it comes in a phase outside `allowed`
 };
 
-// The stage's view of one sample's geometry while it is planned (stages/geometry.cpp implements
+// The stage's view of one sample's geometry while it is planned (stages/image/geometry.cpp implements
 // it): the current image's size as the user sees it, and the operations an image op composes.
 class GeometryCanvas {
  public:

@@ -21,7 +21,7 @@
 #include "sluice/device/transfer_ring.hpp"
 #include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/batch.hpp"
-#include "stages/pipeline_plan.hpp"
+#include "stages/program/pipeline_plan.hpp"
 
 namespace sluice::runtime {
 

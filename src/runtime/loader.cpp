@@ -4,7 +4,7 @@
 #include "runtime/loader_build.hpp"
 #include "runtime/loader_impl.hpp"
 #include "runtime/memory_plan.hpp"
-#include "stages/pipeline_plan.hpp"
+#include "stages/program/pipeline_plan.hpp"
 
 namespace sluice {
 

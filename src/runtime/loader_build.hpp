@@ -7,7 +7,7 @@
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/pipeline.hpp"
 #include "sluice/runtime/loader.hpp"
-#include "stages/file_ops.hpp"
+#include "stages/source/file_ops.hpp"
 
 namespace sluice::runtime {
 

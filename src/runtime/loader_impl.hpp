@@ -28,10 +28,10 @@
 #include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/batch.hpp"
 #include "sluice/pipeline/stats.hpp"
-#include "stages/disk_cache.hpp"
-#include "stages/epoch_order.hpp"
-#include "stages/memory_cache.hpp"
-#include "stages/pipeline_plan.hpp"
+#include "stages/cache/disk_cache.hpp"
+#include "stages/source/epoch_order.hpp"
+#include "stages/cache/memory_cache.hpp"
+#include "stages/program/pipeline_plan.hpp"
 
 namespace sluice {
 

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "stages/pipeline_plan.hpp"
+#include "stages/program/pipeline_plan.hpp"
 
 namespace sluice::runtime {
 

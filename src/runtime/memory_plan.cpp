@@ -9,9 +9,9 @@
 #include "runtime/executor.hpp"
 #include "runtime/loader_tuning.hpp"
 #include "sluice/memory/aligned_buffer.hpp"
-#include "stages/jpeg_decoder.hpp"
-#include "stages/read_file.hpp"
-#include "stages/sample_program.hpp"
+#include "stages/decode/jpeg_decoder.hpp"
+#include "stages/source/read_file.hpp"
+#include "stages/program/sample_program.hpp"
 
 namespace sluice::runtime {
 
@@ -98,7 +98,7 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   };
   const std::uint64_t out_row = static_cast<std::uint64_t>(config.output.width) * channels;
   const std::uint64_t out = out_row * static_cast<std::uint64_t>(config.output.height);
-  // A tar member is read with its 512-byte header (stages/read_file.hpp).
+  // A tar member is read with its 512-byte header (stages/source/read_file.hpp).
   if (largest_file > 0 && items.kind() == stages::ItemTable::Kind::kMember) largest_file += 512;
   m.share.file = largest_file ? with_headroom(largest_file) : 0;
   m.share.decoded = largest_image ? with_headroom(largest_image) : 0;

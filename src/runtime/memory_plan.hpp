@@ -11,7 +11,7 @@
 #include <string>
 
 #include "sluice/pipeline/pipeline.hpp"
-#include "stages/pipeline_plan.hpp"
+#include "stages/program/pipeline_plan.hpp"
 
 namespace sluice::runtime {
 
@@ -21,7 +21,7 @@ struct MemoryPlan {
   stages::WorkspaceShare share;       // per worker: file, decoded image, resampled sample, scratch,
                                       // decoder planes and libjpeg coefficients
   std::uint64_t index_bytes = 0;      // the epoch order's index arrays
-  std::uint64_t items_bytes = 0;      // the item table (stages/item_table.hpp), held from build()
+  std::uint64_t items_bytes = 0;      // the item table (stages/source/item_table.hpp), held from build()
   int threads = 1;
   int probed = 0;                     // files probed for the estimate
   // Every item in a memory cache, from the probes' mean sizes: decoded images and encoded files.

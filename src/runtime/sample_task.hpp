@@ -24,8 +24,8 @@
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/spec.hpp"
 #include "sluice/pipeline/stats.hpp"
-#include "stages/item_table.hpp"
-#include "stages/sample_program.hpp"
+#include "stages/source/item_table.hpp"
+#include "stages/program/sample_program.hpp"
 
 namespace sluice::runtime {
 

@@ -16,7 +16,7 @@
 #include "sluice/device/gpu_normalize.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/context.hpp"
-#include "train/backend.hpp"
+#include "train/tensor/backend.hpp"
 
 namespace sluice::train {
 namespace {

@@ -31,7 +31,7 @@
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/context.hpp"
 #include "sluice/train/ops.hpp"
-#include "train/backend.hpp"
+#include "train/tensor/backend.hpp"
 
 namespace sluice::train {
 namespace {

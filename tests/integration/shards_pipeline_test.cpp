@@ -17,7 +17,7 @@
 #include "sluice/core/units.hpp"
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
-#include "stages/source.hpp"
+#include "stages/source/source.hpp"
 #include "test_support.hpp"
 
 namespace sluice {

@@ -1,4 +1,4 @@
-// FaultFs: a FileOps (stages/file_ops.hpp) for tests that passes every call to the real file
+// FaultFs: a FileOps (stages/source/file_ops.hpp) for tests that passes every call to the real file
 // system except the ones it was told to perturb: the Nth open or pread (or write, fstat...) of a
 // path fails with a chosen errno, reads of a file stop after K bytes as if it had been cut
 // short, a byte reads back flipped. It is how the reliability tests of issue 8 make a file vanish,
@@ -23,7 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "stages/file_ops.hpp"
+#include "stages/source/file_ops.hpp"
 
 namespace sluice::test {
 

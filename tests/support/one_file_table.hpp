@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "stages/item_table.hpp"
+#include "stages/source/item_table.hpp"
 
 namespace sluice::test {
 

@@ -1,5 +1,5 @@
 // Helpers for tests of the tar-shard source: tar bytes built member by member with sluice's own
-// header writer (stages/tar_format.hpp), an image folder written as shards in from_folder's
+// header writer (stages/tar/tar_format.hpp), an image folder written as shards in from_folder's
 // order, and the ways a shard gets damaged (cut, a flipped header byte, a size past the end).
 // Header-only: the tests that use it include src/ already.
 #pragma once
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "stages/source.hpp"
-#include "stages/tar_format.hpp"
+#include "stages/source/source.hpp"
+#include "stages/tar/tar_format.hpp"
 #include "test_support.hpp"
 
 namespace sluice::test {

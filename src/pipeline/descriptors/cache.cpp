@@ -1,5 +1,5 @@
 // cache(): encoded files (right after read()) or decoded images (right after decode_jpeg()) kept
-// in memory or on local disk (stages/memory_cache.cpp, stages/disk_cache.cpp).
+// in memory or on local disk (stages/cache/memory_cache.cpp, stages/cache/disk_cache.cpp).
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 

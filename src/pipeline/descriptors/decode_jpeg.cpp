@@ -1,4 +1,4 @@
-// decode_jpeg(): JPEG files into 8-bit RGB or grey images (stages/jpeg_decoder.cpp).
+// decode_jpeg(): JPEG files into 8-bit RGB or grey images (stages/decode/jpeg_decoder.cpp).
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 

@@ -1,4 +1,4 @@
-// normalize(): (x / 255 - mean) / std into the output layout and dtype (stages/normalize.cpp).
+// normalize(): (x / 255 - mean) / std into the output layout and dtype (stages/image/normalize.cpp).
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 

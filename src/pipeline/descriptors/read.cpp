@@ -1,4 +1,4 @@
-// read(): every file of the data set, whole, into a pooled buffer (stages/read_file.cpp).
+// read(): every file of the data set, whole, into a pooled buffer (stages/source/read_file.cpp).
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 

@@ -1,4 +1,4 @@
-// shuffle(buffer): a seeded shuffle buffer over each epoch's order (stages/epoch_order.cpp).
+// shuffle(buffer): a seeded shuffle buffer over each epoch's order (stages/source/epoch_order.cpp).
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <utility>
 
-#include "train/backend.hpp"
+#include "train/tensor/backend.hpp"
 #include "train/cpu/cpu_util.hpp"
 
 namespace sluice::train::cpu {

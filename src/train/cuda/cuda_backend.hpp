@@ -16,7 +16,7 @@
 
 #include "sluice/core/dtype.hpp"
 #include "sluice/train/allocator.hpp"
-#include "train/backend.hpp"
+#include "train/tensor/backend.hpp"
 #include "train/cuda/cuda_workspace.hpp"
 
 namespace sluice::train::cuda_detail {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "sluice/core/error.hpp"
-#include "train/backend.hpp"
+#include "train/tensor/backend.hpp"
 
 namespace sluice::train {
 

@@ -12,7 +12,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/half.hpp"
 #include "sluice/device/gpu_normalize.hpp"
-#include "stages/normalize.hpp"
+#include "stages/image/normalize.hpp"
 
 namespace sluice {
 namespace {

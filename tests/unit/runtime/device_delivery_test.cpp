@@ -15,7 +15,7 @@
 #include "runtime/device_delivery.hpp"
 #include "runtime/shared_slots.hpp"
 #include "sluice/sluice.hpp"
-#include "stages/pipeline_plan.hpp"
+#include "stages/program/pipeline_plan.hpp"
 #include "test_support.hpp"
 
 namespace sluice::runtime {

@@ -9,7 +9,7 @@
 #include "pipeline_support.hpp"
 #include "runtime/loader_state.hpp"
 #include "sluice/sluice.hpp"
-#include "stages/pipeline_plan.hpp"
+#include "stages/program/pipeline_plan.hpp"
 #include "test_support.hpp"
 
 namespace sluice::runtime {

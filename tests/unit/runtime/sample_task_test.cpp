@@ -14,7 +14,7 @@
 #include "runtime/executor.hpp"
 #include "runtime/sample_task.hpp"
 #include "sluice/sluice.hpp"
-#include "stages/pipeline_plan.hpp"
+#include "stages/program/pipeline_plan.hpp"
 #include "test_support.hpp"
 
 namespace sluice::runtime {

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "disk_cache_test_util.hpp"
-#include "stages/disk_cache.hpp"
-#include "stages/disk_cache_format.hpp"
+#include "stages/cache/disk_cache.hpp"
+#include "stages/cache/disk_cache_format.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {

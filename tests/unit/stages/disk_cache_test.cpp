@@ -1,7 +1,7 @@
 // DiskCacheStore's contract in one process: round trip, persistence, the index file, staleness,
 // fingerprints, corrupt entries, a full disk, max_bytes, torn and damaged files, bad paths, and
 // many threads at once. Tests with several processes are in disk_cache_process_test.cpp.
-#include "stages/disk_cache.hpp"
+#include "stages/cache/disk_cache.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 
 #include "disk_cache_test_util.hpp"
 #include "sluice/core/error.hpp"
-#include "stages/disk_cache_format.hpp"
+#include "stages/cache/disk_cache_format.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "sluice/memory/aligned_buffer.hpp"
-#include "stages/disk_cache.hpp"
-#include "stages/file_ops.hpp"
+#include "stages/cache/disk_cache.hpp"
+#include "stages/source/file_ops.hpp"
 
 namespace sluice::stages::cache_test {
 

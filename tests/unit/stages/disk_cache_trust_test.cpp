@@ -15,11 +15,11 @@
 
 #include "disk_cache_test_util.hpp"
 #include "sluice/core/error.hpp"
-#include "stages/disk_cache.hpp"
-#include "stages/disk_cache_format.hpp"
-#include "stages/file_ops.hpp"
-#include "stages/sample_program.hpp"
-#include "stages/source.hpp"
+#include "stages/cache/disk_cache.hpp"
+#include "stages/cache/disk_cache_format.hpp"
+#include "stages/source/file_ops.hpp"
+#include "stages/program/sample_program.hpp"
+#include "stages/source/source.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {

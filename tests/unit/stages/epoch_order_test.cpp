@@ -10,7 +10,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/rng.hpp"
-#include "stages/epoch_order.hpp"
+#include "stages/source/epoch_order.hpp"
 
 namespace sluice::stages {
 namespace {

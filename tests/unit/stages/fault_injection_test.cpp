@@ -15,9 +15,9 @@
 
 #include "fault_fs.hpp"
 #include "sluice/core/error.hpp"
-#include "stages/read_file.hpp"
-#include "stages/sample_program.hpp"
-#include "stages/source.hpp"
+#include "stages/source/read_file.hpp"
+#include "stages/program/sample_program.hpp"
+#include "stages/source/source.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {

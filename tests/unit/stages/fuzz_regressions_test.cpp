@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "stages/geometry.hpp"
-#include "stages/resample.hpp"
-#include "stages/sample_program.hpp"
-#include "stages/source.hpp"
+#include "stages/image/geometry.hpp"
+#include "stages/image/resample.hpp"
+#include "stages/program/sample_program.hpp"
+#include "stages/source/source.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {

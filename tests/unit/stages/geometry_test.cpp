@@ -6,7 +6,7 @@
 #include <set>
 
 #include "sluice/core/error.hpp"
-#include "stages/geometry.hpp"
+#include "stages/image/geometry.hpp"
 
 namespace sluice::stages {
 namespace {

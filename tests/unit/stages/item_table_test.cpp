@@ -10,8 +10,8 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/rng.hpp"
-#include "stages/item_table.hpp"
-#include "stages/source.hpp"
+#include "stages/source/item_table.hpp"
+#include "stages/source/source.hpp"
 
 namespace sluice::stages {
 namespace {

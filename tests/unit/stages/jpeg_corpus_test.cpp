@@ -20,7 +20,7 @@
 
 #include "jpeg_edits.hpp"
 #include "sluice/core/error.hpp"
-#include "stages/jpeg_decoder.hpp"
+#include "stages/decode/jpeg_decoder.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {

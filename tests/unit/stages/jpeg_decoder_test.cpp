@@ -1,7 +1,7 @@
 // JpegDecoder (the decode_jpeg kernel): byte-exact agreement with tjDecompress2 on the shared
 // datasets, DCT scaling, region (ROI) decode against the whole image, colour conversions, bad
 // input, determinism across reuse and threads, and no heap allocation per image after warm-up.
-#include "stages/jpeg_decoder.hpp"
+#include "stages/decode/jpeg_decoder.hpp"
 
 #include <gtest/gtest.h>
 #include <turbojpeg.h>

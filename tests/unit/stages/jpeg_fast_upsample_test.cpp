@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <random>
 
-#include "stages/jpeg_decoder.hpp"
-#include "stages/item_table.hpp"
-#include "stages/sample_program.hpp"
+#include "stages/decode/jpeg_decoder.hpp"
+#include "stages/source/item_table.hpp"
+#include "stages/program/sample_program.hpp"
 #include "one_file_table.hpp"
 #include "test_support.hpp"
 

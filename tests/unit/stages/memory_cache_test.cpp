@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "stages/memory_cache.hpp"
+#include "stages/cache/memory_cache.hpp"
 
 namespace sluice::stages {
 namespace {

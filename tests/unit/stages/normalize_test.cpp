@@ -7,7 +7,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/half.hpp"
-#include "stages/normalize.hpp"
+#include "stages/image/normalize.hpp"
 
 namespace sluice::stages {
 namespace {

@@ -1,7 +1,7 @@
 // plan_pipeline's ordering rules come from the stages' descriptors: every stage placed in a phase
 // its rule does not allow is refused with the rule's message and its place; in a phase it
 // allows, the order is not what is refused; a once-only stage is refused the second time.
-#include "stages/pipeline_plan.hpp"
+#include "stages/program/pipeline_plan.hpp"
 
 #include <gtest/gtest.h>
 

@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "stages/resample.hpp"
-#include "stages/resample_kernels.hpp"
+#include "stages/image/resample.hpp"
+#include "stages/image/resample_kernels.hpp"
 #include "test_support.hpp"
 
 namespace sluice::test {

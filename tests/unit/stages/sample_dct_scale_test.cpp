@@ -8,9 +8,9 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "stages/jpeg_decoder.hpp"
-#include "stages/item_table.hpp"
-#include "stages/sample_program.hpp"
+#include "stages/decode/jpeg_decoder.hpp"
+#include "stages/source/item_table.hpp"
+#include "stages/program/sample_program.hpp"
 #include "one_file_table.hpp"
 #include "test_support.hpp"
 

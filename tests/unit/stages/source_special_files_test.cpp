@@ -21,8 +21,8 @@
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/runtime/loader.hpp"
 #include "sluice/sluice.hpp"
-#include "stages/read_file.hpp"
-#include "stages/source.hpp"
+#include "stages/source/read_file.hpp"
+#include "stages/source/source.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {

@@ -8,8 +8,8 @@
 #include <functional>
 
 #include "sluice/core/error.hpp"
-#include "stages/read_file.hpp"
-#include "stages/source.hpp"
+#include "stages/source/read_file.hpp"
+#include "stages/source/source.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {

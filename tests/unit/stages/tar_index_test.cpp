@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "shard_support.hpp"
-#include "stages/file_ops.hpp"
-#include "stages/tar_format.hpp"
-#include "stages/tar_index.hpp"
+#include "stages/source/file_ops.hpp"
+#include "stages/tar/tar_format.hpp"
+#include "stages/tar/tar_index.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {

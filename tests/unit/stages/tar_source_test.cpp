@@ -13,9 +13,9 @@
 
 #include "shard_support.hpp"
 #include "sluice/core/error.hpp"
-#include "stages/read_file.hpp"
-#include "stages/tar_index.hpp"
-#include "stages/tar_source.hpp"
+#include "stages/source/read_file.hpp"
+#include "stages/tar/tar_index.hpp"
+#include "stages/tar/tar_source.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {

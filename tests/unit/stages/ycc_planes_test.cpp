@@ -3,7 +3,7 @@
 // its edge cases), for the SSE4.1 and the portable loops, on every width and height a block
 // boundary can fall on, with strided planes and outputs and saturating colours. The decoder's
 // tests hold the whole path to tjDecompress2.
-#include "stages/ycc_planes.hpp"
+#include "stages/decode/ycc_planes.hpp"
 
 #include <gtest/gtest.h>
 

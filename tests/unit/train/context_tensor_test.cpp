@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "ops_test_support.hpp"
-#include "train/backend.hpp"
+#include "train/tensor/backend.hpp"
 
 namespace sluice::train {
 namespace {

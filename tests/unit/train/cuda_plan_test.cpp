@@ -20,7 +20,7 @@
 #include "sluice/train/context.hpp"
 #include "sluice/train/ops.hpp"
 #include "sluice/train/planner.hpp"
-#include "train/backend.hpp"
+#include "train/tensor/backend.hpp"
 #include "train/cuda/cuda_workspace.hpp"
 
 namespace sluice::train {

@@ -12,7 +12,7 @@
 #include "sluice/train/checkpoint.hpp"
 #include "sluice/train/compressed_weights.hpp"
 #include "test_support.hpp"
-#include "train/weights_file_io.hpp"
+#include "train/io/weights_file_io.hpp"
 
 namespace sluice::train {
 namespace {

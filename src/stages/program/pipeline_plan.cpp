@@ -1,0 +1,208 @@
+// Planning a pipeline: checks the stage chain, loads the data set and assembles the plan.
+#include "stages/program/pipeline_plan.hpp"
+
+#include <algorithm>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "pipeline/stage_registry.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/rng.hpp"
+#include "stages/source/read_file.hpp"
+
+namespace sluice::stages {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
+
+std::string at(std::size_t index, const spec::Stage& stage) {
+  return std::string(spec::name_of(stage)) + " (stage " + std::to_string(index + 1) + ")";
+}
+
+// Files probed for the sample size under OnError::kSkip before the data set counts as unreadable
+// (the loader gives up on as many bad replacements in a row).
+constexpr int kMaxSizeProbes = 64;
+
+// The output size when no op fixes it: that of the first image the pipeline reads (epoch 0's
+// order) that gives a JPEG header; every other image must match. A file before it that gives none
+// is bad input like any other: under kFail build() fails naming it (epoch 0 would fail on it
+// first), under kSkip the probe goes on to the next (the epoch will skip and count it).
+Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_options, const DecodeOptions& decode,
+                        const ReadOptions& read, OnError on_error, FileOps* file_ops) {
+  std::vector<std::int64_t> order;
+  EpochOrder(order_options).compute(0, order);
+  AlignedBuffer bytes;
+  JpegDecoder decoder(decode);
+  ItemReader reader(file_ops);
+  const std::size_t probes = std::min<std::size_t>(order.size(), kMaxSizeProbes);
+  for (std::size_t i = 0; i < probes; ++i) {
+    const std::int64_t item = order[i];
+    try {
+      const JpegHeader h = decoder.read_header(reader.read(dataset.items, item, bytes, read.max_file_size));
+      return {h.width, h.height};
+    } catch (const Error& e) {
+      if (on_error == OnError::kFail) {
+        throw Error(e.code(),
+                    "cannot fix the sample size from the first image the pipeline reads (" + e.cause() +
+                        "); under OnError::kSkip the next image fixes it, or add resize() or a crop so the "
+                        "pipeline fixes it",
+                    dataset.items.path(item));
+      }
+      if (i + 1 == probes) {
+        throw Error(e.code(),
+                    "cannot fix the sample size: none of the first " + std::to_string(probes) +
+                        " images the pipeline reads gives a JPEG header (the last: " + e.cause() +
+                        "); check the data set with `sluice inspect`",
+                    dataset.items.path(item));
+      }
+    }
+  }
+  throw Error(ErrorCode::kInternal, "probe_sample_size: no image to probe");  // plan_pipeline refuses empty shards
+}
+
+using stage::Phase;
+
+// What the stage chain asks for, collected in order: the sample program's parts and the stages
+// the plan keeps whole.
+struct Chain {
+  SampleProgramConfig program;
+  std::optional<spec::Normalize> normalize;
+  std::optional<spec::Cache> cache;
+  std::optional<spec::Shuffle> shuffle;
+  std::optional<spec::Batch> batch;
+  std::optional<spec::Prefetch> prefetch;
+  std::optional<spec::ToDevice> to_device;
+};
+
+// The stage's ordering rule, from its descriptor: once-only first, then the phase it may follow.
+void check_order(const stage::StageDescriptor& d, const spec::Stage& stage, std::vector<bool>& seen, Phase& phase,
+                 const std::string& where) {
+  if (d.order.once) {
+    if (seen[stage.index()]) bad(where + ": only one " + d.name + "() per pipeline");
+    seen[stage.index()] = true;
+  }
+  if (!d.order.allowed.contains(phase)) bad(where + ": " + d.order.misplaced);
+  if (d.order.enters) phase = *d.order.enters;
+}
+
+// What a stage other than an image op puts into the chain; `before` is the phase it followed.
+struct Collect {
+  Chain& chain;
+  Phase before;
+
+  void operator()(const spec::Read& s) const { chain.program.read = s.options; }
+  void operator()(const spec::Cache& s) const {
+    chain.program.cache_point = before == Phase::kRead ? CachePoint::kEncoded : CachePoint::kDecoded;
+    chain.cache = s;
+  }
+  void operator()(const spec::DecodeJpeg& s) const { chain.program.decode = s.options; }
+  void operator()(const spec::Normalize& s) const { chain.normalize = s; }
+  void operator()(const spec::Shuffle& s) const { chain.shuffle = s; }
+  void operator()(const spec::Batch& s) const { chain.batch = s; }
+  void operator()(const spec::ToDevice& s) const { chain.to_device = s; }
+  void operator()(const spec::Prefetch& s) const { chain.prefetch = s; }
+  template <class ImageOp>
+  void operator()(const ImageOp& /*unused*/) const {}  // image ops go to the geometry steps
+};
+
+// Walks the stages in order: each one's ordering rule and checks, then what it contributes.
+Chain collect_chain(const PipelineSpec& spec, const BuildOptions& options) {
+  Chain chain;
+  Phase phase = Phase::kStart;
+  std::vector<bool> seen(std::variant_size_v<spec::Stage>, false);
+  for (std::size_t i = 0; i < spec.stages.size(); ++i) {
+    const spec::Stage& stage = spec.stages[i];
+    const stage::StageDescriptor& d = stage::descriptor_of(stage);
+    const std::string where = at(i, stage);
+    const Phase before = phase;
+    check_order(d, stage, seen, phase, where);
+    if (d.check != nullptr) d.check(stage, where);
+    if (d.geometry != nullptr) {
+      const std::optional<std::uint64_t> own = d.geometry->seed ? d.geometry->seed(stage) : std::nullopt;
+      // Keyed by the op's place among the image ops, not among all stages: adding a cache,
+      // prefetch or to_device must not change a single augmentation.
+      auto& steps = chain.program.geometry;
+      steps.push_back(GeometryStep{stage, derive_key(own.value_or(options.seed), steps.size())});
+    } else {
+      std::visit(Collect{chain, before}, stage);
+    }
+  }
+  if (phase == Phase::kStart) bad("build: the pipeline has no stages: add read().decode_jpeg()...batch(n)");
+  if (phase == Phase::kRead) bad("build: add decode_jpeg() after read()");
+  if (!chain.batch) bad("build: add batch(n) at the end of the pipeline");
+  return chain;
+}
+
+// The host's normalisation, and the device's with to_device({.normalize_on_device}) (returned).
+NormalizeOptions split_normalize(Chain& chain) {
+  const NormalizeOptions raw{.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8};
+  chain.program.normalize = chain.normalize ? chain.normalize->options : raw;
+  if (!chain.to_device || !chain.to_device->options.normalize_on_device) return {};
+  if (!chain.normalize || chain.normalize->options.dtype == DType::kU8) {
+    bad("to_device: normalize_on_device needs a normalize() stage with an f32, f16 or bf16 output "
+        "(it says what to compute on the device)");
+  }
+  // The host ships u8 HWC; the device casts, normalises and transposes.
+  chain.program.normalize = raw;
+  return chain.normalize->options;
+}
+
+}  // namespace
+
+PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options, FileOps* file_ops) {
+  if (options.threads != autotune && options.threads < 1) {
+    bad("build: threads must be >= 1 or sluice::autotune, got " + std::to_string(options.threads));
+  }
+  // The order the descriptors' rules give: read, decode_jpeg, image ops, normalize, then batch
+  // and prefetch; shuffle anywhere before batch (it reorders samples, which per-sample stages do
+  // not see).
+  Chain chain = collect_chain(spec, options);
+  SampleProgramConfig& program = chain.program;
+  const StaticGeometry geometry = analyse_geometry(program.geometry);
+  if (geometry.error) bad(*geometry.error);
+  const NormalizeOptions device_normalize = split_normalize(chain);
+  const auto& shuffle = chain.shuffle;
+  const auto& batch = chain.batch;
+  const auto& prefetch = chain.prefetch;
+
+  PipelinePlan plan;
+  plan.options = options;
+  plan.dataset = load_dataset(spec.source, file_ops);
+  plan.order = EpochOrderOptions{
+      .items = plan.dataset.items.size(),
+      .shard_rank = spec.shard_rank,
+      .shard_world = spec.shard_world,
+      .file_seed = spec.shuffle_files_seed,
+      .shuffle_buffer = shuffle ? shuffle->buffer : 0,
+      .shuffle_seed = shuffle ? shuffle->options.seed.value_or(options.seed) : 0,
+      .groups = plan.dataset.items.shard_starts(),
+  };
+  const EpochOrder order(plan.order);  // validates the shard
+  if (order.size() == 0) {
+    bad("shard(" + std::to_string(spec.shard_rank) + ", " + std::to_string(spec.shard_world) +
+        ") leaves no items: the data set has only " + std::to_string(plan.dataset.items.size()));
+  }
+  plan.batch_size = batch->size;
+  plan.drop_last = batch->options.drop_last;
+  if (plan.drop_last && order.size() < plan.batch_size) {
+    bad("batch(" + std::to_string(plan.batch_size) + ", drop_last) leaves no batch: the epoch has only " +
+        std::to_string(order.size()) + " samples");
+  }
+  plan.prefetch = prefetch ? prefetch->depth : 2;
+  plan.prefetch_set = prefetch.has_value();
+  plan.skip_key = derive_key(options.seed, 0x736b6970);  // "skip"
+  plan.cache = chain.cache;
+  plan.to_device = chain.to_device;
+  plan.device_normalize = device_normalize;
+
+  program.file_ops = file_ops;
+  program.output = geometry.out ? *geometry.out
+                                : probe_sample_size(plan.dataset, plan.order, program.decode, program.read,
+                                                    options.on_error, file_ops);
+  plan.program = std::move(program);
+  return plan;
+}
+
+}  // namespace sluice::stages

@@ -1,0 +1,375 @@
+// The fused per-sample chain: read -> header -> plan -> decode (scale, region) -> resample ->
+// normalize into the batch slot, timing each stage.
+#include "stages/program/sample_program.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+#include "sluice/core/error.hpp"
+#include "sluice/core/rng.hpp"
+#include "stages/source/read_file.hpp"
+
+namespace sluice::stages {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::int64_t elapsed_ns(Clock::time_point& since) {
+  const auto now = Clock::now();
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - since).count();
+  since = now;
+  return ns;
+}
+
+bool is_identity(const AxisMap& a) {
+  return a.scale == 1.0 && a.origin == static_cast<double>(static_cast<int>(a.origin)) &&
+         a.origin >= a.valid_lo && a.origin + a.out_size <= a.valid_hi;
+}
+
+// A region decode (libjpeg's crop and skip) has a fixed cost of its own and still entropy-decodes
+// every row above the region; it pays when it skips a good share of a large image. Below these
+// thresholds (e.g. a 32x32 image with a padded crop) the whole-image path is faster.
+constexpr std::int64_t kRegionMinImagePixels = 64 * 64;
+constexpr double kRegionMaxShare = 0.85;
+
+bool worth_a_region(const Rect& needed, Size2 image) {
+  const std::int64_t image_pixels = static_cast<std::int64_t>(image.width) * image.height;
+  const std::int64_t needed_pixels = static_cast<std::int64_t>(needed.width) * needed.height;
+  return needed.width > 0 && image_pixels >= kRegionMinImagePixels &&
+         static_cast<double>(needed_pixels) <= kRegionMaxShare * static_cast<double>(image_pixels);
+}
+
+ImageView view_of(AlignedBuffer& buffer, int width, int height, int channels, std::size_t offset = 0) {
+  const std::size_t row = static_cast<std::size_t>(width) * channels;
+  buffer.reserve(offset + row * static_cast<std::size_t>(height));
+  return ImageView{buffer.data() + offset, width, height, channels, static_cast<std::ptrdiff_t>(row)};
+}
+
+// A cached decoded image: this header, then the HWC pixels.
+struct DecodedHeader {
+  std::uint32_t magic;
+  std::uint32_t width;
+  std::uint32_t height;
+  std::uint32_t channels;
+};
+constexpr std::uint32_t kDecodedMagic = 0x49444c53;  // "SLDI"
+constexpr std::size_t kDecodedHeaderBytes = 64;      // keeps the pixels 64-byte aligned
+
+// A cache entry is input like any file (a disk cache can be crafted): each dimension is bounded
+// by max_image_pixels before they are multiplied, so the product neither wraps nor exceeds it.
+std::optional<ConstImageView> parse_decoded(std::span<const std::uint8_t> bytes, int channels,
+                                            std::uint64_t max_image_pixels) {
+  if (bytes.size() < kDecodedHeaderBytes) return std::nullopt;
+  DecodedHeader h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (h.magic != kDecodedMagic || static_cast<int>(h.channels) != channels || h.width == 0 || h.height == 0 ||
+      h.width > max_image_pixels || h.height > max_image_pixels || h.width > INT32_MAX || h.height > INT32_MAX ||
+      std::uint64_t{h.width} * h.height > max_image_pixels) {
+    return std::nullopt;
+  }
+  const std::uint64_t pixels = std::uint64_t{h.width} * h.height * h.channels;
+  if (bytes.size() != kDecodedHeaderBytes + pixels) {
+    return std::nullopt;
+  }
+  return ConstImageView(bytes.data() + kDecodedHeaderBytes, static_cast<int>(h.width), static_cast<int>(h.height),
+                        channels, static_cast<std::ptrdiff_t>(h.width) * channels);
+}
+
+// A file: its path, size and mtime now. A tar member: shard:member, its size and the shard's
+// mtime when indexed (a changed shard fails the read anyway, stages/source/read_file.hpp).
+CacheKey disk_key(const ItemTable& items, std::int64_t item, ItemReader& reader) {
+  const ItemTable::Location at = items.locate(item);
+  if (at.kind == ItemTable::Kind::kMember) {
+    return CacheKey{items.path(item), at.size, items.shards()[static_cast<std::size_t>(at.shard)].mtime_ns};
+  }
+  const std::string& path = reader.file_path(at);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return CacheKey{path, 0, -1};  // read_file will say why
+  return CacheKey{path, static_cast<std::uint64_t>(st.st_size),
+                  static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) { return derive_key(h ^ v, 0x5eed); }
+
+}  // namespace
+
+void RecoveryLog::record(std::int64_t item, const std::string& path, std::string_view warning) {
+  if (item < 0) return;
+  const auto index = static_cast<std::size_t>(item);
+  std::lock_guard lock(mutex_);
+  if (index >= seen_.size()) seen_.resize(index + 1);
+  if (seen_[index]) return;
+  seen_[index] = true;
+  ++count_;
+  if (listed_.size() < kListed) listed_.push_back(RecoveredSample{path, std::string(warning)});
+}
+
+std::int64_t RecoveryLog::count() const {
+  std::lock_guard lock(mutex_);
+  return count_;
+}
+
+std::vector<RecoveredSample> RecoveryLog::listed() const {
+  std::lock_guard lock(mutex_);
+  return listed_;
+}
+
+const char* StageCounters::name(int stage) {
+  switch (stage) {
+    case kRead: return "read";
+    case kDecode: return "decode_jpeg";
+    case kTransform: return "transform";
+    case kNormalize: return "normalize";
+    default: return "?";
+  }
+}
+
+SampleProgram::SampleProgram(SampleProgramConfig config, SampleCaches caches)
+    : config_(std::move(config)), caches_(caches) {
+  channels_ = config_.decode.color == Color::kGrey ? 1 : 3;
+  normalize_.setup(config_.normalize, channels_);
+}
+
+std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace() const {
+  return std::make_unique<Workspace>(config_.decode, config_.file_ops);
+}
+
+std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBudget& budget,
+                                                                        const WorkspaceShare& share) const {
+  auto ws = make_workspace();
+  ws->file.attach_share(budget, MemoryUse::kReadBuffers, share.file);
+  ws->decoded.attach_share(budget, MemoryUse::kDecodeBuffers, share.decoded);
+  ws->resized.attach_share(budget, MemoryUse::kDecodeBuffers, share.resized);
+  ws->scratch.attach_share(budget, MemoryUse::kDecodeBuffers, share.scratch);
+  ws->decoder.attach(budget, MemoryUse::kDecodeBuffers, share.decoder);
+  return ws;
+}
+
+Shape SampleProgram::sample_shape() const {
+  const Size2 s = config_.output;
+  if (layout() == Layout::kNCHW) return Shape{channels_, s.height, s.width};
+  return Shape{s.height, s.width, channels_};
+}
+
+std::uint64_t SampleProgram::cache_fingerprint(const SampleProgramConfig& config) {
+  // Encoded entries depend on nothing but the file; decoded ones on how it was decoded.
+  std::uint64_t h = mix(0x736c7563, static_cast<std::uint64_t>(config.cache_point));
+  if (config.cache_point == CachePoint::kDecoded) {
+    const DecodeOptions& d = config.decode;
+    h = mix(h, static_cast<std::uint64_t>(d.color));
+    // Bit 4 was accept_warnings, whose entries may hold made-up rows of truncated files: strict
+    // takes a bit of its own, so no cache written with it is ever read again.
+    h = mix(h, (d.fast_dct ? 1u : 0u) | (d.fast_upsample ? 2u : 0u) | (d.strict ? 8u : 0u));
+  }
+  return h;
+}
+
+std::uint64_t SampleProgram::cache_entry_limit(const SampleProgramConfig& config) {
+  if (config.cache_point != CachePoint::kDecoded) return config.read.max_file_size;
+  const std::uint64_t channels = config.decode.color == Color::kGrey ? 1 : 3;
+  const std::uint64_t pixels = std::min<std::uint64_t>(config.decode.max_image_pixels, UINT64_MAX / 8);
+  return kDecodedHeaderBytes + pixels * channels;
+}
+
+std::uint64_t SampleProgram::decoded_entry_bytes(std::uint64_t width, std::uint64_t height, int channels) {
+  return kDecodedHeaderBytes + width * height * static_cast<std::uint64_t>(channels);
+}
+
+void SampleProgram::run(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws,
+                        void* out) const {
+  ws.reader.use(config_.file_ops);
+  try {
+    run_unchecked(items, item, key, ws, out);
+  } catch (const Error& e) {
+    if (!e.path().empty()) throw;
+    throw Error(e.code(), e.cause(), items.path(item));
+  }
+}
+
+std::span<const std::uint8_t> SampleProgram::encoded_bytes(const ItemTable& items, std::int64_t item,
+                                                            const SampleKey& key, Workspace& ws,
+                                                            MemoryCacheStore::Handle& held) const {
+  const bool cached = config_.cache_point == CachePoint::kEncoded;
+  if (cached && caches_.memory != nullptr) {
+    held = caches_.memory->lookup(key.item);
+    if (held) return held.bytes();
+  }
+  CacheKey disk;
+  if (cached && caches_.disk != nullptr) {
+    disk = disk_key(items, item, ws.reader);
+    if (const auto size = caches_.disk->lookup(disk, ws.file)) return {ws.file.data(), *size};
+  }
+  const std::span<const std::uint8_t> bytes = ws.reader.read(items, item, ws.file, config_.read.max_file_size);
+  if (cached && caches_.memory != nullptr) caches_.memory->insert(key.item, bytes);
+  if (cached && caches_.disk != nullptr) caches_.disk->insert(disk, bytes);
+  return bytes;
+}
+
+std::optional<ConstImageView> SampleProgram::cached_image(const ItemTable& items, std::int64_t item,
+                                                          const SampleKey& key, Workspace& ws,
+                                                          MemoryCacheStore::Handle& held) const {
+  if (caches_.memory != nullptr) {
+    held = caches_.memory->lookup(key.item);
+    if (held) {
+      if (const auto image = parse_decoded(held.bytes(), channels_, config_.decode.max_image_pixels)) return *image;
+      held = {};
+    }
+  }
+  CacheKey disk;
+  if (caches_.disk != nullptr) {
+    disk = disk_key(items, item, ws.reader);
+    if (const auto size = caches_.disk->lookup(disk, ws.decoded)) {
+      if (const auto image = parse_decoded({ws.decoded.data(), *size}, channels_, config_.decode.max_image_pixels)) {
+        return *image;
+      }
+    }
+  }
+  MemoryCacheStore::Handle none;
+  const std::span<const std::uint8_t> bytes = encoded_bytes(items, item, key, ws, none);
+  const JpegHeader header = ws.decoder.read_header(bytes);
+  if (!ws.decoded.try_reserve(kDecodedHeaderBytes + static_cast<std::size_t>(header.width) * header.height * channels_)) {
+    return std::nullopt;  // not cached: decoded in bands instead
+  }
+  const ImageView image = view_of(ws.decoded, header.width, header.height, channels_, kDecodedHeaderBytes);
+  ws.decoder.decode(bytes, header, JpegRequest{1, Rect{}}, image);
+  // Cached as it is: recovered once, whatever later samples of it do.
+  if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
+  const DecodedHeader h{kDecodedMagic, static_cast<std::uint32_t>(header.width), static_cast<std::uint32_t>(header.height),
+                        static_cast<std::uint32_t>(channels_)};
+  std::memset(ws.decoded.data(), 0, kDecodedHeaderBytes);
+  std::memcpy(ws.decoded.data(), &h, sizeof h);
+  const std::span<const std::uint8_t> entry(
+      ws.decoded.data(), kDecodedHeaderBytes + static_cast<std::size_t>(header.width) * header.height * channels_);
+  if (caches_.memory != nullptr) caches_.memory->insert(key.item, entry);
+  if (caches_.disk != nullptr) caches_.disk->insert(disk, entry);
+  return ConstImageView(image);
+}
+
+void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws,
+                                  void* out) const {
+  auto t = Clock::now();
+  MemoryCacheStore::Handle held;  // keeps a memory-cache entry alive while it is the source
+  if (config_.cache_point == CachePoint::kDecoded) {
+    if (const std::optional<ConstImageView> image = cached_image(items, item, key, ws, held)) {
+      ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
+                      static_cast<std::int64_t>(image->width) * image->height * channels_);
+      const GeometryPlan plan = plan_geometry(config_.geometry, {image->width, image->height}, key);
+      finish(plan, *image, Rect{0, 0, image->width, image->height}, ResamplerState::kNotSetUp, ws, out, t);
+      return;
+    }
+    // Too large to hold whole: at full scale and fancy upsampling as the cached samples are, in
+    // bands, not cached.
+    MemoryCacheStore::Handle none;
+    const std::span<const std::uint8_t> bytes = encoded_bytes(items, item, key, ws, none);
+    const JpegHeader header = ws.decoder.read_header(bytes);
+    const GeometryPlan plan = plan_geometry(config_.geometry, {header.width, header.height}, key);
+    const JpegRequest as_cached{.scale_denom = 1, .region = {}, .fast_upsample = false};
+    decode_in_bands(plan, bytes, header, as_cached, ws, out);
+    ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(sample_bytes()));
+    if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
+    return;
+  }
+
+  const std::span<const std::uint8_t> bytes = encoded_bytes(items, item, key, ws, held);
+  ws.counters.add(StageCounters::kRead, elapsed_ns(t), static_cast<std::int64_t>(bytes.size()));
+  const JpegHeader header = ws.decoder.read_header(bytes);
+  const Size2 image{header.width, header.height};
+  GeometryPlan plan = plan_geometry(config_.geometry, image, key);
+  const int denom = config_.decode.dct_scaling ? choose_denom(plan) : 1;
+  plan = scale_plan(plan, image, denom);
+  const Size2 scaled = JpegDecoder::scaled_size(header, denom);
+
+  // The source pixels the output needs: the crop itself when it is a plain copy, else the
+  // resampler's footprint.
+  Rect needed;
+  const bool copy = is_identity(plan.x) && is_identity(plan.y);
+  if (copy) {
+    needed = Rect{static_cast<int>(plan.x.origin), static_cast<int>(plan.y.origin), plan.out.width, plan.out.height};
+  } else {
+    ws.resampler.setup(ResampleParams{plan.x, plan.y, channels_, plan.filter, plan.antialias, plan.fill});
+    needed = ws.resampler.footprint();
+  }
+  JpegRequest request{.scale_denom = denom, .region = {},
+                      .fast_upsample = fast_upsample_for(plan, header, denom)};
+  if (config_.decode.roi && worth_a_region(needed, scaled)) request.region = needed;
+  const Rect region = ws.decoder.decoded_region(header, request);
+  // Room for the whole scaled image if the budget has it, not just this region: region sizes vary
+  // with every random crop, image sizes do not, so the buffer stops growing once the largest image
+  // has been seen. Else room for the region; else (an image larger than the plan, a budget with
+  // nothing free) row bands through the buffer as it is.
+  const std::size_t region_bytes = static_cast<std::size_t>(region.width) * region.height * channels_;
+  if (!ws.decoded.try_reserve(static_cast<std::size_t>(scaled.width) * scaled.height * channels_) &&
+      !ws.decoded.try_reserve(region_bytes)) {
+    decode_in_bands(plan, bytes, header, request, ws, out);
+    ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(region_bytes));
+    if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
+    return;
+  }
+  const ImageView decoded = view_of(ws.decoded, region.width, region.height, channels_);
+  ws.decoder.decode(bytes, header, request, decoded);
+  const JpegWarnings warnings = ws.decoder.warnings();  // valid until the decoder's next call
+  ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(region_bytes));
+  finish(plan, decoded, region, copy ? ResamplerState::kNotSetUp : ResamplerState::kSetUp, ws, out, t);
+  if (warnings.count > 0) recovered_.record(key.item, items.path(item), warnings.first);
+}
+
+bool SampleProgram::fast_upsample_for(const GeometryPlan& plan, const JpegHeader& header, int denom) const {
+  if (!config_.decode.fast_upsample_when_shrunk || !plan.antialias) return false;
+  // The resampler's filter must span a chroma sample (2 decoded pixels of a 4:2:0 file) on both
+  // axes: an antialiased triangle does when it shrinks at all (its support is +-scale), a box
+  // from a 2x shrink on.
+  const double least = plan.filter == Filter::kArea ? 2.0 : 1.0;
+  const bool shrunk = plan.x.scale > least && plan.y.scale > least;
+  // Small whole images decode through the component planes (fancy, and faster than libjpeg's
+  // merged path there); keep them on it.
+  const bool planes_path = denom == 1 && JpegDecoder::working_bytes(header.width, header.height) > 0;
+  return shrunk && !planes_path;
+}
+
+void SampleProgram::require_batch_size(const GeometryPlan& plan) const {
+  if (plan.out != config_.output) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "image gives a " + std::to_string(plan.out.width) + "x" + std::to_string(plan.out.height) +
+                    " sample but the batch holds " + std::to_string(config_.output.width) + "x" +
+                    std::to_string(config_.output.height) +
+                    " samples: add resize() or a crop so every sample has one size");
+  }
+}
+
+// Resample (unless a plain copy) and normalize into the slot. `source` holds source pixels
+// `region` of the (scaled) image the plan maps into.
+void SampleProgram::finish(const GeometryPlan& plan, ConstImageView source, Rect region, ResamplerState resampler,
+                           Workspace& ws, void* out, Clock::time_point& t) const {
+  require_batch_size(plan);
+  ConstImageView sample;
+  const bool direct = normalize_.is_identity() && !plan.flip;
+  if (is_identity(plan.x) && is_identity(plan.y)) {
+    const int x = static_cast<int>(plan.x.origin) - region.x;
+    const int y = static_cast<int>(plan.y.origin) - region.y;
+    sample = ConstImageView(source.row(y) + x * channels_, plan.out.width, plan.out.height, channels_, source.stride);
+  } else {
+    if (resampler == ResamplerState::kNotSetUp) {
+      ws.resampler.setup(ResampleParams{plan.x, plan.y, channels_, plan.filter, plan.antialias, plan.fill});
+    }
+    ws.scratch.reserve(ws.resampler.scratch_bytes());
+    const ImageView target =
+        direct ? ImageView{static_cast<std::uint8_t*>(out), plan.out.width, plan.out.height, channels_,
+                           static_cast<std::ptrdiff_t>(plan.out.width) * channels_}
+               : view_of(ws.resized, plan.out.width, plan.out.height, channels_);
+    ws.resampler.run(source, region.x, region.y, target, ws.scratch.span(ws.resampler.scratch_bytes()));
+    sample = target;
+    ws.counters.add(StageCounters::kTransform, elapsed_ns(t),
+                    static_cast<std::int64_t>(plan.out.width) * plan.out.height * channels_);
+    if (direct) return;
+  }
+  normalize_.run(sample, plan.flip, out);
+  ws.counters.add(StageCounters::kNormalize, elapsed_ns(t), static_cast<std::int64_t>(sample_bytes()));
+}
+
+}  // namespace sluice::stages

@@ -1,0 +1,180 @@
+// SampleProgram: the per-sample stages fused into one call (DESIGN.md principle 1). For one
+// item it reads the file, parses the JPEG header, plans the geometry, picks the DCT scale and the
+// region to decode, decodes just that, resamples once and writes the normalised sample straight
+// into its slot of the batch buffer. The runtime calls run() from one oneTBB task per sample.
+//
+// The program is immutable and shared by all workers; everything that changes per sample lives
+// in the caller's Workspace (one per worker thread), whose buffers only grow: after the first
+// samples no allocation happens in sluice's code.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "sluice/core/shape.hpp"
+#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/pipeline/spec.hpp"
+#include "sluice/pipeline/stats.hpp"
+#include "stages/cache/disk_cache.hpp"
+#include "stages/source/file_ops.hpp"
+#include "stages/image/geometry.hpp"
+#include "stages/source/item_table.hpp"
+#include "stages/decode/jpeg_decoder.hpp"
+#include "stages/cache/memory_cache.hpp"
+#include "stages/image/normalize.hpp"
+#include "stages/source/read_file.hpp"
+#include "stages/image/resample.hpp"
+
+namespace sluice::stages {
+
+// What the stages of one worker did: busy nanoseconds, items and bytes produced. Relaxed atomics
+// so stats() can read them while the worker runs; each has a single writer.
+struct StageCounters {
+  enum Stage { kRead, kDecode, kTransform, kNormalize, kStageCount };
+  static const char* name(int stage);
+
+  std::atomic<std::int64_t> busy_ns[kStageCount] = {};
+  std::atomic<std::int64_t> items[kStageCount] = {};
+  std::atomic<std::int64_t> bytes[kStageCount] = {};
+
+  void add(int stage, std::int64_t ns, std::int64_t produced) {
+    busy_ns[stage].fetch_add(ns, std::memory_order_relaxed);
+    items[stage].fetch_add(1, std::memory_order_relaxed);
+    bytes[stage].fetch_add(produced, std::memory_order_relaxed);
+  }
+};
+
+// The files decoded in spite of libjpeg warnings (Stats::recovered), each once, by item. Workers
+// record into it only for damaged files, so a mutex costs nothing in the common case.
+class RecoveryLog {
+ public:
+  static constexpr std::size_t kListed = 1000;  // paths kept with their warning; the count goes on
+
+  void record(std::int64_t item, const std::string& path, std::string_view warning);
+  std::int64_t count() const;
+  std::vector<RecoveredSample> listed() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<bool> seen_;  // by item index: a bit a file, however large the data set
+  std::int64_t count_ = 0;
+  std::vector<RecoveredSample> listed_;
+};
+
+// Where a cache sits: after read (encoded file bytes) or after decode_jpeg (whole decoded images).
+enum class CachePoint : std::uint8_t { kNone, kEncoded, kDecoded };
+
+// The caches a program uses; owned by the runtime (they hold budget reservations).
+struct SampleCaches {
+  MemoryCacheStore* memory = nullptr;
+  DiskCacheStore* disk = nullptr;
+};
+
+// What the memory plan gives each worker's buffers (runtime/memory_plan.cpp), as AlignedBuffer
+// rounds capacities: reserved when the workspace is made, so a worker never waits for memory the
+// plan counted on, and a batch slot or a cache cannot take it first.
+struct WorkspaceShare {
+  std::uint64_t file = 0;          // encoded bytes
+  std::uint64_t decoded = 0;       // the decoded region (or the whole image, for a decoded cache)
+  std::uint64_t resized = 0;       // the resampled sample
+  std::uint64_t scratch = 0;       // the resampler's rows
+  DecoderShare decoder;            // component planes, libjpeg's coefficient buffer
+  std::uint64_t total() const { return file + decoded + resized + scratch + decoder.planes + decoder.coefficients; }
+};
+
+struct SampleProgramConfig {
+  CachePoint cache_point = CachePoint::kNone;
+  ReadOptions read;
+  DecodeOptions decode;
+  std::vector<GeometryStep> geometry;
+  NormalizeOptions normalize;
+  Size2 output;  // every sample's size (fixed by the ops, or probed at build)
+  // The file system read() goes through; null: the real one. Tests hand a fault injector here
+  // (tests/support/fault_fs.hpp); it must outlive the program and be safe to call from every
+  // worker at once.
+  FileOps* file_ops = nullptr;
+};
+
+class SampleProgram {
+ public:
+  struct Workspace {
+    Workspace(const DecodeOptions& decode, FileOps* ops) : decoder(decode), reader(ops) {}
+    AlignedBuffer file;      // encoded bytes (or a disk cache entry)
+    AlignedBuffer decoded;   // the decoded region, HWC u8 (after a header, see sample_program.cpp)
+    AlignedBuffer resized;   // the resampled sample, HWC u8
+    AlignedBuffer scratch;   // the resampler's intermediate rows
+    JpegDecoder decoder;
+    ItemReader reader;       // the shards it keeps open, a file's path
+    Resampler resampler;
+    StageCounters counters;
+  };
+
+  SampleProgram(SampleProgramConfig config, SampleCaches caches = {});
+
+  std::unique_ptr<Workspace> make_workspace() const;
+  // A workspace whose buffers count against `budget`, each holding its share from the start.
+  std::unique_ptr<Workspace> make_workspace(MemoryBudget& budget, const WorkspaceShare& share) const;
+
+  Size2 output_size() const { return config_.output; }
+  int channels() const { return channels_; }
+  DType dtype() const { return normalize_.dtype(); }
+  Layout layout() const { return normalize_.layout(); }
+  std::size_t sample_bytes() const { return normalize_.sample_bytes(config_.output); }
+  // (C, H, W) or (H, W, C)
+  Shape sample_shape() const;
+
+  // Runs the fused chain for item `item` of `items` into `out` (sample_bytes() bytes). Throws
+  // sluice::Error naming the item's path (shard:member for a tar member).
+  void run(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws, void* out) const;
+
+  // A fingerprint of the stages before the cache point: what a disk cache entry depends on.
+  static std::uint64_t cache_fingerprint(const SampleProgramConfig& config);
+  // The files decoded so far in spite of libjpeg warnings.
+  const RecoveryLog& recovered() const { return recovered_; }
+
+  // The largest cache entry this program writes (max_file_size for encoded entries, the largest
+  // decoded image with its header for decoded ones): what a disk cache file may claim.
+  static std::uint64_t cache_entry_limit(const SampleProgramConfig& config);
+  // The bytes a decoded-image cache entry of a width x height image takes (header and pixels).
+  static std::uint64_t decoded_entry_bytes(std::uint64_t width, std::uint64_t height, int channels);
+
+ private:
+  void run_unchecked(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws, void* out) const;
+  // The whole image at full scale, from the cache or decoded and inserted (kDecoded caches);
+  // nullopt when it is too large for the memory the worker holds or can get now.
+  std::optional<ConstImageView> cached_image(const ItemTable& items, std::int64_t item, const SampleKey& key,
+                                             Workspace& ws, MemoryCacheStore::Handle& held) const;
+  // DecodeOptions::fast_upsample_when_shrunk for this plan (already scaled to 1/denom).
+  bool fast_upsample_for(const GeometryPlan& plan, const JpegHeader& header, int denom) const;
+  // An image whose decoded region does not fit the memory the worker holds or can get now: decoded
+  // in row bands, each resampled into `out` as it comes, with the pixels of the whole-region path
+  // (sample_bands.cpp). `decode` gives the scale and the upsampling; the region is the resampler's
+  // footprint.
+  void decode_in_bands(const GeometryPlan& plan, std::span<const std::uint8_t> bytes, const JpegHeader& header,
+                       const JpegRequest& decode, Workspace& ws, void* out) const;
+  // The file's bytes, from the cache or read and inserted (kEncoded caches) or just read.
+  std::span<const std::uint8_t> encoded_bytes(const ItemTable& items, std::int64_t item, const SampleKey& key,
+                                              Workspace& ws, MemoryCacheStore::Handle& held) const;
+  // Throws kInvalidArgument when the plan's sample is not the batch's sample size.
+  void require_batch_size(const GeometryPlan& plan) const;
+  // kSetUp: the workspace's resampler already holds this plan's tables (the decode path set it up
+  // to know the region it needs); kNotSetUp: finish() sets it up if the plan resamples.
+  enum class ResamplerState : std::uint8_t { kNotSetUp, kSetUp };
+  void finish(const GeometryPlan& plan, ConstImageView source, Rect region, ResamplerState resampler, Workspace& ws,
+              void* out, std::chrono::steady_clock::time_point& t) const;
+
+  SampleProgramConfig config_;
+  SampleCaches caches_;
+  NormalizeKernel normalize_;
+  int channels_ = 3;
+  // Shared by the workers like the caches: what they found, not how they run.
+  mutable RecoveryLog recovered_;
+};
+
+}  // namespace sluice::stages

@@ -1,0 +1,226 @@
+// pread of whole files. No stdio and no std::ifstream: one open, preads straight into the pooled
+// buffer (an fstat only when the buffer fills), one close, every call through the FileOps seam.
+// Tar members: one pread of header and data from a shard held open.
+#include "stages/source/read_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "sluice/core/error.hpp"
+#include "sluice/core/units.hpp"
+#include "stages/tar/tar_format.hpp"
+
+namespace sluice::stages {
+
+namespace {
+
+[[noreturn]] void throw_errno(int err, const char* what, const std::string& path) {
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      throw Error(ErrorCode::kNotFound, "no such file", path);
+    case EACCES:
+    case EPERM:
+      throw Error(ErrorCode::kPermissionDenied, std::string(what) + ": permission denied", path);
+    case EISDIR:
+      throw Error(ErrorCode::kIo, "is a folder, not a file", path);
+    case ESPIPE:  // pread on a FIFO
+    case ENXIO:   // open of a socket
+      throw Error(ErrorCode::kIo, "not a regular file (a FIFO, socket or device)", path);
+    default:
+      throw Error(ErrorCode::kIo, std::string(what) + ": " + std::strerror(err), path);
+  }
+}
+
+// Closes through the same FileOps that opened it, so an injector sees the descriptor go.
+class FileDescriptor {
+ public:
+  FileDescriptor(FileOps& ops, int fd) : ops_(ops), fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ops_.close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  FileOps& ops_;
+  int fd_;
+};
+
+// O_NONBLOCK: a FIFO named in a list (or swapped in after listing) opens at once instead of
+// waiting for a writer, and reads as empty or EAGAIN, an error naming it; a socket fails to open
+// (ENXIO). O_NOCTTY: a terminal never becomes ours. Neither changes reads of regular files.
+constexpr int kOpenFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+
+std::uint64_t checked_size(FileOps& ops, int fd, const std::string& path) {
+  struct stat st {};
+  if (ops.fstat(fd, &st) != 0) throw_errno(errno, "cannot stat", path);
+  if (S_ISDIR(st.st_mode)) throw_errno(EISDIR, "cannot read", path);
+  if (!S_ISREG(st.st_mode)) throw Error(ErrorCode::kIo, "not a regular file", path);
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+}  // namespace
+
+// Always through the seam, no direct-call fast path: it adds three or four virtual calls per file
+// to as many system calls, which cost far more, and neither a loop of read_file nor the loader
+// benchmark tells it from direct calls (docs/performance.md, "Figures behind choices in the code").
+std::uint64_t file_size(const std::string& path, FileOps* ops_or_null) {
+  FileOps& ops = ops_or_null != nullptr ? *ops_or_null : real_file_ops();
+  FileDescriptor fd(ops, ops.open(path.c_str(), kOpenFlags, 0));
+  if (fd.get() < 0) throw_errno(errno, "cannot open", path);
+  return checked_size(ops, fd.get(), path);
+}
+
+std::size_t read_file(const std::string& path, AlignedBuffer& buffer, std::uint64_t max_bytes,
+                      FileOps* ops_or_null) {
+  FileOps& ops = ops_or_null != nullptr ? *ops_or_null : real_file_ops();
+  FileDescriptor fd(ops, ops.open(path.c_str(), kOpenFlags, 0));
+  if (fd.get() < 0) throw_errno(errno, "cannot open", path);
+  // No fstat in the common case: a pread into a buffer larger than the file returns short, and a
+  // short read of a regular file means end of file. Only a full buffer (a file at least as large
+  // as any seen so far) asks the size, to check the limit and grow.
+  std::size_t done = 0;
+  bool sized = false;
+  while (true) {
+    if (buffer.capacity() == 0 || done == buffer.capacity()) {
+      const std::uint64_t size = checked_size(ops, fd.get(), path);
+      if (size > max_bytes) {
+        throw Error(ErrorCode::kTooLarge,
+                    "file is " + format_bytes(size) + ", above the maximum file size (" +
+                        format_bytes(max_bytes) + ")",
+                    path);
+      }
+      if (sized || size <= done) break;  // the file did not grow beyond what we hold
+      // Grow through reserve (which accounts against the buffer's budget, if any) and read again
+      // from the start: it happens a handful of times per worker, never in steady state.
+      buffer.reserve(static_cast<std::size_t>(size) + 1);  // +1: the read that sees EOF
+      done = 0;
+      sized = true;
+    }
+    const ssize_t n = ops.pread(fd.get(), buffer.data() + done, buffer.capacity() - done, static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(errno, "cannot read", path);
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+    if (done < buffer.capacity()) break;  // short read: end of file
+  }
+  if (done == 0) {
+    checked_size(ops, fd.get(), path);  // /dev/null reads empty too: say what it is
+    throw Error(ErrorCode::kCorruptData, "empty file", path);
+  }
+  if (done > max_bytes) {
+    throw Error(ErrorCode::kTooLarge,
+                "file is larger than the maximum file size (" + format_bytes(max_bytes) + ")", path);
+  }
+  return done;
+}
+
+ItemReader::ItemReader(FileOps* ops) : ops_(ops != nullptr ? ops : &real_file_ops()) {}
+
+ItemReader::~ItemReader() { close_all(); }
+
+void ItemReader::close_all() {
+  for (OpenShard& open : open_) {
+    if (open.fd >= 0) ops_->close(open.fd);
+    open = OpenShard{};
+  }
+}
+
+void ItemReader::use(FileOps* ops) {
+  FileOps* wanted = ops != nullptr ? ops : &real_file_ops();
+  if (wanted == ops_) return;
+  close_all();
+  ops_ = wanted;
+}
+
+const std::string& ItemReader::file_path(const ItemTable::Location& at) {
+  path_.assign(at.folder);
+  path_.append(at.name);
+  return path_;
+}
+
+int ItemReader::shard_fd(const ItemTable& items, std::int32_t shard) {
+  ++uses_;
+  OpenShard* victim = &open_[0];
+  for (OpenShard& open : open_) {
+    if (open.table == &items && open.shard == shard) {
+      open.last_use = uses_;
+      return open.fd;
+    }
+    if (open.last_use < victim->last_use) victim = &open;
+  }
+  const ItemTable::Shard& s = items.shards()[static_cast<std::size_t>(shard)];
+  const int fd = ops_->open(s.path.c_str(), kOpenFlags, 0);
+  if (fd < 0) throw_errno(errno, "cannot open shard", s.path);
+  FileDescriptor guard(*ops_, fd);
+  struct stat st {};
+  if (ops_->fstat(fd, &st) != 0) throw_errno(errno, "cannot stat shard", s.path);
+  const std::int64_t mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != s.size || mtime_ns != s.mtime_ns) {
+    throw Error(ErrorCode::kCorruptData,
+                "the shard changed since it was indexed (its size or mtime differs): build the pipeline again",
+                s.path);
+  }
+  if (victim->fd >= 0) ops_->close(victim->fd);
+  *victim = OpenShard{&items, shard, guard.release(), uses_};
+  return victim->fd;
+}
+
+std::span<const std::uint8_t> ItemReader::read(const ItemTable& items, std::int64_t item, AlignedBuffer& buffer,
+                                               std::uint64_t max_bytes) {
+  const ItemTable::Location at = items.locate(item);
+  if (at.kind == ItemTable::Kind::kFile) {
+    const std::size_t n = read_file(file_path(at), buffer, max_bytes, ops_);
+    return {buffer.data(), n};
+  }
+  if (at.damage != nullptr) throw Error(ErrorCode::kCorruptData, *at.damage, items.path(item));
+  if (at.size > max_bytes) {
+    throw Error(ErrorCode::kTooLarge,
+                "member is " + format_bytes(at.size) + ", above the maximum file size (" + format_bytes(max_bytes) + ")",
+                items.path(item));
+  }
+  if (at.size == 0) throw Error(ErrorCode::kCorruptData, "empty member", items.path(item));
+  const int fd = shard_fd(items, at.shard);
+  // The header too: one pread, and the check below that the index still describes this shard.
+  const std::size_t total = static_cast<std::size_t>(tar::kBlock + at.size);
+  buffer.reserve(total);
+  const ssize_t got = pread_full(*ops_, fd, buffer.data(), total, at.offset - tar::kBlock);
+  if (got < 0) throw_errno(errno, "cannot read", items.path(item));
+  if (static_cast<std::size_t>(got) < total) {
+    throw Error(ErrorCode::kCorruptData,
+                "cut: the shard ends inside this member (" + std::to_string(at.size) + " bytes when indexed)",
+                items.path(item));
+  }
+  tar::Header header;
+  std::string why;
+  if (tar::parse_header(buffer.data(), header, why) != tar::Block::kHeader || !tar::is_regular(header.type) ||
+      (at.size_in_header && header.size != at.size)) {
+    throw Error(ErrorCode::kCorruptData,
+                "the member's header does not match the shard's index (" + (why.empty() ? "another member" : why) +
+                    "): the shard changed since it was indexed",
+                items.path(item));
+  }
+  return {buffer.data() + tar::kBlock, static_cast<std::size_t>(at.size)};
+}
+
+std::uint64_t ItemReader::size(const ItemTable& items, std::int64_t item) {
+  const ItemTable::Location at = items.locate(item);
+  if (at.kind == ItemTable::Kind::kFile) return file_size(file_path(at), ops_);
+  if (at.damage != nullptr) throw Error(ErrorCode::kCorruptData, *at.damage, items.path(item));
+  return at.size;
+}
+
+}  // namespace sluice::stages

@@ -1,0 +1,36 @@
+// Sources: turn a folder of class sub-folders, a list file, an in-memory list or tar shards into
+// the data set's item table, in a fixed order (the identity every per-sample random choice is
+// keyed on).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sluice/pipeline/spec.hpp"
+#include "stages/source/item_table.hpp"
+
+namespace sluice::stages {
+
+class FileOps;
+
+struct Dataset {
+  ItemTable items;
+  // Label i is class_names[i]: the sorted class folders, or the sorted class names of shards
+  // labelled by name; empty for lists, items and shards labelled by number.
+  std::vector<std::string> class_names;
+};
+
+// Folder: labels are the indices of the sorted class sub-folder names; files are taken
+// recursively within each class folder, sorted by path; only .jpg/.jpeg/.jpe/.jfif names
+// (any case), hidden files skipped. A folder without sub-folders is one class, label 0. Only
+// regular files are listed (FIFOs, sockets, devices are not); a symlink whose target leaves the
+// folder throws unless Folder::allow_outside_root.
+// List file: "path<TAB>label" per line, '#' comments and blank lines ignored, relative paths
+// resolved against the list's folder. Throws sluice::Error naming the path (and line).
+// Shards: see stages/tar/tar_source.hpp. `ops` (null: the real file system) is what shards and their
+// index files are opened through.
+Dataset load_dataset(const spec::Source& source, FileOps* ops = nullptr);
+
+bool has_jpeg_extension(std::string_view filename);
+
+}  // namespace sluice::stages
