@@ -245,7 +245,7 @@ ImageView guarded_view(GuardedArena& arena, Rect r, int channels, int pad) {
 }
 
 // Resample `source` (pixels `region` of the image at 1/denom) per the plan and normalize it.
-void resample_and_normalize(const GeometryPlan& plan, ConstImageView source, Rect region, const Params& p) {
+void resample_and_normalize(const SampleGeometry& plan, ConstImageView source, Rect region, const Params& p) {
   const int ch = source.channels;
   Resampler resampler;
   if (ResamplerTestPeer::supported(p.isa())) ResamplerTestPeer::set_isa(resampler, p.isa());
@@ -404,7 +404,7 @@ bool run_kernels(std::span<const std::uint8_t> jpeg, const Params& p) {
   if (whole) {
     try {
       const Size2 image{header.width, header.height};
-      GeometryPlan plan = plan_geometry(make_chain(p), image, p.key());
+      SampleGeometry plan = plan_geometry(make_chain(p), image, p.key());
       plan = scale_plan(plan, image, denom);
       resample_and_normalize(plan, *whole, Rect{0, 0, scaled.width, scaled.height}, p);
     } catch (const Error& e) {
@@ -421,7 +421,7 @@ void run_synthetic(std::span<const std::uint8_t> bytes, const Params& p) {
   if (static_cast<std::uint64_t>(image.width) * image.height > kMaxImagePixels) image.height = kMaxImagePixels / image.width;
   const int ch = (p.b[4] & 1) != 0 ? 1 : 3;
   try {
-    GeometryPlan plan = plan_geometry(make_chain(p), image, p.key());
+    SampleGeometry plan = plan_geometry(make_chain(p), image, p.key());
     const int denom = (p.b[4] & 8) == 0 ? choose_denom(plan) : 1;
     plan = scale_plan(plan, image, denom);
     const Size2 scaled{(image.width + denom - 1) / denom, (image.height + denom - 1) / denom};

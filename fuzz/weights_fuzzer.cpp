@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
-#include "sluice/train/checkpoint.hpp"
+#include "sluice/train/weights_file.hpp"
 #include "sluice/train/compressed_weights.hpp"
 #include "train/io/weights_file_io.hpp"
 

@@ -123,7 +123,7 @@ void run_plan(TrainOptions o) {
     }
     pc.train.batch = batch;
   }
-  const train::MemoryPlan plan = train::plan_peak(pc);
+  const train::TrainingMemoryPlan plan = train::plan_peak(pc);
   ++plans;
   const double seconds = clock.seconds();
 

@@ -28,7 +28,7 @@
 #include "sluice/sluice.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/batch_search.hpp"
-#include "sluice/train/checkpoint.hpp"
+#include "sluice/train/weights_file.hpp"
 #include "sluice/train/compressed_weights.hpp"
 #include "sluice/train/context.hpp"
 #include "sluice/train/epoch_runner.hpp"
@@ -40,7 +40,7 @@
 #include "sluice/train/precision.hpp"
 #include "sluice/train/profiler.hpp"
 #include "sluice/train/pruning.hpp"
-#include "sluice/train/setup.hpp"
+#include "sluice/train/train_config.hpp"
 #include "sluice/train/trainer.hpp"
 
 namespace sluice::cli {
@@ -118,7 +118,7 @@ void warn_if_evaluation_does_not_fit(const TrainOptions& o, const train::Context
   if (o.no_eval) return;
   const train::PlanConfig with_eval{.train = train_config(o, o.batch, 0), .threads = ctx.threads(), .allocator = memory,
                                     .eval_batch = kEvalBatch, .epochs = 2};
-  const train::MemoryPlan p = train::plan_peak(with_eval);
+  const train::TrainingMemoryPlan p = train::plan_peak(with_eval);
   if (!p.fits) {
     std::cout << "  warning: the evaluation (batch " << kEvalBatch << ") would not fit --memory " << o.memory
               << " (planner: " << p.failure << "); pass --no-eval or a larger limit\n";

@@ -1,5 +1,5 @@
 // The options `sluice train` and `sluice plan` share, and the one place that turns them into the
-// training core's configuration (sluice/train/setup.hpp) and allocator options: plan predicts for
+// training core's configuration (sluice/train/train_config.hpp) and allocator options: plan predicts for
 // exactly what train builds.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include "sluice/core/device_id.hpp"
 #include "sluice/train/allocator.hpp"
-#include "sluice/train/setup.hpp"
+#include "sluice/train/train_config.hpp"
 
 namespace CLI {
 class App;

@@ -13,14 +13,14 @@
 #include "cli/console.hpp"
 #include "cli/train_options.hpp"
 #include "sluice/core/device_id.hpp"
-#include "sluice/train/checkpoint.hpp"
+#include "sluice/train/weights_file.hpp"
 #include "sluice/train/epoch_runner.hpp"
 #include "sluice/train/gradient_checkpointing.hpp"
 #include "sluice/train/job_plan.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/precision.hpp"
 #include "sluice/train/pruning.hpp"
-#include "sluice/train/setup.hpp"
+#include "sluice/train/train_config.hpp"
 #include "sluice/train/trainer.hpp"
 
 namespace sluice::cli {

@@ -36,9 +36,9 @@ spec::Stage read_stage(const json& v, const std::string& path) {
   } else {
     expected(path, "an object with one key, the stage's name (e.g. {\"batch\": {\"size\": 64}})", v);
   }
-  if (const stage::StageDescriptor* d = stage::find_stage(name)) return d->json->read(*options, path + "." + name);
+  if (const schema::StageDescriptor* d = schema::find_stage(name)) return d->json->read(*options, path + "." + name);
   std::vector<std::string> known;
-  for (const stage::StageDescriptor* d : stage::stage_descriptors()) known.emplace_back(d->name);
+  for (const schema::StageDescriptor* d : schema::stage_descriptors()) known.emplace_back(d->name);
   bad(path + ": unknown stage \"" + name + "\" (known: " + join(known) + ")");
 }
 

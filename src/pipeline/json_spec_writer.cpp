@@ -44,7 +44,7 @@ std::string to_json(const PipelineSpec& spec, const BuildOptions& build, int ind
   if (spec.shuffle_files_seed) root["shuffle_files"] = {{"seed", *spec.shuffle_files_seed}};
   ordered_json stages = ordered_json::array();
   for (const spec::Stage& stage : spec.stages) {
-    const stage::StageDescriptor& d = stage::descriptor_of(stage);
+    const schema::StageDescriptor& d = schema::descriptor_of(stage);
     stages.push_back({{d.name, d.json->write(stage)}});
   }
   root["stages"] = std::move(stages);

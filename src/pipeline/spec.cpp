@@ -6,6 +6,6 @@
 
 namespace sluice::spec {
 
-const char* name_of(const Stage& stage) { return stage::descriptor_of(stage).name; }
+const char* name_of(const Stage& stage) { return schema::descriptor_of(stage).name; }
 
 }  // namespace sluice::spec

@@ -20,7 +20,7 @@
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/spec.hpp"
 
-namespace sluice::stage {
+namespace sluice::schema {
 
 // A stage's JSON form, {"name": {options}}: reads the options object (`path` is its JSON path,
 // "stages[2].random_crop") and writes every option out, so that reading gives the stage back.
@@ -29,7 +29,7 @@ struct StageJson {
   nlohmann::ordered_json (*write)(const spec::Stage& stage);
 };
 
-}  // namespace sluice::stage
+}  // namespace sluice::schema
 
 namespace sluice::json_fields {
 

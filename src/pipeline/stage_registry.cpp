@@ -9,7 +9,7 @@
 
 #include "sluice/core/error.hpp"
 
-namespace sluice::stage {
+namespace sluice::schema {
 
 namespace {
 
@@ -66,4 +66,4 @@ bool KnownExtent::crop_fits(const char* name, int width, int height, int pad) {
   return true;
 }
 
-}  // namespace sluice::stage
+}  // namespace sluice::schema

@@ -30,7 +30,7 @@
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/spec.hpp"
 
-namespace sluice::stage {
+namespace sluice::schema {
 
 // Where a chain stands after the stages so far: the ordering rules are said in these terms.
 enum class Phase : std::uint8_t {
@@ -148,4 +148,4 @@ void check_extent(const std::string& where, int width, int height);  // positive
 // Python's round(): half to even (torchvision's sizes and offsets round so).
 int round_half_even(double v);
 
-}  // namespace sluice::stage
+}  // namespace sluice::schema

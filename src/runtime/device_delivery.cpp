@@ -13,11 +13,11 @@ namespace {
 constexpr std::size_t round_up_256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 }  // namespace
 
-bool DeviceDelivery::wanted(const stages::PipelinePlan& plan) {
+bool DeviceDelivery::wanted(const stages::ResolvedPipeline& plan) {
   return plan.to_device && (plan.to_device->device.is_cuda() || plan.to_device->options.stage_through_ring);
 }
 
-DeviceDelivery::DeviceDelivery(const stages::PipelinePlan& plan, const stages::SampleProgram& program, int slots,
+DeviceDelivery::DeviceDelivery(const stages::ResolvedPipeline& plan, const stages::SampleProgram& program, int slots,
                                MemoryBudget& budget, MemoryBudget* device_budget)
     : to_(*plan.to_device),
       device_normalize_(plan.device_normalize),

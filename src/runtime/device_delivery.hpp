@@ -21,7 +21,7 @@
 #include "sluice/device/transfer_ring.hpp"
 #include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/batch.hpp"
-#include "stages/program/pipeline_plan.hpp"
+#include "stages/program/resolved_pipeline.hpp"
 
 namespace sluice::runtime {
 
@@ -29,12 +29,12 @@ class DeviceDelivery {
  public:
   // True when the plan's batches go through a transfer ring: to_device(cuda(i)), or to_device(host())
   // with stage_through_ring.
-  static bool wanted(const stages::PipelinePlan& plan);
+  static bool wanted(const stages::ResolvedPipeline& plan);
 
   // Allocates the ring (`slots` slots) and its page-locked memory, reserved from `budget`, and its
   // device memory from `device_budget` when given (kDeviceBatches: a training job's device side).
   // Throws sluice::Error when the device is unusable or the memory does not fit.
-  DeviceDelivery(const stages::PipelinePlan& plan, const stages::SampleProgram& program, int slots,
+  DeviceDelivery(const stages::ResolvedPipeline& plan, const stages::SampleProgram& program, int slots,
                  MemoryBudget& budget, MemoryBudget* device_budget = nullptr);
   DeviceDelivery(const DeviceDelivery&) = delete;
   DeviceDelivery& operator=(const DeviceDelivery&) = delete;

@@ -3,21 +3,21 @@
 
 #include "runtime/loader_build.hpp"
 #include "runtime/loader_impl.hpp"
-#include "runtime/memory_plan.hpp"
-#include "stages/program/pipeline_plan.hpp"
+#include "runtime/loader_memory_plan.hpp"
+#include "stages/program/resolved_pipeline.hpp"
 
 namespace sluice {
 
 namespace runtime {
 Loader build_loader(const Pipeline& pipeline, const BuildOptions& options, stages::FileOps* file_ops) {
-  return Loader(std::make_unique<LoaderImpl>(stages::plan_pipeline(pipeline.spec(), options, file_ops)));
+  return Loader(std::make_unique<LoaderImpl>(stages::resolve_pipeline(pipeline.spec(), options, file_ops)));
 }
 }  // namespace runtime
 
 Loader Pipeline::build(const BuildOptions& options) const { return runtime::build_loader(*this, options, nullptr); }
 
 PipelineMemoryPlan Pipeline::plan_memory(const BuildOptions& options) const {
-  return runtime::describe_memory(stages::plan_pipeline(spec(), options, nullptr));
+  return runtime::describe_memory(stages::resolve_pipeline(spec(), options, nullptr));
 }
 
 std::uint64_t PipelineMemoryPlan::minimum_bytes() const {

@@ -15,7 +15,7 @@ namespace sluice {
 
 using runtime::BatchSlot;
 
-LoaderImpl::LoaderImpl(stages::PipelinePlan plan)
+LoaderImpl::LoaderImpl(stages::ResolvedPipeline plan)
     : shared_(std::make_shared<runtime::SharedSlots>(
           std::make_shared<MemoryBudget>(plan.options.memory_budget, plan.options.job_budget))),
       plan_(std::move(plan)),

@@ -21,7 +21,7 @@
 #include "runtime/executor.hpp"
 #include "runtime/loader_state.hpp"
 #include "runtime/loader_tuning.hpp"
-#include "runtime/memory_plan.hpp"
+#include "runtime/loader_memory_plan.hpp"
 #include "runtime/sample_submitter.hpp"
 #include "runtime/sample_task.hpp"
 #include "runtime/shared_slots.hpp"
@@ -31,13 +31,13 @@
 #include "stages/cache/disk_cache.hpp"
 #include "stages/source/epoch_order.hpp"
 #include "stages/cache/memory_cache.hpp"
-#include "stages/program/pipeline_plan.hpp"
+#include "stages/program/resolved_pipeline.hpp"
 
 namespace sluice {
 
 class LoaderImpl {
  public:
-  explicit LoaderImpl(stages::PipelinePlan plan);
+  explicit LoaderImpl(stages::ResolvedPipeline plan);
   // Stops the workers; batches the consumer still holds keep the shared slots alive.
   ~LoaderImpl();
   LoaderImpl(const LoaderImpl&) = delete;
@@ -76,11 +76,11 @@ class LoaderImpl {
 
   // Declared first: destroyed last. Batches share it, so it may outlive this object.
   std::shared_ptr<runtime::SharedSlots> shared_;
-  stages::PipelinePlan plan_;
+  stages::ResolvedPipeline plan_;
   std::unique_ptr<stages::MemoryCacheStore> memory_cache_;
   std::unique_ptr<stages::DiskCacheStore> disk_cache_;
   std::unique_ptr<stages::SampleProgram> program_;
-  runtime::MemoryPlan memory_plan_;
+  runtime::LoaderMemoryPlan memory_plan_;
   int threads_ = 1;
 
   stages::EpochOrder order_;

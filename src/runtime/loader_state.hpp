@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "stages/program/pipeline_plan.hpp"
+#include "stages/program/resolved_pipeline.hpp"
 
 namespace sluice::runtime {
 
@@ -22,7 +22,7 @@ struct ResumePoint {
 class LoaderState {
  public:
   // `plan` must outlive the state.
-  explicit LoaderState(const stages::PipelinePlan& plan) : plan_(plan) {}
+  explicit LoaderState(const stages::ResolvedPipeline& plan) : plan_(plan) {}
 
   // The bytes of a state: the consumer has been handed `returned` of the `batches` batches of
   // `epoch` (-1: no epoch started yet). A finished epoch resumes at the next one's start. While
@@ -47,7 +47,7 @@ class LoaderState {
  private:
   std::vector<std::uint8_t> encode(ResumePoint point) const;
 
-  const stages::PipelinePlan& plan_;
+  const stages::ResolvedPipeline& plan_;
   ResumePoint resume_;
 };
 

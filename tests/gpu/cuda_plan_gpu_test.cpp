@@ -23,7 +23,7 @@
 #include "sluice/train/models.hpp"
 #include "sluice/train/ops.hpp"
 #include "sluice/train/planner.hpp"
-#include "sluice/train/setup.hpp"
+#include "sluice/train/train_config.hpp"
 #include "sluice/train/trainer.hpp"
 #include "train/cuda/cuda_workspace.hpp"
 
@@ -114,7 +114,7 @@ TEST(GpuCudaPlan, ThePlanForCudaIsThePeakOfRealSteps) {
     pc.device = cuda(0);
     pc.steps = 2;
     pc.eval_batch = 0;
-    const MemoryPlan plan = plan_peak(pc);
+    const TrainingMemoryPlan plan = plan_peak(pc);
     Allocator allocator(cuda(0));
     Context ctx(allocator);
     TrainSetup s = make_training(ctx, config);

@@ -1,6 +1,6 @@
 // One example of every stage (at least one per alternative of spec::Stage), each valid on its own
 // and with its options away from the defaults, for the tests that go through every stage's
-// descriptor (tests/unit/pipeline/stage_registry_test.cpp, tests/unit/stages/pipeline_plan_test.cpp).
+// descriptor (tests/unit/pipeline/stage_registry_test.cpp, tests/unit/stages/resolved_pipeline_test.cpp).
 // A new stage needs its example here; those tests fail until it has one.
 #pragma once
 

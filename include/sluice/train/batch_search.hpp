@@ -17,7 +17,7 @@
 
 #include "sluice/train/context.hpp"
 #include "sluice/train/planner.hpp"
-#include "sluice/train/setup.hpp"
+#include "sluice/train/train_config.hpp"
 
 namespace sluice::train {
 

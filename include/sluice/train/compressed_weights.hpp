@@ -7,7 +7,7 @@
 // An element counts as zero when all its bits are (so -0.0 is kept): decompression restores
 // every tensor bit for bit.
 //
-// File format (little-endian), version 1, after sluice/train/checkpoint.hpp's weights file:
+// File format (little-endian), version 1, after sluice/train/weights_file.hpp's weights file:
 //   header (40 bytes): magic "SLUICESP", u32 version, u32 tensor count, u64 table bytes,
 //                      u64 blob bytes, u32 CRC-32 of table and blob (zlib's polynomial), u32 zero
 //   table: per tensor, u16 name length, the name, u8 dtype, u8 rank, i64 dims[rank],

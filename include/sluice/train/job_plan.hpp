@@ -42,7 +42,7 @@
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/batch_search.hpp"
 #include "sluice/train/planner.hpp"
-#include "sluice/train/setup.hpp"
+#include "sluice/train/train_config.hpp"
 
 namespace sluice::train {
 
@@ -103,7 +103,7 @@ struct JobPlan {
   // Training: the allocator's options for the run and its share (held from the start).
   AllocatorOptions allocator;
   std::uint64_t training_bytes = 0;
-  MemoryPlan training;                  // the dry run at that share
+  TrainingMemoryPlan training;                  // the dry run at that share
   std::int64_t dry_runs = 0;
   std::uint64_t offload_bytes = 0;      // the optimizer's host state (host side)
   std::vector<PipelineShare> pipelines;

@@ -25,7 +25,7 @@
 
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/category.hpp"
-#include "sluice/train/setup.hpp"
+#include "sluice/train/train_config.hpp"
 
 namespace sluice::train {
 
@@ -52,7 +52,7 @@ struct PlanConfig {
   int epochs = 1;
 };
 
-struct MemoryPlan {
+struct TrainingMemoryPlan {
   std::uint64_t peak_in_use_bytes = 0;  // = train's peak_device_bytes
   std::array<std::uint64_t, kTensorCategoryCount> peak_by_category{};
   std::uint64_t step_peak_in_use_bytes = 0;  // the training steps alone, evaluation left out
@@ -67,6 +67,6 @@ struct MemoryPlan {
 };
 
 // Throws sluice::Error(kInvalidArgument) for a configuration make_training rejects.
-MemoryPlan plan_peak(const PlanConfig& config);
+TrainingMemoryPlan plan_peak(const PlanConfig& config);
 
 }  // namespace sluice::train

@@ -3,7 +3,7 @@
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 
-namespace sluice::stage {
+namespace sluice::schema {
 
 namespace {
 
@@ -57,4 +57,4 @@ const StageDescriptor& descriptor_for<spec::Cache>() {
   return d;
 }
 
-}  // namespace sluice::stage
+}  // namespace sluice::schema

@@ -2,7 +2,7 @@
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 
-namespace sluice::stage {
+namespace sluice::schema {
 
 namespace {
 
@@ -51,4 +51,4 @@ const StageDescriptor& descriptor_for<S>() {
   return d;
 }
 
-}  // namespace sluice::stage
+}  // namespace sluice::schema

@@ -4,7 +4,7 @@
 #include "pipeline/stage_registry.hpp"
 #include "sluice/core/error.hpp"
 
-namespace sluice::stage {
+namespace sluice::schema {
 
 namespace {
 
@@ -77,4 +77,4 @@ const StageDescriptor& descriptor_for<S>() {
   return d;
 }
 
-}  // namespace sluice::stage
+}  // namespace sluice::schema

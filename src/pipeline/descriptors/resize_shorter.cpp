@@ -3,7 +3,7 @@
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 
-namespace sluice::stage {
+namespace sluice::schema {
 
 namespace {
 
@@ -55,4 +55,4 @@ const StageDescriptor& descriptor_for<S>() {
   return d;
 }
 
-}  // namespace sluice::stage
+}  // namespace sluice::schema

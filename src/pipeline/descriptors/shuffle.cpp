@@ -2,7 +2,7 @@
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 
-namespace sluice::stage {
+namespace sluice::schema {
 
 namespace {
 
@@ -47,4 +47,4 @@ const StageDescriptor& descriptor_for<spec::Shuffle>() {
   return d;
 }
 
-}  // namespace sluice::stage
+}  // namespace sluice::schema

@@ -2,7 +2,7 @@
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 
-namespace sluice::stage {
+namespace sluice::schema {
 
 namespace {
 
@@ -42,4 +42,4 @@ const StageDescriptor& descriptor_for<spec::ToDevice>() {
   return d;
 }
 
-}  // namespace sluice::stage
+}  // namespace sluice::schema

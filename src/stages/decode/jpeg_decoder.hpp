@@ -50,7 +50,7 @@ struct JpegWarnings {
   std::string_view first;
 };
 
-// What the memory plan gives a decoder (runtime/memory_plan.cpp), reserved when it is attached.
+// What the memory plan gives a decoder (runtime/loader_memory_plan.cpp), reserved when it is attached.
 struct DecoderShare {
   std::uint64_t planes = 0;        // the component planes of small images (working_bytes())
   std::uint64_t coefficients = 0;  // libjpeg's coefficient buffers (JpegHeader::coefficient_bytes)

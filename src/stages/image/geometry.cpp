@@ -22,7 +22,7 @@ struct Axis {
 };
 
 // One sample's mapping, composed op by op: each op's descriptor drives it as a GeometryCanvas.
-class Planner final : public stage::GeometryCanvas {
+class Planner final : public schema::GeometryCanvas {
  public:
   explicit Planner(Size2 image) {
     x_ = Axis{0, 1, image.width, 0, image.width};
@@ -52,7 +52,7 @@ class Planner final : public stage::GeometryCanvas {
   int width() const override { return x_.size; }
   int height() const override { return y_.size; }
 
-  GeometryPlan finish() {
+  SampleGeometry finish() {
     plan_.out = {x_.size, y_.size};
     plan_.x = AxisMap{x_.offset, x_.scale, x_.size, x_.valid_lo, x_.valid_hi};
     plan_.y = AxisMap{y_.offset, y_.scale, y_.size, y_.valid_lo, y_.valid_hi};
@@ -88,7 +88,7 @@ class Planner final : public stage::GeometryCanvas {
 
   Axis x_;
   Axis y_;
-  GeometryPlan plan_;
+  SampleGeometry plan_;
   bool resized_ = false;
 };
 
@@ -99,10 +99,10 @@ CounterRng rng_for(const GeometryStep& step, const SampleKey& key) {
 
 }  // namespace
 
-GeometryPlan plan_geometry(const std::vector<GeometryStep>& steps, Size2 image, const SampleKey& key) {
+SampleGeometry plan_geometry(const std::vector<GeometryStep>& steps, Size2 image, const SampleKey& key) {
   Planner p(image);
   for (const GeometryStep& step : steps) {
-    const stage::GeometryRule* rule = stage::descriptor_of(step.op).geometry;
+    const schema::GeometryRule* rule = schema::descriptor_of(step.op).geometry;
     if (rule == nullptr) continue;  // not an image op: nothing to compose
     CounterRng rng = rng_for(step, key);
     rule->plan(step.op, p, rng);
@@ -110,9 +110,9 @@ GeometryPlan plan_geometry(const std::vector<GeometryStep>& steps, Size2 image, 
   return p.finish();
 }
 
-GeometryPlan scale_plan(const GeometryPlan& plan, Size2 image, int denom) {
+SampleGeometry scale_plan(const SampleGeometry& plan, Size2 image, int denom) {
   if (denom == 1) return plan;
-  GeometryPlan scaled = plan;
+  SampleGeometry scaled = plan;
   const double d = denom;
   const auto scale_axis = [d, denom](AxisMap& a, int full) {
     const int scaled_size = (full + denom - 1) / denom;
@@ -127,7 +127,7 @@ GeometryPlan scale_plan(const GeometryPlan& plan, Size2 image, int denom) {
   return scaled;
 }
 
-int choose_denom(const GeometryPlan& plan) {
+int choose_denom(const SampleGeometry& plan) {
   for (int denom : {8, 4, 2}) {
     if (plan.x.scale >= denom && plan.y.scale >= denom) return denom;
   }
@@ -135,9 +135,9 @@ int choose_denom(const GeometryPlan& plan) {
 }
 
 StaticGeometry analyse_geometry(const std::vector<GeometryStep>& steps) {
-  stage::KnownExtent extent;
+  schema::KnownExtent extent;
   for (const GeometryStep& step : steps) {
-    const stage::GeometryRule* rule = stage::descriptor_of(step.op).geometry;
+    const schema::GeometryRule* rule = schema::descriptor_of(step.op).geometry;
     if (rule == nullptr) continue;
     rule->analyse(step.op, extent);
     if (extent.error) return StaticGeometry{.out = std::nullopt, .error = extent.error};

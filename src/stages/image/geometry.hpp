@@ -23,7 +23,7 @@
 namespace sluice::stages {
 
 // An image op: a stage whose descriptor has a GeometryRule (src/pipeline/stage_registry.hpp);
-// plan_pipeline puts only those here.
+// resolve_pipeline puts only those here.
 using GeometryOp = spec::Stage;
 
 struct GeometryStep {
@@ -38,7 +38,7 @@ struct SampleKey {
   std::uint32_t attempt = 0; // > 0 when the sample replaces a bad one (OnError::kSkip)
 };
 
-struct GeometryPlan {
+struct SampleGeometry {
   Size2 out;
   AxisMap x;               // in full-resolution source pixels
   AxisMap y;
@@ -50,14 +50,14 @@ struct GeometryPlan {
 
 // Plans one sample. Throws sluice::Error(kInvalidArgument) when an op cannot apply to this image
 // (a random crop larger than the padded image).
-GeometryPlan plan_geometry(const std::vector<GeometryStep>& steps, Size2 image, const SampleKey& key);
+SampleGeometry plan_geometry(const std::vector<GeometryStep>& steps, Size2 image, const SampleKey& key);
 
 // The plan re-expressed for an image decoded at 1/denom.
-GeometryPlan scale_plan(const GeometryPlan& plan, Size2 image, int denom);
+SampleGeometry scale_plan(const SampleGeometry& plan, Size2 image, int denom);
 
 // The largest DCT scale denominator (8, 4, 2 or 1) that still leaves at least one decoded pixel
 // per output pixel on both axes, so DCT scaling never costs resolution the output keeps.
-int choose_denom(const GeometryPlan& plan);
+int choose_denom(const SampleGeometry& plan);
 
 // What can be known about a chain's output before seeing an image.
 struct StaticGeometry {

@@ -32,7 +32,7 @@ std::vector<int> keep_from(const Resampler& r, int rows) {
 
 }  // namespace
 
-void SampleProgram::decode_in_bands(const GeometryPlan& plan, std::span<const std::uint8_t> bytes,
+void SampleProgram::decode_in_bands(const SampleGeometry& plan, std::span<const std::uint8_t> bytes,
                                     const JpegHeader& header, const JpegRequest& decode, Workspace& ws,
                                     void* out) const {
   require_batch_size(plan);

@@ -259,7 +259,7 @@ void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, con
     if (const std::optional<ConstImageView> image = cached_image(items, item, key, ws, held)) {
       ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
                       static_cast<std::int64_t>(image->width) * image->height * channels_);
-      const GeometryPlan plan = plan_geometry(config_.geometry, {image->width, image->height}, key);
+      const SampleGeometry plan = plan_geometry(config_.geometry, {image->width, image->height}, key);
       finish(plan, *image, Rect{0, 0, image->width, image->height}, ResamplerState::kNotSetUp, ws, out, t);
       return;
     }
@@ -268,7 +268,7 @@ void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, con
     MemoryCacheStore::Handle none;
     const std::span<const std::uint8_t> bytes = encoded_bytes(items, item, key, ws, none);
     const JpegHeader header = ws.decoder.read_header(bytes);
-    const GeometryPlan plan = plan_geometry(config_.geometry, {header.width, header.height}, key);
+    const SampleGeometry plan = plan_geometry(config_.geometry, {header.width, header.height}, key);
     const JpegRequest as_cached{.scale_denom = 1, .region = {}, .fast_upsample = false};
     decode_in_bands(plan, bytes, header, as_cached, ws, out);
     ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(sample_bytes()));
@@ -280,7 +280,7 @@ void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, con
   ws.counters.add(StageCounters::kRead, elapsed_ns(t), static_cast<std::int64_t>(bytes.size()));
   const JpegHeader header = ws.decoder.read_header(bytes);
   const Size2 image{header.width, header.height};
-  GeometryPlan plan = plan_geometry(config_.geometry, image, key);
+  SampleGeometry plan = plan_geometry(config_.geometry, image, key);
   const int denom = config_.decode.dct_scaling ? choose_denom(plan) : 1;
   plan = scale_plan(plan, image, denom);
   const Size2 scaled = JpegDecoder::scaled_size(header, denom);
@@ -319,7 +319,7 @@ void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, con
   if (warnings.count > 0) recovered_.record(key.item, items.path(item), warnings.first);
 }
 
-bool SampleProgram::fast_upsample_for(const GeometryPlan& plan, const JpegHeader& header, int denom) const {
+bool SampleProgram::fast_upsample_for(const SampleGeometry& plan, const JpegHeader& header, int denom) const {
   if (!config_.decode.fast_upsample_when_shrunk || !plan.antialias) return false;
   // The resampler's filter must span a chroma sample (2 decoded pixels of a 4:2:0 file) on both
   // axes: an antialiased triangle does when it shrinks at all (its support is +-scale), a box
@@ -332,7 +332,7 @@ bool SampleProgram::fast_upsample_for(const GeometryPlan& plan, const JpegHeader
   return shrunk && !planes_path;
 }
 
-void SampleProgram::require_batch_size(const GeometryPlan& plan) const {
+void SampleProgram::require_batch_size(const SampleGeometry& plan) const {
   if (plan.out != config_.output) {
     throw Error(ErrorCode::kInvalidArgument,
                 "image gives a " + std::to_string(plan.out.width) + "x" + std::to_string(plan.out.height) +
@@ -344,7 +344,7 @@ void SampleProgram::require_batch_size(const GeometryPlan& plan) const {
 
 // Resample (unless a plain copy) and normalize into the slot. `source` holds source pixels
 // `region` of the (scaled) image the plan maps into.
-void SampleProgram::finish(const GeometryPlan& plan, ConstImageView source, Rect region, ResamplerState resampler,
+void SampleProgram::finish(const SampleGeometry& plan, ConstImageView source, Rect region, ResamplerState resampler,
                            Workspace& ws, void* out, Clock::time_point& t) const {
   require_batch_size(plan);
   ConstImageView sample;

@@ -76,7 +76,7 @@ struct SampleCaches {
   DiskCacheStore* disk = nullptr;
 };
 
-// What the memory plan gives each worker's buffers (runtime/memory_plan.cpp), as AlignedBuffer
+// What the memory plan gives each worker's buffers (runtime/loader_memory_plan.cpp), as AlignedBuffer
 // rounds capacities: reserved when the workspace is made, so a worker never waits for memory the
 // plan counted on, and a batch slot or a cache cannot take it first.
 struct WorkspaceShare {
@@ -151,22 +151,22 @@ class SampleProgram {
   std::optional<ConstImageView> cached_image(const ItemTable& items, std::int64_t item, const SampleKey& key,
                                              Workspace& ws, MemoryCacheStore::Handle& held) const;
   // DecodeOptions::fast_upsample_when_shrunk for this plan (already scaled to 1/denom).
-  bool fast_upsample_for(const GeometryPlan& plan, const JpegHeader& header, int denom) const;
+  bool fast_upsample_for(const SampleGeometry& plan, const JpegHeader& header, int denom) const;
   // An image whose decoded region does not fit the memory the worker holds or can get now: decoded
   // in row bands, each resampled into `out` as it comes, with the pixels of the whole-region path
   // (sample_bands.cpp). `decode` gives the scale and the upsampling; the region is the resampler's
   // footprint.
-  void decode_in_bands(const GeometryPlan& plan, std::span<const std::uint8_t> bytes, const JpegHeader& header,
+  void decode_in_bands(const SampleGeometry& plan, std::span<const std::uint8_t> bytes, const JpegHeader& header,
                        const JpegRequest& decode, Workspace& ws, void* out) const;
   // The file's bytes, from the cache or read and inserted (kEncoded caches) or just read.
   std::span<const std::uint8_t> encoded_bytes(const ItemTable& items, std::int64_t item, const SampleKey& key,
                                               Workspace& ws, MemoryCacheStore::Handle& held) const;
   // Throws kInvalidArgument when the plan's sample is not the batch's sample size.
-  void require_batch_size(const GeometryPlan& plan) const;
+  void require_batch_size(const SampleGeometry& plan) const;
   // kSetUp: the workspace's resampler already holds this plan's tables (the decode path set it up
   // to know the region it needs); kNotSetUp: finish() sets it up if the plan resamples.
   enum class ResamplerState : std::uint8_t { kNotSetUp, kSetUp };
-  void finish(const GeometryPlan& plan, ConstImageView source, Rect region, ResamplerState resampler, Workspace& ws,
+  void finish(const SampleGeometry& plan, ConstImageView source, Rect region, ResamplerState resampler, Workspace& ws,
               void* out, std::chrono::steady_clock::time_point& t) const;
 
   SampleProgramConfig config_;

@@ -35,7 +35,7 @@ void CudaBackend::conv2d_forward(Context& ctx, const Conv2dShape& s, const Tenso
                                  const Tensor* bias, Tensor& y) {
   device_detail::ScopedDevice guard(index_);
   const DType t = x.dtype();
-  const ConvPlan p = plan_conv(s, t);
+  const ConvTiling p = plan_conv(s, t);
   const std::size_t col_bytes = conv2d_forward_workspace(s, t);
   void* col = col_bytes > 0 ? ctx.workspace(col_bytes) : nullptr;
   const std::int64_t x_image = std::int64_t{s.in_channels} * s.in_plane();
@@ -58,7 +58,7 @@ void CudaBackend::conv2d_backward(Context& ctx, const Conv2dShape& s, const Tens
   device_detail::ScopedDevice guard(index_);
   const DType t = x.dtype();
   const bool accumulate = mode == GradMode::kAccumulate;
-  const ConvPlan p = plan_conv(s, t);
+  const ConvTiling p = plan_conv(s, t);
   Carver carver(ctx.workspace(conv2d_backward_workspace(s, t)));
   const ConvScratch ws = carve_conv(carver, s, p, t);
   const std::int64_t x_image = std::int64_t{s.in_channels} * s.in_plane();
@@ -135,7 +135,7 @@ void CudaBackend::separable_conv2d_forward(Context& ctx, const SeparableShape& s
                                            const Tensor& wp, const Tensor* bias, Tensor& y) {
   device_detail::ScopedDevice guard(index_);
   const DType t = x.dtype();
-  const SeparablePlan p = plan_separable(s, t);
+  const SeparableTiling p = plan_separable(s, t);
   const Conv2dShape& d = s.depthwise;
   void* mid = ctx.workspace(separable_conv2d_forward_workspace(s, t));
   const std::int64_t x_image = p.channels * d.in_plane();
@@ -157,7 +157,7 @@ void CudaBackend::separable_conv2d_backward(Context& ctx, const SeparableShape& 
   device_detail::ScopedDevice guard(index_);
   const DType t = x.dtype();
   const bool accumulate = mode == GradMode::kAccumulate;
-  const SeparablePlan p = plan_separable(s, t);
+  const SeparableTiling p = plan_separable(s, t);
   const Conv2dShape& d = s.depthwise;
   Carver carver(ctx.workspace(separable_conv2d_backward_workspace(s, t)));
   const SeparableScratch ws = carve_separable(carver, s, p);

@@ -26,8 +26,8 @@ std::size_t cublas_workspace_bytes(int compute_major) {
   return compute_major >= 9 ? std::size_t{32} << 20 : std::size_t{4} << 20;
 }
 
-ConvPlan plan_conv(const Conv2dShape& s, DType t) {
-  ConvPlan p{};
+ConvTiling plan_conv(const Conv2dShape& s, DType t) {
+  ConvTiling p{};
   const Window2d& w = s.window;
   p.rows = std::int64_t{s.in_channels} * w.kernel_h * w.kernel_w;
   p.plane = s.out_plane();
@@ -38,7 +38,7 @@ ConvPlan plan_conv(const Conv2dShape& s, DType t) {
   return p;
 }
 
-ConvScratch carve_conv(Carver& c, const Conv2dShape& s, const ConvPlan& p, DType t) {
+ConvScratch carve_conv(Carver& c, const Conv2dShape& s, const ConvTiling& p, DType t) {
   ConvScratch out;
   const auto chunk_elems = static_cast<std::size_t>(p.chunk * p.rows * p.plane);
   out.col = c.take(p.direct ? 0 : chunk_elems * p.elem);
@@ -48,8 +48,8 @@ ConvScratch carve_conv(Carver& c, const Conv2dShape& s, const ConvPlan& p, DType
   return out;
 }
 
-SeparablePlan plan_separable(const SeparableShape& s, DType t) {
-  SeparablePlan p{};
+SeparableTiling plan_separable(const SeparableShape& s, DType t) {
+  SeparableTiling p{};
   p.channels = s.depthwise.in_channels;
   p.plane = s.depthwise.out_plane();
   p.elem = size_of(t);
@@ -58,7 +58,7 @@ SeparablePlan plan_separable(const SeparableShape& s, DType t) {
   return p;
 }
 
-SeparableScratch carve_separable(Carver& c, const SeparableShape& s, const SeparablePlan& p) {
+SeparableScratch carve_separable(Carver& c, const SeparableShape& s, const SeparableTiling& p) {
   SeparableScratch out;
   const auto chunk_elems = static_cast<std::size_t>(p.chunk * p.channels * p.plane);
   out.mid = c.take(chunk_elems * p.elem);
@@ -71,7 +71,7 @@ SeparableScratch carve_separable(Carver& c, const SeparableShape& s, const Separ
 }
 
 std::size_t conv2d_forward_workspace(const Conv2dShape& s, DType t) {
-  const ConvPlan p = plan_conv(s, t);
+  const ConvTiling p = plan_conv(s, t);
   return p.direct ? 0 : align256(static_cast<std::size_t>(p.chunk * p.rows * p.plane) * p.elem);
 }
 
@@ -87,7 +87,7 @@ std::size_t depthwise_conv2d_backward_workspace(const Conv2dShape& s) {
 }
 
 std::size_t separable_conv2d_forward_workspace(const SeparableShape& s, DType t) {
-  const SeparablePlan p = plan_separable(s, t);
+  const SeparableTiling p = plan_separable(s, t);
   return align256(static_cast<std::size_t>(p.chunk * p.channels * p.plane) * p.elem);
 }
 

@@ -49,7 +49,7 @@ class Carver {
 };
 
 // A convolution lowered to GEMMs (row-major): y_i (K, P) = W (K, R) col_i (R, P), R = C kh kw.
-struct ConvPlan {
+struct ConvTiling {
   std::int64_t rows;   // R
   std::int64_t plane;  // P = OH * OW
   bool direct;         // 1x1, stride 1, no padding: col_i is x_i itself
@@ -57,7 +57,7 @@ struct ConvPlan {
   std::int64_t group;  // images per weight-gradient GEMM
   std::size_t elem;    // bytes of an activation
 };
-ConvPlan plan_conv(const Conv2dShape& s, DType t);
+ConvTiling plan_conv(const Conv2dShape& s, DType t);
 
 // The conv workspace: columns (t) and their gradient (f32) for a chunk, dw in f32 and the
 // per-image dw partials of one group.
@@ -67,17 +67,17 @@ struct ConvScratch {
   float* dw = nullptr;
   float* partials = nullptr;
 };
-ConvScratch carve_conv(Carver& c, const Conv2dShape& s, const ConvPlan& p, DType t);
+ConvScratch carve_conv(Carver& c, const Conv2dShape& s, const ConvTiling& p, DType t);
 
 // SeparableConv2D: mid_i (C, P) = depthwise(x_i), y_i (K, P) = Wp (K, C) mid_i (C, P).
-struct SeparablePlan {
+struct SeparableTiling {
   std::int64_t channels;  // C
   std::int64_t plane;     // P
   std::int64_t chunk;
   std::int64_t group;  // images per pointwise weight-gradient GEMM
   std::size_t elem;
 };
-SeparablePlan plan_separable(const SeparableShape& s, DType t);
+SeparableTiling plan_separable(const SeparableShape& s, DType t);
 
 struct SeparableScratch {
   void* mid = nullptr;        // (chunk, C, P) of t
@@ -86,7 +86,7 @@ struct SeparableScratch {
   float* dwd = nullptr;       // (C, kh, kw)
   float* partials = nullptr;  // (group, K, C)
 };
-SeparableScratch carve_separable(Carver& c, const SeparableShape& s, const SeparablePlan& p);
+SeparableScratch carve_separable(Carver& c, const SeparableShape& s, const SeparableTiling& p);
 
 // What each op asks Context::workspace for. Forward passes take only what their forward uses
 // (conv: the columns; separable: the depthwise result; depthwise and dense: nothing); backward

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "sluice/core/error.hpp"
-#include "sluice/train/checkpoint.hpp"
+#include "sluice/train/weights_file.hpp"
 #include "sluice/train/ops.hpp"
 #include "sluice/train/pruning.hpp"
 #include "train/io/weights_file_io.hpp"

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "sluice/train/checkpoint.hpp"
+#include "sluice/train/weights_file.hpp"
 
 namespace sluice::train::weights_io {
 

@@ -59,8 +59,8 @@ std::string failure_text(const std::string& report) {
 
 }  // namespace
 
-MemoryPlan plan_peak(const PlanConfig& config) {
-  MemoryPlan plan;
+TrainingMemoryPlan plan_peak(const PlanConfig& config) {
+  TrainingMemoryPlan plan;
   AllocatorOptions options = config.allocator;
   options.name = "plan";
   Allocator allocator(make_address_space_backing(), options);  // a preallocated region is address space too

@@ -27,21 +27,21 @@ std::vector<spec::Stage> default_of_each() {
 }
 
 TEST(StageRegistry, ListsEveryStageOnceInSpecStagesOrder) {
-  const auto all = stage::stage_descriptors();
+  const auto all = schema::stage_descriptors();
   ASSERT_EQ(all.size(), std::variant_size_v<spec::Stage>);
   std::set<std::string> names;
   for (const spec::Stage& s : default_of_each()) {
-    const stage::StageDescriptor& d = stage::descriptor_of(s);
+    const schema::StageDescriptor& d = schema::descriptor_of(s);
     EXPECT_EQ(&d, all[s.index()]) << d.name;
     ASSERT_NE(d.name, nullptr);
     EXPECT_FALSE(std::string(d.name).empty());
     EXPECT_TRUE(names.insert(d.name).second) << "two stages are called " << d.name;
-    EXPECT_EQ(stage::find_stage(d.name), &d) << d.name;
+    EXPECT_EQ(schema::find_stage(d.name), &d) << d.name;
     EXPECT_STREQ(spec::name_of(s), d.name);
     EXPECT_NE(d.json, nullptr) << d.name << " has no JSON form";
     EXPECT_NE(std::string(d.order.misplaced), "") << d.name << " says nothing when misplaced";
   }
-  EXPECT_EQ(stage::find_stage("rotate"), nullptr);
+  EXPECT_EQ(schema::find_stage("rotate"), nullptr);
 }
 
 TEST(StageRegistry, TheExamplesCoverEveryStage) {
@@ -76,7 +76,7 @@ TEST(StageRegistry, UnknownStageNamesTheKnownOnes) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     std::string known;
-    for (const stage::StageDescriptor* d : stage::stage_descriptors()) known += (known.empty() ? "" : ", ") + std::string(d->name);
+    for (const schema::StageDescriptor* d : schema::stage_descriptors()) known += (known.empty() ? "" : ", ") + std::string(d->name);
     EXPECT_NE(e.cause().find("unknown stage \"rotate\" (known: " + known + ")"), std::string::npos) << e.cause();
   }
 }
@@ -84,14 +84,14 @@ TEST(StageRegistry, UnknownStageNamesTheKnownOnes) {
 TEST(StageRegistry, ImageOpsAreTheStagesWithAGeometryRuleAndShareOneOrder) {
   const std::set<std::string> image_ops{"resize_shorter", "resize", "center_crop", "random_resized_crop",
                                         "random_crop", "flip_horizontal"};
-  for (const stage::StageDescriptor* d : stage::stage_descriptors()) {
+  for (const schema::StageDescriptor* d : schema::stage_descriptors()) {
     const bool geometry = d->geometry != nullptr;
     EXPECT_EQ(geometry, image_ops.count(d->name) == 1) << d->name;
     if (!geometry) continue;
     EXPECT_NE(d->geometry->plan, nullptr) << d->name;
     EXPECT_NE(d->geometry->analyse, nullptr) << d->name;
-    EXPECT_STREQ(d->order.misplaced, stage::kImageOpOrder.misplaced) << d->name;
-    EXPECT_EQ(d->order.enters, stage::Phase::kTransformed) << d->name;
+    EXPECT_STREQ(d->order.misplaced, schema::kImageOpOrder.misplaced) << d->name;
+    EXPECT_EQ(d->order.enters, schema::Phase::kTransformed) << d->name;
   }
 }
 

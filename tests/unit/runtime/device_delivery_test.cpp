@@ -15,7 +15,7 @@
 #include "runtime/device_delivery.hpp"
 #include "runtime/shared_slots.hpp"
 #include "sluice/sluice.hpp"
-#include "stages/program/pipeline_plan.hpp"
+#include "stages/program/resolved_pipeline.hpp"
 #include "test_support.hpp"
 
 namespace sluice::runtime {
@@ -28,11 +28,11 @@ constexpr int kBatch = 4;
 class DeviceDeliveryTest : public ::testing::Test {
  protected:
   void SetUp() override { items_ = test::make_coded_items(dir_.path(), 8); }
-  stages::PipelinePlan plan(bool normalize_on_device) const {
+  stages::ResolvedPipeline plan(bool normalize_on_device) const {
     Pipeline p = Pipeline::from_items(items_).read().decode_jpeg().resize(6, 4);
     if (normalize_on_device) p.normalize({{0.5f, 0.25f, 0.75f}, {0.5f, 0.25f, 0.125f}, Layout::kNCHW, DType::kF32});
     p.batch(kBatch).to_device(host(), {.normalize_on_device = normalize_on_device, .stage_through_ring = true});
-    return stages::plan_pipeline(p.spec(), BuildOptions{});
+    return stages::resolve_pipeline(p.spec(), BuildOptions{});
   }
   // A batch of `samples` whose byte i is (seed + i) & 0xff and whose labels are 10 + i, written
   // into `slot` as workers would.

@@ -9,7 +9,7 @@
 #include "pipeline_support.hpp"
 #include "runtime/loader_state.hpp"
 #include "sluice/sluice.hpp"
-#include "stages/program/pipeline_plan.hpp"
+#include "stages/program/resolved_pipeline.hpp"
 #include "test_support.hpp"
 
 namespace sluice::runtime {
@@ -20,8 +20,8 @@ using test::TempDir;
 class LoaderStateTest : public ::testing::Test {
  protected:
   void SetUp() override { items_ = test::make_coded_items(dir_.path(), 12); }
-  stages::PipelinePlan plan(int batch = 4, std::uint64_t seed = 1) const {
-    return stages::plan_pipeline(Pipeline::from_items(items_).shuffle_files(5).read().decode_jpeg().batch(batch).spec(),
+  stages::ResolvedPipeline plan(int batch = 4, std::uint64_t seed = 1) const {
+    return stages::resolve_pipeline(Pipeline::from_items(items_).shuffle_files(5).read().decode_jpeg().batch(batch).spec(),
                                  BuildOptions{.seed = seed});
   }
   static std::string refusal(const LoaderState& state, const std::vector<std::uint8_t>& bytes) {
@@ -89,7 +89,7 @@ TEST_F(LoaderStateTest, StatesOfAnotherPipelineAreRefused) {
     EXPECT_NE(refusal(state, bytes).find("different pipeline"), std::string::npos);
   }
   std::vector<Item> fewer(items_.begin(), items_.end() - 1);
-  const auto less = stages::plan_pipeline(
+  const auto less = stages::resolve_pipeline(
       Pipeline::from_items(fewer).shuffle_files(5).read().decode_jpeg().batch(4).spec(), BuildOptions{.seed = 1});
   EXPECT_NE(refusal(LoaderState(less), bytes).find("different pipeline"), std::string::npos);
 }

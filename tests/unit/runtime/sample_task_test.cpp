@@ -14,7 +14,7 @@
 #include "runtime/executor.hpp"
 #include "runtime/sample_task.hpp"
 #include "sluice/sluice.hpp"
-#include "stages/program/pipeline_plan.hpp"
+#include "stages/program/resolved_pipeline.hpp"
 #include "test_support.hpp"
 
 namespace sluice::runtime {
@@ -29,8 +29,8 @@ class SampleTaskTest : public ::testing::Test {
     items_ = test::make_coded_items(dir_.path(), 10);
     items_.push_back(Item{(dir_.path() / "missing.jpg").string(), 10});  // position 10: bad
   }
-  stages::PipelinePlan plan(const std::vector<Item>& items) const {
-    return stages::plan_pipeline(Pipeline::from_items(items).read().decode_jpeg().batch(4).spec(), BuildOptions{});
+  stages::ResolvedPipeline plan(const std::vector<Item>& items) const {
+    return stages::resolve_pipeline(Pipeline::from_items(items).read().decode_jpeg().batch(4).spec(), BuildOptions{});
   }
 
   // Runs `positions` of epoch `epoch` through a task of `threads` workers; each sample's bytes
@@ -145,7 +145,7 @@ TEST_F(SampleTaskTest, UnderSkipABadFileIsReplacedTheSameWayAtAnyThreadCountAndL
 TEST_F(SampleTaskTest, AnUnreadableDataSetIsAnErrorEvenUnderSkip) {
   std::vector<Item> bad;
   for (int i = 0; i < 5; ++i) bad.push_back(Item{(dir_.path() / ("gone-" + std::to_string(i) + ".jpg")).string(), i});
-  bad.insert(bad.begin(), items_[0]);  // plan_pipeline probes the first file for the sample size
+  bad.insert(bad.begin(), items_[0]);  // resolve_pipeline probes the first file for the sample size
   const auto p = plan(bad);
   stages::SampleProgram program(p.program);
   MemoryBudget budget(0);

@@ -34,7 +34,7 @@ TEST(FuzzRegressions, RandomCropEntirelyInRightPaddingKeepsTheValidRangeInsideTh
   int right_of_image = 0;
   int below_image = 0;
   for (std::int64_t item = 0; item < 4000; ++item) {
-    const GeometryPlan plan = plan_geometry(steps, image, SampleKey{0, item, 0});
+    const SampleGeometry plan = plan_geometry(steps, image, SampleKey{0, item, 0});
     for (const auto& [axis, size] : {std::pair{plan.x, image.width}, std::pair{plan.y, image.height}}) {
       ASSERT_GE(axis.valid_lo, 0) << item;
       ASSERT_LT(axis.valid_lo, axis.valid_hi) << item;
@@ -79,7 +79,7 @@ TEST(FuzzRegressions, SampleProgramRandomCropWithLargePaddingNeverFailsOneThread
   for (std::int64_t item = 0; item < 400; ++item) {
     const SampleKey key{0, item, 0};
     ASSERT_NO_THROW(program.run(one.items, 0, key, *ws, out.data())) << item;
-    const GeometryPlan plan = plan_geometry(config.geometry, {32, 32}, key);
+    const SampleGeometry plan = plan_geometry(config.geometry, {32, 32}, key);
     const bool outside = plan.x.origin >= 32 || plan.y.origin >= 32 || plan.x.origin <= -4 || plan.y.origin <= -4;
     if (outside) {
       ++all_fill;

@@ -155,7 +155,7 @@ TEST(Geometry, FlipProbabilityIsHonoured) {
 }
 
 TEST(Geometry, ChooseDenomNeverGoesBelowOnePixelPerOutput) {
-  GeometryPlan plan;
+  SampleGeometry plan;
   plan.x.scale = 9.0;
   plan.y.scale = 4.5;
   EXPECT_EQ(choose_denom(plan), 4);

@@ -120,10 +120,10 @@ TEST(CudaPlan, PlanPeakForCudaCountsCublasWorkspaceWithoutAGpu) {
   pc.steps = 2;
   pc.eval_batch = 0;
   pc.threads = 2;
-  const MemoryPlan cpu = plan_peak(pc);
+  const TrainingMemoryPlan cpu = plan_peak(pc);
   pc.device = cuda(0);
   pc.compute_major = 9;
-  const MemoryPlan gpu = plan_peak(pc);
+  const TrainingMemoryPlan gpu = plan_peak(pc);
   std::printf("  cifar10-separable batch 64: cpu plan %llu B (workspace %llu), cuda:0 plan %llu B (workspace %llu)\n",
               static_cast<unsigned long long>(cpu.peak_in_use_bytes),
               static_cast<unsigned long long>(cpu.peak_by_category[index_of(TensorCategory::kWorkspace)]),
@@ -140,7 +140,7 @@ TEST(CudaPlan, PlanPeakForCudaCountsCublasWorkspaceWithoutAGpu) {
   EXPECT_EQ(gpu.parameters, cpu.parameters);
   // Under a limit below cuBLAS's workspace nothing fits, and the plan says so.
   pc.allocator = AllocatorOptions{.mode = AllocatorMode::kGrow, .limit = 16 * kMiB};
-  const MemoryPlan tight = plan_peak(pc);
+  const TrainingMemoryPlan tight = plan_peak(pc);
   EXPECT_FALSE(tight.fits);
   EXPECT_FALSE(tight.failure.empty());
 }

@@ -102,7 +102,7 @@ TEST(TightestRegion, IsTheSmallestSingleRegionTheDryRunFits) {
     EXPECT_EQ(region % Allocator::kGranularity, 0u);
     PlanConfig at = fashion(batch);
     at.allocator = AllocatorOptions{.mode = AllocatorMode::kPreallocate, .limit = region};
-    const MemoryPlan fits = plan_peak(at);
+    const TrainingMemoryPlan fits = plan_peak(at);
     EXPECT_TRUE(fits.fits) << batch;
     EXPECT_GE(region, fits.peak_in_use_bytes);
     at.allocator.limit = region - Allocator::kGranularity;

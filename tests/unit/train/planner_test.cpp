@@ -16,7 +16,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/models.hpp"
-#include "sluice/train/setup.hpp"
+#include "sluice/train/train_config.hpp"
 #include "sluice/train/trainer.hpp"
 
 namespace sluice::train {
@@ -121,7 +121,7 @@ TEST(Planner, PredictsThePeakOfRealStepsWithin5PercentAcrossTheTable) {
     pc.threads = r.threads;
     pc.steps = 2;
     pc.eval_batch = r.eval_batch;
-    const MemoryPlan plan = plan_peak(pc);
+    const TrainingMemoryPlan plan = plan_peak(pc);
     const Measured real = real_run(r, 2);
     ASSERT_TRUE(plan.fits) << name;
     const double error = std::fabs(static_cast<double>(plan.peak_in_use_bytes) - static_cast<double>(real.peak)) /
@@ -145,7 +145,7 @@ TEST(Planner, AHugeBatchPlansWithoutTheMemory) {
   pc.threads = 2;
   pc.steps = 1;
   pc.eval_batch = 0;
-  const MemoryPlan plan = plan_peak(pc);
+  const TrainingMemoryPlan plan = plan_peak(pc);
   EXPECT_TRUE(plan.fits);
   EXPECT_GT(plan.peak_in_use_bytes, std::uint64_t{4} << 30);
   EXPECT_GT(plan.peak_by_category[index_of(TensorCategory::kActivations)], plan.peak_in_use_bytes / 2);
@@ -156,9 +156,9 @@ TEST(Planner, UnderALimitItSaysWhetherTheRunFits) {
   pc.train = TrainConfig{.model = "fashion-cnn", .batch = 64, .optimizer = "sgd"};
   pc.threads = 2;
   pc.eval_batch = 0;
-  const MemoryPlan free_plan = plan_peak(pc);
+  const TrainingMemoryPlan free_plan = plan_peak(pc);
   pc.allocator = AllocatorOptions{.mode = AllocatorMode::kPreallocate, .limit = free_plan.peak_in_use_bytes / 2};
-  const MemoryPlan tight = plan_peak(pc);
+  const TrainingMemoryPlan tight = plan_peak(pc);
   EXPECT_FALSE(tight.fits);
   EXPECT_FALSE(tight.failure.empty());
   pc.allocator.limit = free_plan.peak_in_use_bytes * 2;

@@ -12,7 +12,7 @@
 #include "allocator_test_support.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/train/allocator.hpp"
-#include "sluice/train/setup.hpp"
+#include "sluice/train/train_config.hpp"
 #include "sluice/train/trainer.hpp"
 
 namespace sluice::train {

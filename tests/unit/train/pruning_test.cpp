@@ -15,7 +15,7 @@
 
 #include "model_test_support.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/train/checkpoint.hpp"
+#include "sluice/train/weights_file.hpp"
 #include "sluice/train/compressed_weights.hpp"
 #include "sluice/train/layers.hpp"
 #include "sluice/train/pruning.hpp"

@@ -16,7 +16,7 @@
 #include "sluice/train/layers.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/optimizer.hpp"
-#include "sluice/train/setup.hpp"
+#include "sluice/train/train_config.hpp"
 #include "sluice/train/trainer.hpp"
 
 namespace sluice::train {

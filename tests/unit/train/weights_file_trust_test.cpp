@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "sluice/train/checkpoint.hpp"
+#include "sluice/train/weights_file.hpp"
 #include "sluice/train/compressed_weights.hpp"
 #include "test_support.hpp"
 #include "train/io/weights_file_io.hpp"

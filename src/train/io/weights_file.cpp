@@ -1,6 +1,6 @@
 // Weights files: the writer, and a reader that validates everything (header, size, checksum,
 // the table against the model) before it changes a single weight.
-#include "sluice/train/checkpoint.hpp"
+#include "sluice/train/weights_file.hpp"
 
 #include <array>
 #include <vector>

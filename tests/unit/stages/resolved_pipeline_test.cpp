@@ -1,7 +1,7 @@
-// plan_pipeline's ordering rules come from the stages' descriptors: every stage placed in a phase
+// resolve_pipeline's ordering rules come from the stages' descriptors: every stage placed in a phase
 // its rule does not allow is refused with the rule's message and its place; in a phase it
 // allows, the order is not what is refused; a once-only stage is refused the second time.
-#include "stages/program/pipeline_plan.hpp"
+#include "stages/program/resolved_pipeline.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 namespace sluice::stages {
 namespace {
 
-using stage::Phase;
+using schema::Phase;
 
 constexpr Phase kPhases[] = {Phase::kStart,       Phase::kRead,       Phase::kDecoded,
                              Phase::kTransformed, Phase::kNormalized, Phase::kBatched};
@@ -45,12 +45,12 @@ std::vector<spec::Stage> reaching(Phase p) {
   return stages;
 }
 
-// The message plan_pipeline refuses the chain with, or "" when it plans it.
+// The message resolve_pipeline refuses the chain with, or "" when it plans it.
 std::string refusal(std::vector<spec::Stage> stages) {
   PipelineSpec spec;
   spec.stages = std::move(stages);
   try {
-    plan_pipeline(spec, BuildOptions{});
+    resolve_pipeline(spec, BuildOptions{});
   } catch (const Error& e) {
     return e.cause();
   }
@@ -64,7 +64,7 @@ std::string place(const spec::Stage& s, std::size_t index) {
 TEST(PipelinePlanOrder, EveryStageOutsideItsPhasesIsRefusedWithItsRule) {
   int refused = 0;
   for (const spec::Stage& s : test::stage_examples()) {
-    const stage::StageDescriptor& d = stage::descriptor_of(s);
+    const schema::StageDescriptor& d = schema::descriptor_of(s);
     for (Phase p : kPhases) {
       std::vector<spec::Stage> chain = reaching(p);
       const std::size_t at = chain.size();
@@ -85,7 +85,7 @@ TEST(PipelinePlanOrder, EveryStageOutsideItsPhasesIsRefusedWithItsRule) {
 TEST(PipelinePlanOrder, OnceOnlyStagesAreRefusedTheSecondTime) {
   int once = 0;
   for (const spec::Stage& s : test::stage_examples()) {
-    const stage::StageDescriptor& d = stage::descriptor_of(s);
+    const schema::StageDescriptor& d = schema::descriptor_of(s);
     if (!d.order.once) continue;
     ++once;
     for (Phase p : kPhases) {

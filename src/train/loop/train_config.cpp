@@ -1,5 +1,5 @@
 // make_training: a TrainConfig as a model, an optimizer and the trainer's options.
-#include "sluice/train/setup.hpp"
+#include "sluice/train/train_config.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-// MemoryPlan: what a pipeline needs at least, computed by build() before any thread starts, so a
+// LoaderMemoryPlan: what a pipeline needs at least, computed by build() before any thread starts, so a
 // pipeline that cannot run inside its budget fails there, with the numbers, rather than halfway
 // through an epoch. Per-worker working memory (the share each worker reserves when it is made) is
 // estimated from probed files (their size and JPEG header). An image larger than those takes
@@ -11,11 +11,11 @@
 #include <string>
 
 #include "sluice/pipeline/pipeline.hpp"
-#include "stages/program/pipeline_plan.hpp"
+#include "stages/program/resolved_pipeline.hpp"
 
 namespace sluice::runtime {
 
-struct MemoryPlan {
+struct LoaderMemoryPlan {
   std::uint64_t batch_bytes = 0;      // one ring slot: samples and labels
   int min_slots = 3;                  // prefetch + 2 at the smallest prefetch depth
   stages::WorkspaceShare share;       // per worker: file, decoded image, resampled sample, scratch,
@@ -38,10 +38,10 @@ struct MemoryPlan {
 };
 
 // min_prefetch: the smallest depth the pipeline may run at (the one set with prefetch(), or 1).
-MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_bytes, int threads, int min_prefetch);
+LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t sample_bytes, int threads, int min_prefetch);
 
 // Pipeline::plan_memory: the memory plan of a pipeline as build() would make it (its threads, its
 // tuning's depths), by use, without building it.
-PipelineMemoryPlan describe_memory(const stages::PipelinePlan& plan);
+PipelineMemoryPlan describe_memory(const stages::ResolvedPipeline& plan);
 
 }  // namespace sluice::runtime

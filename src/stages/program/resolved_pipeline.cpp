@@ -1,5 +1,5 @@
 // Planning a pipeline: checks the stage chain, loads the data set and assembles the plan.
-#include "stages/program/pipeline_plan.hpp"
+#include "stages/program/resolved_pipeline.hpp"
 
 #include <algorithm>
 #include <string>
@@ -59,10 +59,10 @@ Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_o
       }
     }
   }
-  throw Error(ErrorCode::kInternal, "probe_sample_size: no image to probe");  // plan_pipeline refuses empty shards
+  throw Error(ErrorCode::kInternal, "probe_sample_size: no image to probe");  // resolve_pipeline refuses empty shards
 }
 
-using stage::Phase;
+using schema::Phase;
 
 // What the stage chain asks for, collected in order: the sample program's parts and the stages
 // the plan keeps whole.
@@ -77,7 +77,7 @@ struct Chain {
 };
 
 // The stage's ordering rule, from its descriptor: once-only first, then the phase it may follow.
-void check_order(const stage::StageDescriptor& d, const spec::Stage& stage, std::vector<bool>& seen, Phase& phase,
+void check_order(const schema::StageDescriptor& d, const spec::Stage& stage, std::vector<bool>& seen, Phase& phase,
                  const std::string& where) {
   if (d.order.once) {
     if (seen[stage.index()]) bad(where + ": only one " + d.name + "() per pipeline");
@@ -114,7 +114,7 @@ Chain collect_chain(const PipelineSpec& spec, const BuildOptions& options) {
   std::vector<bool> seen(std::variant_size_v<spec::Stage>, false);
   for (std::size_t i = 0; i < spec.stages.size(); ++i) {
     const spec::Stage& stage = spec.stages[i];
-    const stage::StageDescriptor& d = stage::descriptor_of(stage);
+    const schema::StageDescriptor& d = schema::descriptor_of(stage);
     const std::string where = at(i, stage);
     const Phase before = phase;
     check_order(d, stage, seen, phase, where);
@@ -151,7 +151,7 @@ NormalizeOptions split_normalize(Chain& chain) {
 
 }  // namespace
 
-PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options, FileOps* file_ops) {
+ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& options, FileOps* file_ops) {
   if (options.threads != autotune && options.threads < 1) {
     bad("build: threads must be >= 1 or sluice::autotune, got " + std::to_string(options.threads));
   }
@@ -167,7 +167,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options
   const auto& batch = chain.batch;
   const auto& prefetch = chain.prefetch;
 
-  PipelinePlan plan;
+  ResolvedPipeline plan;
   plan.options = options;
   plan.dataset = load_dataset(spec.source, file_ops);
   plan.order = EpochOrderOptions{

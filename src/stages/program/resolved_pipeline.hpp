@@ -1,5 +1,5 @@
 // build()'s first half: checks a PipelineSpec against its stages' descriptors (ordering rules and
-// checks, pipeline/stage_registry.hpp), loads the data set, and turns both into a PipelinePlan the
+// checks, pipeline/stage_registry.hpp), loads the data set, and turns both into a ResolvedPipeline the
 // runtime can execute. Every configuration error is found here, before any thread starts, with a
 // message that names the stage and says what to change.
 #pragma once
@@ -15,7 +15,7 @@
 
 namespace sluice::stages {
 
-struct PipelinePlan {
+struct ResolvedPipeline {
   Dataset dataset;
   EpochOrderOptions order;
   int batch_size = 0;
@@ -32,6 +32,6 @@ struct PipelinePlan {
 
 // Throws sluice::Error(kInvalidArgument, kNotFound, ...) for a pipeline that cannot run. Every
 // file the plan and its program open goes through `file_ops` (null: the real file system).
-PipelinePlan plan_pipeline(const PipelineSpec& spec, const BuildOptions& options, FileOps* file_ops = nullptr);
+ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& options, FileOps* file_ops = nullptr);
 
 }  // namespace sluice::stages

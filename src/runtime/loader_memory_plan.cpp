@@ -1,5 +1,5 @@
 // Probing a few files for the working-memory estimate, and the arithmetic of the minimum.
-#include "runtime/memory_plan.hpp"
+#include "runtime/loader_memory_plan.hpp"
 
 #include <algorithm>
 
@@ -27,14 +27,14 @@ constexpr std::uint64_t kDiskIndexEntryBytes = 136;
 constexpr std::uint64_t kScratchPerRowByte = 16;
 }  // namespace
 
-std::string MemoryPlan::explain() const {
+std::string LoaderMemoryPlan::explain() const {
   return "ring " + std::to_string(min_slots) + " x " + format_bytes(batch_bytes) + " + " + std::to_string(threads) +
          " workers x " + format_bytes(workspace_bytes()) + " + indices " + format_bytes(index_bytes) + " + items " +
          format_bytes(items_bytes) + " = " + format_bytes(minimum());
 }
 
-MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_bytes, int threads, int min_prefetch) {
-  MemoryPlan m;
+LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t sample_bytes, int threads, int min_prefetch) {
+  LoaderMemoryPlan m;
   m.threads = threads;
   m.min_slots = min_prefetch + 2;
   m.batch_bytes = AlignedBuffer::page_capacity(sample_bytes * static_cast<std::size_t>(plan.batch_size)) +
@@ -115,7 +115,7 @@ MemoryPlan plan_memory(const stages::PipelinePlan& plan, std::size_t sample_byte
   return m;
 }
 
-PipelineMemoryPlan describe_memory(const stages::PipelinePlan& plan) {
+PipelineMemoryPlan describe_memory(const stages::ResolvedPipeline& plan) {
   const BuildOptions& options = plan.options;
   const int threads = options.threads == autotune ? Executor::available_cores() : options.threads;
   const stages::SampleProgram program(plan.program, stages::SampleCaches{});
@@ -124,7 +124,7 @@ PipelineMemoryPlan describe_memory(const stages::PipelinePlan& plan) {
                                          .autotune = options.threads == autotune, .prefetch = plan.prefetch,
                                          .prefetch_set = plan.prefetch_set,
                                          .fixed_depth = DeviceDelivery::wanted(plan)});
-  const MemoryPlan m = plan_memory(plan, program.sample_bytes(), threads, tuning.min_prefetch());
+  const LoaderMemoryPlan m = plan_memory(plan, program.sample_bytes(), threads, tuning.min_prefetch());
   PipelineMemoryPlan out;
   auto at = [&out](MemoryUse use) -> std::uint64_t& { return out.minimum[static_cast<std::size_t>(use)]; };
   // The uses each worker's share is reserved under (SampleProgram::make_workspace).

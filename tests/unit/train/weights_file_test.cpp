@@ -7,7 +7,7 @@
 
 #include "model_test_support.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/train/checkpoint.hpp"
+#include "sluice/train/weights_file.hpp"
 #include "sluice/train/models.hpp"
 #include "test_support.hpp"
 
