@@ -17,14 +17,10 @@ namespace sluice::runtime {
 
 namespace {
 // Sizes come from stat (cheap), dimensions from reading headers (a file read each): many of the
-// first, fewer of the second, spread evenly over the data set. Images larger than any probed
-// one grow their worker's buffers at run time; the headroom makes that rare.
+// first, fewer of the second, spread evenly over the data set.
 constexpr int kSizeProbes = 1024;
 constexpr int kHeaderProbes = 32;
-constexpr double kHeadroom = 1.25;
 constexpr std::uint64_t kDiskIndexEntryBytes = 136;
-// The resampler's intermediate rows and tap tables, per output row byte: generous, they are small.
-constexpr std::uint64_t kScratchPerRowByte = 16;
 }  // namespace
 
 std::string LoaderMemoryPlan::explain() const {
@@ -57,17 +53,17 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
 
   const stages::SampleProgramConfig& config = plan.program;
   const int channels = config.decode.color == Color::kGrey ? 1 : 3;
-  std::uint64_t largest_file = 0;
+  stages::WorkspaceProbes probes;
+  probes.kind = items.kind();
   std::uint64_t file_sum = 0;   // of the size probes, for the encoded set
   std::int64_t files = 0;
   std::uint64_t entry_sum = 0;  // decoded-cache entries of the header probes, for the decoded set
-  std::uint64_t largest_image = 0;
   stages::ItemReader reader(plan.program.file_ops);
   const std::int64_t size_step = std::max<std::int64_t>(1, n / kSizeProbes);
   for (std::int64_t i = 0; i < n; i += size_step) {
     try {
       const std::uint64_t size = reader.size(items, i);
-      largest_file = std::max(largest_file, size);
+      probes.largest_file = std::max(probes.largest_file, size);
       file_sum += size;
       ++files;
     } catch (const Error&) {
@@ -76,37 +72,22 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
   }
   AlignedBuffer bytes;
   stages::JpegDecoder decoder(config.decode);
-  stages::DecoderShare decoder_share;
   const std::int64_t header_step = std::max<std::int64_t>(1, n / kHeaderProbes);
   for (std::int64_t i = 0; i < n && m.probed < kHeaderProbes; i += header_step) {
     try {
       const stages::JpegHeader h = decoder.read_header(reader.read(items, i, bytes, config.read.max_file_size));
-      largest_image = std::max<std::uint64_t>(largest_image, static_cast<std::uint64_t>(h.width) * h.height * channels);
+      probes.largest_image =
+          std::max<std::uint64_t>(probes.largest_image, static_cast<std::uint64_t>(h.width) * h.height * channels);
       entry_sum += stages::SampleProgram::decoded_entry_bytes(static_cast<std::uint64_t>(h.width),
                                                               static_cast<std::uint64_t>(h.height), channels);
-      if (const std::size_t planes = stages::JpegDecoder::working_bytes(h.width, h.height); planes > 0) {
-        decoder_share.planes = std::max<std::uint64_t>(decoder_share.planes, AlignedBuffer::rounded_capacity(planes));
-      }
-      decoder_share.coefficients = std::max(decoder_share.coefficients, h.coefficient_bytes);
+      probes.decoder.include(stages::JpegDecoder::workspace_requirements(h));
       ++m.probed;
     } catch (const Error&) {
       // A bad file says nothing about memory; the run will report it.
     }
   }
-  const auto with_headroom = [](std::uint64_t v) {
-    return AlignedBuffer::rounded_capacity(static_cast<std::size_t>(static_cast<double>(v) * kHeadroom) + 64);
-  };
-  const std::uint64_t out_row = static_cast<std::uint64_t>(config.output.width) * channels;
-  const std::uint64_t out = out_row * static_cast<std::uint64_t>(config.output.height);
-  // A tar member is read with its 512-byte header (stages/source/read_file.hpp).
-  if (largest_file > 0 && items.kind() == stages::ItemTable::Kind::kMember) largest_file += 512;
-  m.share.file = largest_file ? with_headroom(largest_file) : 0;
-  m.share.decoded = largest_image ? with_headroom(largest_image) : 0;
-  m.share.resized = AlignedBuffer::rounded_capacity(out);
-  m.share.scratch = AlignedBuffer::rounded_capacity(out_row * kScratchPerRowByte);
-  // Coefficients are accounted, not allocated by us: the same headroom, no power-of-two rounding.
-  decoder_share.coefficients = static_cast<std::uint64_t>(static_cast<double>(decoder_share.coefficients) * kHeadroom);
-  m.share.decoder = decoder_share;
+  // Each buffer's size is said beside the code that uses it; the plan only adds them up.
+  m.share = stages::SampleProgram::workspace_requirements(config, probes);
   // Means times the items, rounded up: a cache sized so holds every item when the probes are
   // typical (uniform data sets such as CIFAR-10 and Fashion-MNIST: exactly).
   const auto item_count = static_cast<std::uint64_t>(n);

@@ -134,6 +134,21 @@ std::size_t JpegDecoder::working_bytes(int width, int height) {
   return std::int64_t{width} * height <= kPlanesMaxPixels ? planes_bytes(width, height) : 0;
 }
 
+DecoderShare& DecoderShare::include(const DecoderShare& other) {
+  planes = std::max(planes, other.planes);
+  coefficients = std::max(coefficients, other.coefficients);
+  return *this;
+}
+
+DecoderShare JpegDecoder::workspace_requirements(const JpegHeader& header) {
+  DecoderShare share;
+  if (const std::size_t planes = working_bytes(header.width, header.height); planes > 0) {
+    share.planes = AlignedBuffer::rounded_capacity(planes);
+  }
+  share.coefficients = header.coefficient_bytes;
+  return share;
+}
+
 // jpeg_read_header rather than tjDecompressHeader3: it is what tjDecompressHeader3 runs inside
 // (same cost), and TurboJPEG 2.1 neither reports progressive mode nor the sampling factors, and
 // fails outright on subsampling it has no TJSAMP_ name for, which libjpeg decodes fine.

@@ -54,6 +54,9 @@ struct JpegWarnings {
 struct DecoderShare {
   std::uint64_t planes = 0;        // the component planes of small images (working_bytes())
   std::uint64_t coefficients = 0;  // libjpeg's coefficient buffers (JpegHeader::coefficient_bytes)
+
+  // The larger of each, for a share that serves both images.
+  DecoderShare& include(const DecoderShare& other);
 };
 
 struct JpegRequest {
@@ -98,6 +101,10 @@ class JpegDecoder {
   // Working memory this decoder keeps for a whole-image decode of a width x height image beyond
   // libjpeg-turbo's own: the component planes of a small image (see jpeg_decoder.cpp), else 0.
   static std::size_t working_bytes(int width, int height);
+  // What decoding an image with this header needs of the memory attach() reserves: the planes
+  // (rounded as AlignedBuffer rounds them) and libjpeg's coefficient buffers. The memory plan
+  // adds this up over the probed headers (runtime/loader_memory_plan.cpp).
+  static DecoderShare workspace_requirements(const JpegHeader& header);
 
   // Decodes into out (decoded_region() size, channels() channels, any stride). Throws
   // sluice::Error without a path: kCorruptData for damaged data and for a file that ends before

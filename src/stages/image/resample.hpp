@@ -50,6 +50,10 @@ class Resampler {
   // The source pixels run() reads, as a rectangle in source coordinates (empty if none).
   Rect footprint() const;
   std::size_t scratch_bytes() const;
+  // What the memory plan reserves for scratch_bytes() before any geometry is known: the ring of
+  // intermediate rows, per output row byte. Generous (a row ring holds twice the vertical taps,
+  // rarely over 16 rows); a sample that needs more grows its scratch from free budget.
+  static std::uint64_t workspace_requirements(std::uint64_t out_row_bytes) { return out_row_bytes * 16; }
 
   // src holds source pixels [src_x0, src_x0 + src.width) x [src_y0, src_y0 + src.height), which
   // must contain footprint(); dst is out_size x out_size with params.channels channels.

@@ -151,6 +151,28 @@ std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBu
   return ws;
 }
 
+WorkspaceShare SampleProgram::workspace_requirements(const SampleProgramConfig& config,
+                                                     const WorkspaceProbes& probes) {
+  // Images larger than any probed one grow their worker's buffers at run time (from free budget,
+  // or in row bands); the headroom makes that rare.
+  constexpr double kHeadroom = 1.25;
+  const auto with_headroom = [](std::uint64_t v) {
+    return AlignedBuffer::rounded_capacity(static_cast<std::size_t>(static_cast<double>(v) * kHeadroom) + 64);
+  };
+  const std::uint64_t channels = config.decode.color == Color::kGrey ? 1 : 3;
+  const std::uint64_t out_row = static_cast<std::uint64_t>(config.output.width) * channels;
+  WorkspaceShare share;
+  const std::uint64_t file = ItemReader::workspace_requirements(probes.largest_file, probes.kind);
+  share.file = probes.largest_file > 0 ? with_headroom(file) : 0;
+  share.decoded = probes.largest_image > 0 ? with_headroom(probes.largest_image) : 0;
+  share.resized = AlignedBuffer::rounded_capacity(out_row * static_cast<std::uint64_t>(config.output.height));
+  share.scratch = AlignedBuffer::rounded_capacity(Resampler::workspace_requirements(out_row));
+  share.decoder = probes.decoder;
+  // Coefficients are accounted, not allocated by us: the same headroom, no power-of-two rounding.
+  share.decoder.coefficients = static_cast<std::uint64_t>(static_cast<double>(probes.decoder.coefficients) * kHeadroom);
+  return share;
+}
+
 Shape SampleProgram::sample_shape() const {
   const Size2 s = config_.output;
   if (layout() == Layout::kNCHW) return Shape{channels_, s.height, s.width};

@@ -88,6 +88,15 @@ struct WorkspaceShare {
   std::uint64_t total() const { return file + decoded + resized + scratch + decoder.planes + decoder.coefficients; }
 };
 
+// What the memory plan learned by probing files (runtime/loader_memory_plan.cpp): the largest of
+// each, as found.
+struct WorkspaceProbes {
+  std::uint64_t largest_file = 0;   // encoded bytes
+  std::uint64_t largest_image = 0;  // decoded bytes: width x height x channels
+  DecoderShare decoder;             // JpegDecoder::workspace_requirements, the largest of each part
+  ItemTable::Kind kind = ItemTable::Kind::kFile;
+};
+
 struct SampleProgramConfig {
   CachePoint cache_point = CachePoint::kNone;
   ReadOptions read;
@@ -120,6 +129,9 @@ class SampleProgram {
   std::unique_ptr<Workspace> make_workspace() const;
   // A workspace whose buffers count against `budget`, each holding its share from the start.
   std::unique_ptr<Workspace> make_workspace(MemoryBudget& budget, const WorkspaceShare& share) const;
+  // The share make_workspace reserves, from what the probes found: each buffer's own requirement
+  // (the reader's, the decoder's, the resampler's) with headroom where a probe estimated it.
+  static WorkspaceShare workspace_requirements(const SampleProgramConfig& config, const WorkspaceProbes& probes);
 
   Size2 output_size() const { return config_.output; }
   int channels() const { return channels_; }

@@ -216,6 +216,10 @@ std::span<const std::uint8_t> ItemReader::read(const ItemTable& items, std::int6
   return {buffer.data() + tar::kBlock, static_cast<std::size_t>(at.size)};
 }
 
+std::uint64_t ItemReader::workspace_requirements(std::uint64_t bytes, ItemTable::Kind kind) {
+  return kind == ItemTable::Kind::kMember ? bytes + tar::kBlock : bytes;  // read_member's header block
+}
+
 std::uint64_t ItemReader::size(const ItemTable& items, std::int64_t item) {
   const ItemTable::Location at = items.locate(item);
   if (at.kind == ItemTable::Kind::kFile) return file_size(file_path(at), ops_);

@@ -45,6 +45,8 @@ class ItemReader {
                                      std::uint64_t max_bytes);
   // Its size: a member's from the table, a file's from its metadata. Throws like read().
   std::uint64_t size(const ItemTable& items, std::int64_t item);
+  // The buffer read() needs for an item of `bytes`: a tar member is read with its header block.
+  static std::uint64_t workspace_requirements(std::uint64_t bytes, ItemTable::Kind kind);
   // The whole path of a file item, assembled in this reader (valid until its next call).
   const std::string& file_path(const ItemTable::Location& at);
   // Reads through `ops` from now on (null: the real file system), closing what it holds open
