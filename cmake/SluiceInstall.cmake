@@ -10,7 +10,11 @@ install(TARGETS sluice EXPORT sluiceTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(DIRECTORY include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# include/sluice/detail holds the library's internal headers (pinned memory, the transfer ring,
+# aligned buffers, half floats, ...): used across its modules, never by a consumer, so not
+# installed. tests/package builds a consumer from what is installed, which proves the public set
+# is enough.
+install(DIRECTORY include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN detail EXCLUDE)
 if(TARGET sluice_cli)
   install(TARGETS sluice_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

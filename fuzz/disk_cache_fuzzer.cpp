@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "stages/cache/disk_cache.hpp"
 #include "stages/cache/disk_cache_format.hpp"
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "stages/cache/disk_cache.hpp"
 #include "stages/cache/disk_cache_format.hpp"
 

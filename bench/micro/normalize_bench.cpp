@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "stages/image/normalize.hpp"
 
 namespace {

@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "sluice/device/copy.hpp"
+#include "sluice/detail/device/copy.hpp"
 #include "sluice/device/device.hpp"
-#include "sluice/device/device_pool.hpp"
-#include "sluice/device/gpu_normalize.hpp"
-#include "sluice/device/pinned.hpp"
-#include "sluice/device/transfer_ring.hpp"
+#include "sluice/detail/device/device_pool.hpp"
+#include "sluice/detail/device/gpu_normalize.hpp"
+#include "sluice/detail/device/pinned.hpp"
+#include "sluice/detail/device/transfer_ring.hpp"
 
 namespace {
 

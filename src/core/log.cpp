@@ -1,6 +1,6 @@
 // The level is read once from SLUICE_LOG; a line is written with one fputs so lines from several
 // threads do not interleave mid-line.
-#include "sluice/core/log.hpp"
+#include "sluice/detail/core/log.hpp"
 
 #include <cstdio>
 #include <cstdlib>

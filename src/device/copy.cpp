@@ -1,6 +1,6 @@
 // Host <-> device copies on a stream: cudaMemcpyAsync on CUDA, memcpy on the host device (done
 // when the call returns, so the event recorded after it is already complete).
-#include "sluice/device/copy.hpp"
+#include "sluice/detail/device/copy.hpp"
 
 #include <cstring>
 

@@ -9,7 +9,7 @@
 
 #include "device/cuda_backend.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/device/numa.hpp"
+#include "sluice/detail/device/numa.hpp"
 
 namespace sluice {
 

@@ -1,7 +1,7 @@
 // The caching device pool: blocks are reused by rounded size, so a pipeline whose batches all
 // have one size reaches a steady state with no cudaMalloc or cudaFree (both of which may
 // synchronise the device). One mutex: allocations are per ring, not per sample.
-#include "sluice/device/device_pool.hpp"
+#include "sluice/detail/device/device_pool.hpp"
 
 #include <algorithm>
 #include <mutex>

@@ -3,13 +3,13 @@
 // byte value, (float(v) / 255 - mean) / std, exactly the expression of src/stages/normalize.cpp,
 // and converts with core/half.hpp, the conversions the pipeline uses; a table of 256 entries per
 // channel then gives every element, so the twin is also quick enough to be the host backend.
-#include "sluice/device/gpu_normalize.hpp"
+#include "sluice/detail/device/gpu_normalize.hpp"
 
 #include <string>
 
 #include "device/cuda_backend.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/core/half.hpp"
+#include "sluice/detail/core/half.hpp"
 
 namespace sluice {
 namespace {

@@ -1,7 +1,7 @@
 // NUMA placement from /sys and raw syscalls (libnuma is not a dependency): which node a GPU is
 // on, which CPUs a node has, and binding threads (sched_setaffinity) and pages (mbind) to it.
 // On a single-node machine the public functions change nothing.
-#include "sluice/device/numa.hpp"
+#include "sluice/detail/device/numa.hpp"
 
 #include <linux/mempolicy.h>
 #include <sched.h>

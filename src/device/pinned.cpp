@@ -4,7 +4,7 @@
 //                              cudaHostRegister, which faults the pages in under that policy;
 //   host device:               4 KiB-aligned operator new (seen by the allocation test like any
 //                              other sluice allocation).
-#include "sluice/device/pinned.hpp"
+#include "sluice/detail/device/pinned.hpp"
 
 #include <sys/mman.h>
 

@@ -5,7 +5,7 @@
 // Host-side reuse waits on `ready` (the copy has read the pinned bytes); device-side reuse is a
 // cudaStreamWaitEvent of the copy stream on every release event, so the host never waits for the
 // consumer.
-#include "sluice/device/transfer_ring.hpp"
+#include "sluice/detail/device/transfer_ring.hpp"
 
 #include <optional>
 #include <string>
@@ -13,7 +13,7 @@
 #include "device/consumer_streams.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
-#include "sluice/device/copy.hpp"
+#include "sluice/detail/device/copy.hpp"
 
 namespace sluice {
 namespace {

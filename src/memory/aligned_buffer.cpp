@@ -1,6 +1,6 @@
 // AlignedBuffer's allocation: operator new with alignment, so a replaced global operator new (the
 // allocation-counting test) sees every byte sluice allocates.
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 
 #include <algorithm>
 #include <bit>

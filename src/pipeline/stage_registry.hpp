@@ -25,7 +25,7 @@
 #include <string>
 #include <string_view>
 
-#include "sluice/core/image.hpp"
+#include "sluice/detail/core/image.hpp"
 #include "sluice/core/rng.hpp"
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/spec.hpp"

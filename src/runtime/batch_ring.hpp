@@ -21,7 +21,7 @@
 #include <optional>
 #include <vector>
 
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "sluice/memory/budget.hpp"
 
 namespace sluice::runtime {

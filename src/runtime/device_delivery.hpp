@@ -16,9 +16,9 @@
 #include <exception>
 #include <memory>
 
-#include "sluice/device/gpu_normalize.hpp"
+#include "sluice/detail/device/gpu_normalize.hpp"
 #include "sluice/device/stream.hpp"
-#include "sluice/device/transfer_ring.hpp"
+#include "sluice/detail/device/transfer_ring.hpp"
 #include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/batch.hpp"
 #include "stages/program/resolved_pipeline.hpp"

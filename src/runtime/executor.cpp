@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "sluice/device/numa.hpp"
+#include "sluice/detail/device/numa.hpp"
 
 namespace sluice::runtime {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "runtime/batch_access.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/core/log.hpp"
+#include "sluice/detail/core/log.hpp"
 #include "sluice/core/units.hpp"
 
 namespace sluice {

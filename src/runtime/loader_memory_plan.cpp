@@ -8,7 +8,7 @@
 #include "runtime/device_delivery.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/loader_tuning.hpp"
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/source/read_file.hpp"
 #include "stages/program/sample_program.hpp"

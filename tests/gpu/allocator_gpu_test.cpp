@@ -15,7 +15,7 @@
 #include "gpu_test_util.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
-#include "sluice/device/copy.hpp"
+#include "sluice/detail/device/copy.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/out_of_memory.hpp"
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
-#include "sluice/device/device_pool.hpp"
-#include "sluice/device/pinned.hpp"
+#include "sluice/detail/device/device_pool.hpp"
+#include "sluice/detail/device/pinned.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/batch_search.hpp"
 #include "sluice/train/context.hpp"

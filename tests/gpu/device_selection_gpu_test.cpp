@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "gpu_test_util.hpp"
-#include "sluice/device/pinned.hpp"
-#include "sluice/device/transfer_ring.hpp"
+#include "sluice/detail/device/pinned.hpp"
+#include "sluice/detail/device/transfer_ring.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/context.hpp"
 #include "sluice/train/ops.hpp"

@@ -13,7 +13,7 @@
 
 #include "empty_batch_checks.hpp"
 #include "gpu_test_util.hpp"
-#include "sluice/device/gpu_normalize.hpp"
+#include "sluice/detail/device/gpu_normalize.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/context.hpp"
 #include "train/tensor/backend.hpp"

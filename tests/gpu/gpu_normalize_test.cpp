@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "gpu_test_util.hpp"
-#include "sluice/device/device_pool.hpp"
-#include "sluice/device/gpu_normalize.hpp"
-#include "sluice/device/transfer_ring.hpp"
+#include "sluice/detail/device/device_pool.hpp"
+#include "sluice/detail/device/gpu_normalize.hpp"
+#include "sluice/detail/device/transfer_ring.hpp"
 
 namespace sluice {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "device/cuda_backend.hpp"
-#include "sluice/device/copy.hpp"
+#include "sluice/detail/device/copy.hpp"
 #include "sluice/device/device.hpp"
 #include "sluice/device/stream.hpp"
 

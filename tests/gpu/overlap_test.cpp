@@ -14,9 +14,9 @@
 
 #include "gpu_test_util.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/device/pinned.hpp"
+#include "sluice/detail/device/pinned.hpp"
 #include "sluice/device/stream.hpp"
-#include "sluice/device/transfer_ring.hpp"
+#include "sluice/detail/device/transfer_ring.hpp"
 
 namespace sluice {
 namespace {

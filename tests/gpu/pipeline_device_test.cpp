@@ -10,9 +10,9 @@
 
 #include "gpu_test_util.hpp"
 #include "pipeline_support.hpp"
-#include "sluice/device/copy.hpp"
+#include "sluice/detail/device/copy.hpp"
 #include "sluice/device/device.hpp"
-#include "sluice/device/pinned.hpp"
+#include "sluice/detail/device/pinned.hpp"
 #include "sluice/device/stream.hpp"
 #include "sluice/sluice.hpp"
 #include "test_support.hpp"

@@ -26,7 +26,7 @@
 
 #include "gpu_test_util.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/core/half.hpp"
+#include "sluice/detail/core/half.hpp"
 #include "sluice/core/rng.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/context.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "sluice/core/half.hpp"
+#include "sluice/detail/core/half.hpp"
 #include "sluice/train/context.hpp"
 #include "sluice/train/ops.hpp"
 #include "sluice/train/tensor.hpp"

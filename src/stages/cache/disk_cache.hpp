@@ -29,7 +29,7 @@
 #include <span>
 #include <string>
 
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 
 namespace sluice::stages {
 

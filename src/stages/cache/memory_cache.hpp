@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "sluice/memory/budget.hpp"
 
 namespace sluice::stages {

@@ -20,7 +20,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "stages/decode/jpeg_errors.hpp"
 #include "stages/decode/jpeg_rows.hpp"
 #include "stages/decode/ycc_planes.hpp"

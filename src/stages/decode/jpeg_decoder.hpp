@@ -15,7 +15,7 @@
 #include <span>
 #include <string_view>
 
-#include "sluice/core/image.hpp"
+#include "sluice/detail/core/image.hpp"
 #include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/options.hpp"
 

@@ -13,7 +13,7 @@
 
 #include <jpeglib.h>
 
-#include "sluice/core/image.hpp"
+#include "sluice/detail/core/image.hpp"
 #include "stages/decode/jpeg_errors.hpp"
 #include "stages/decode/ycc_planes.hpp"
 

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sluice/core/image.hpp"
+#include "sluice/detail/core/image.hpp"
 
 namespace sluice::stages {
 

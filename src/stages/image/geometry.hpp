@@ -16,7 +16,7 @@
 #include <variant>
 #include <vector>
 
-#include "sluice/core/image.hpp"
+#include "sluice/detail/core/image.hpp"
 #include "sluice/pipeline/spec.hpp"
 #include "stages/image/resample.hpp"
 

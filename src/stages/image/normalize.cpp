@@ -7,7 +7,7 @@
 #include <string>
 
 #include "sluice/core/error.hpp"
-#include "sluice/core/half.hpp"
+#include "sluice/detail/core/half.hpp"
 
 namespace sluice::stages {
 

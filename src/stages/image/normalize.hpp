@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "sluice/core/image.hpp"
+#include "sluice/detail/core/image.hpp"
 #include "sluice/pipeline/options.hpp"
 #include "stages/image/normalize_rows.hpp"
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <initializer_list>
 
-#include "sluice/core/half.hpp"
+#include "sluice/detail/core/half.hpp"
 
 namespace sluice::stages::normalize_detail {
 namespace {

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/core/image.hpp"
+#include "sluice/detail/core/image.hpp"
 #include "sluice/pipeline/options.hpp"
 
 namespace sluice::stages {

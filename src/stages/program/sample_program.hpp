@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "sluice/core/shape.hpp"
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "sluice/pipeline/spec.hpp"
 #include "sluice/pipeline/stats.hpp"
 #include "stages/cache/disk_cache.hpp"

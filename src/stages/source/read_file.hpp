@@ -11,7 +11,7 @@
 #include <span>
 #include <string>
 
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "stages/source/file_ops.hpp"
 #include "stages/source/item_table.hpp"
 

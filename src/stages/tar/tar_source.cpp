@@ -16,7 +16,7 @@
 #include <set>
 
 #include "sluice/core/error.hpp"
-#include "sluice/core/log.hpp"
+#include "sluice/detail/core/log.hpp"
 #include "stages/source/file_ops.hpp"
 #include "stages/tar/tar_index.hpp"
 

@@ -3,7 +3,7 @@
 #include <mutex>
 
 #include "sluice/core/error.hpp"
-#include "sluice/device/pinned.hpp"
+#include "sluice/detail/device/pinned.hpp"
 #include "sluice/train/backing.hpp"
 
 namespace sluice {

@@ -12,7 +12,7 @@
 
 #include "sluice/core/dtype.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/core/half.hpp"
+#include "sluice/detail/core/half.hpp"
 
 // SLUICE_CLONES compiles a hot f32 loop for AVX-512F, AVX2 and baseline x86-64 and picks one at
 // load time (GCC function multi-versioning), since the build's default target is baseline x86-64

@@ -14,7 +14,7 @@
 
 #include "device/cuda_backend.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/core/half.hpp"
+#include "sluice/detail/core/half.hpp"
 #include "sluice/device/device.hpp"
 #include "train/cuda/cublas_api.hpp"
 #include "train/cuda/cuda_kernels.hpp"

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "sluice/device/copy.hpp"
-#include "sluice/device/device_pool.hpp"
+#include "sluice/detail/device/copy.hpp"
+#include "sluice/detail/device/device_pool.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/out_of_memory.hpp"

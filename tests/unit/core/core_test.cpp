@@ -8,7 +8,7 @@
 
 #include "sluice/core/dtype.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/core/half.hpp"
+#include "sluice/detail/core/half.hpp"
 #include "sluice/core/rng.hpp"
 #include "sluice/core/shape.hpp"
 #include "sluice/core/units.hpp"

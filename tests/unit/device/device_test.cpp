@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "sluice/device/copy.hpp"
+#include "sluice/detail/device/copy.hpp"
 #include "sluice/device/device.hpp"
-#include "sluice/device/device_pool.hpp"
-#include "sluice/device/numa.hpp"
-#include "sluice/device/pinned.hpp"
+#include "sluice/detail/device/device_pool.hpp"
+#include "sluice/detail/device/numa.hpp"
+#include "sluice/detail/device/pinned.hpp"
 #include "sluice/device/stream.hpp"
-#include "sluice/device/transfer_ring.hpp"
+#include "sluice/detail/device/transfer_ring.hpp"
 
 namespace sluice {
 namespace {

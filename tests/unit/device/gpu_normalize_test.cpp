@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "sluice/core/half.hpp"
-#include "sluice/device/gpu_normalize.hpp"
+#include "sluice/detail/core/half.hpp"
+#include "sluice/detail/device/gpu_normalize.hpp"
 #include "stages/image/normalize.hpp"
 
 namespace sluice {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "device/numa_detail.hpp"
-#include "sluice/device/numa.hpp"
+#include "sluice/detail/device/numa.hpp"
 #include "test_support.hpp"
 
 namespace sluice {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "sluice/device/device_pool.hpp"
-#include "sluice/device/pinned.hpp"
+#include "sluice/detail/device/device_pool.hpp"
+#include "sluice/detail/device/pinned.hpp"
 
 namespace sluice {
 namespace {

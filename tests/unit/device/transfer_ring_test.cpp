@@ -4,7 +4,7 @@
 // normalize step, the bookkeeping of the other streams a batch is read on (record_stream; the
 // device-side ordering it buys is tests/gpu/overlap_test.cpp's), and bad uses failing with
 // sluice::Error.
-#include "sluice/device/transfer_ring.hpp"
+#include "sluice/detail/device/transfer_ring.hpp"
 
 #include <gtest/gtest.h>
 

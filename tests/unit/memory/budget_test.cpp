@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "sluice/memory/budget.hpp"
 
 namespace sluice {

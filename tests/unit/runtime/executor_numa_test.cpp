@@ -20,7 +20,7 @@
 
 #include "device/numa_detail.hpp"
 #include "runtime/executor.hpp"
-#include "sluice/device/numa.hpp"
+#include "sluice/detail/device/numa.hpp"
 #include "test_support.hpp"
 
 namespace sluice::runtime {

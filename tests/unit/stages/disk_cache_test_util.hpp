@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "stages/cache/disk_cache.hpp"
 #include "stages/source/file_ops.hpp"
 

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "sluice/core/error.hpp"
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 #include "test_support.hpp"
 #include "jpeg_decoder_test_util.hpp"
 

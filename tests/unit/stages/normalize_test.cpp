@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "sluice/core/half.hpp"
+#include "sluice/detail/core/half.hpp"
 #include "stages/image/normalize.hpp"
 
 namespace sluice::stages {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "sluice/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/aligned_buffer.hpp"
 
 namespace sluice::stages {
 namespace {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "sluice/core/error.hpp"
-#include "sluice/core/half.hpp"
+#include "sluice/detail/core/half.hpp"
 #include "sluice/train/allocator.hpp"
 #include "sluice/train/context.hpp"
 #include "sluice/train/ops.hpp"

@@ -10,7 +10,7 @@
 
 #include "model_test_support.hpp"
 #include "sluice/core/error.hpp"
-#include "sluice/core/half.hpp"
+#include "sluice/detail/core/half.hpp"
 #include "sluice/train/layers.hpp"
 #include "sluice/train/models.hpp"
 #include "sluice/train/precision.hpp"

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "sluice/device/device.hpp"
-#include "sluice/device/numa.hpp"
+#include "sluice/detail/device/numa.hpp"
 
 namespace sluice {
 

@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "sluice/device/device_pool.hpp"
-#include "sluice/device/gpu_normalize.hpp"
-#include "sluice/device/pinned.hpp"
+#include "sluice/detail/device/device_pool.hpp"
+#include "sluice/detail/device/gpu_normalize.hpp"
+#include "sluice/detail/device/pinned.hpp"
 #include "sluice/device/stream.hpp"
 #include "sluice/memory/budget.hpp"
 
