@@ -83,7 +83,7 @@ BENCHMARK(BM_SeparableForwardBackward)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// cifar10-separable (src/train/models.cpp, bench/peers/torch_train_peer.py): conv 3->32, BN,
+// cifar10-separable (src/train/nn/models.cpp, bench/peers/torch_train_peer.py): conv 3->32, BN,
 // ReLU; separable blocks 32->64, 64->128 (pool), 128->128, 128->256 (pool), 256->256, 256->512
 // (pool), each separable conv (no bias), BN, ReLU; global average pool; dense 512->10; softmax
 // cross-entropy; SGD with Nesterov momentum on every parameter.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The PyTorch twin of sluice's training core: the same models (src/train/models.cpp), the same
+"""The PyTorch twin of sluice's training core: the same models (src/train/nn/models.cpp), the same
 optimizer and the same step, timed on random data, so the CPU backend's training images/s can be
 set against PyTorch's at the same batch and threads. Prints one JSON line last:
   {"system": "torch", "model": .., "batch": .., "threads": .., "steps": .., "seconds": ..,

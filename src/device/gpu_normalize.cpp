@@ -1,6 +1,6 @@
 // GpuNormalizer: validation (the same rules and messages as the pipeline's normalize), sizes,
 // the launch, and the CPU twin. The twin evaluates the kernel's expression once per channel and
-// byte value, (float(v) / 255 - mean) / std, exactly the expression of src/stages/normalize.cpp,
+// byte value, (float(v) / 255 - mean) / std, exactly the expression of src/stages/image/normalize.cpp,
 // and converts with core/half.hpp, the conversions the pipeline uses; a table of 256 entries per
 // channel then gives every element, so the twin is also quick enough to be the host backend.
 #include "sluice/detail/device/gpu_normalize.hpp"

@@ -35,7 +35,7 @@ struct ListFile {
 struct Items {
   std::vector<Item> items;
 };
-// Uncompressed tar shards (WebDataset's layout: key.jpg + key.cls), src/stages/tar_source.hpp.
+// Uncompressed tar shards (WebDataset's layout: key.jpg + key.cls), src/stages/tar/tar_source.hpp.
 struct Shards {
   // "train-{000000..000146}.tar", "shards/*.tar": brace ranges and lists, then globs, expanded
   // in order (a glob's matches sorted); every name must be a regular file.

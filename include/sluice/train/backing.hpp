@@ -50,7 +50,7 @@ std::unique_ptr<Backing> make_cuda_backing(int index);
 std::unique_ptr<Backing> make_pinned_host_backing(DeviceId device);
 
 // Address space without memory, for planning (sluice/train/planner.hpp): host regions mmap'd with
-// MAP_NORESERVE, committed only where written (src/train/meta_backing.cpp).
+// MAP_NORESERVE, committed only where written (src/train/alloc/meta_backing.cpp).
 std::unique_ptr<Backing> make_address_space_backing();
 
 // The host backing for sluice::host(), the CUDA backing for sluice::cuda(i).

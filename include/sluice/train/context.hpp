@@ -83,7 +83,7 @@ class Context {
   // gradients between backward and the optimizer step, examples/nccl_all_reduce.cpp).
   void* native_stream();
 
-  // The ops' implementation for this device (src/train/backend.hpp). For backends and ops.
+  // The ops' implementation for this device (src/train/tensor/backend.hpp). For backends and ops.
   Backend& backend() { return *backend_; }
 
  private:

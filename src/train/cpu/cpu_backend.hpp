@@ -1,4 +1,4 @@
-// CpuBackend: the training core's CPU reference backend (src/train/backend.hpp has the contract).
+// CpuBackend: the training core's CPU reference backend (src/train/tensor/backend.hpp has the contract).
 // Its methods are split by op family over cpu_*.cpp; this header holds the class and the pieces
 // they share:
 //

@@ -1,4 +1,4 @@
-// CudaBackend: the training core's ops on one CUDA device (src/train/backend.hpp). GEMMs (Conv2D
+// CudaBackend: the training core's ops on one CUDA device (src/train/tensor/backend.hpp). GEMMs (Conv2D
 // through im2col, the pointwise half of SeparableConv2D, Dense) go to cuBLAS with f32
 // accumulation, tensor cores for f16/bf16 (cublasGemmEx, CUBLAS_COMPUTE_32F); everything else is
 // sluice's kernels (conv_kernels.cu, elementwise_kernels.cu). One stream and one cuBLAS handle per

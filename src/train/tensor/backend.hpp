@@ -116,7 +116,7 @@ std::unique_ptr<Backend> make_cpu_backend(int threads);
 // it takes cuBLAS's workspace from it at once and holds it. In a build without CUDA it throws
 // sluice::Error(kInvalidArgument) saying so (src/train/cuda/cuda_backend_stub.cpp).
 std::unique_ptr<Backend> make_cuda_backend(int index, Allocator& allocator);
-// The planner's backends (src/train/meta_backend.cpp; ContextOptions::meta): ops compute nothing,
+// The planner's backends (src/train/tensor/meta_backend.cpp; ContextOptions::meta): ops compute nothing,
 // the loss is 0, and each op requests the workspace the modelled backend's op would. Over a live
 // `target` (the CPU backend, whose workspaces depend on its threads):
 std::unique_ptr<Backend> make_meta_backend(std::unique_ptr<Backend> target);

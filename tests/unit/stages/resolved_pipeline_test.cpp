@@ -61,7 +61,7 @@ std::string place(const spec::Stage& s, std::size_t index) {
   return std::string(spec::name_of(s)) + " (stage " + std::to_string(index + 1) + "): ";
 }
 
-TEST(PipelinePlanOrder, EveryStageOutsideItsPhasesIsRefusedWithItsRule) {
+TEST(ResolvedPipelineOrder, EveryStageOutsideItsPhasesIsRefusedWithItsRule) {
   int refused = 0;
   for (const spec::Stage& s : test::stage_examples()) {
     const schema::StageDescriptor& d = schema::descriptor_of(s);
@@ -82,7 +82,7 @@ TEST(PipelinePlanOrder, EveryStageOutsideItsPhasesIsRefusedWithItsRule) {
   EXPECT_GT(refused, 30);  // the rules do refuse: most stages fit only a phase or two
 }
 
-TEST(PipelinePlanOrder, OnceOnlyStagesAreRefusedTheSecondTime) {
+TEST(ResolvedPipelineOrder, OnceOnlyStagesAreRefusedTheSecondTime) {
   int once = 0;
   for (const spec::Stage& s : test::stage_examples()) {
     const schema::StageDescriptor& d = schema::descriptor_of(s);
@@ -102,7 +102,7 @@ TEST(PipelinePlanOrder, OnceOnlyStagesAreRefusedTheSecondTime) {
 }
 
 // A stage's checks run after its order, with the same place: the first error is the order's.
-TEST(PipelinePlanOrder, ChecksFollowTheOrderRule) {
+TEST(ResolvedPipelineOrder, ChecksFollowTheOrderRule) {
   EXPECT_EQ(refusal({spec::Batch{0}}), "batch (stage 1): batch() needs decoded samples: add read() and "
                                        "decode_jpeg() before it");
   EXPECT_EQ(refusal({spec::Read{}, spec::DecodeJpeg{}, spec::Batch{0}}),
