@@ -155,12 +155,13 @@ Pipeline make_pipeline(const BenchOptions& o) {
   p.decode_jpeg({.color = o.color == "grey" ? Color::kGrey : Color::kRGB, .fast_dct = o.dct == "fast",
                  .strict = o.strict_decode});
   if (cache.cache && cache.decoded) add_cache(p, *cache.cache);
+  // The library's presets (sluice/pipeline/presets.hpp), as train and the benchmarks use them.
   if (o.transform == "eval") {
-    p.resize_shorter(o.size * 256 / 224).center_crop(o.size);
+    presets::eval_crop(o.size).apply(p);
   } else if (o.transform == "train") {
-    p.random_resized_crop(o.size).flip_horizontal(0.5);
+    presets::resized_crop_flip(o.size).apply(p);
   } else if (o.transform == "pad-crop") {
-    p.random_crop(o.size, {.padding = o.padding}).flip_horizontal(0.5);
+    presets::pad_crop_flip(o.size, o.padding).apply(p);
   } else if (o.transform != "none") {
     throw Error(ErrorCode::kInvalidArgument, "--transform must be eval, train, pad-crop or none");
   }
@@ -170,8 +171,8 @@ Pipeline make_pipeline(const BenchOptions& o) {
     p.normalize({.mean = {}, .std = {}, .layout = layout, .dtype = dtype});
   } else {
     const bool grey = o.color == "grey";
-    std::vector<float> mean = o.mean.empty() ? (grey ? std::vector<float>{0.5f} : std::vector<float>{0.485f, 0.456f, 0.406f}) : o.mean;
-    std::vector<float> std = o.std.empty() ? (grey ? std::vector<float>{0.5f} : std::vector<float>{0.229f, 0.224f, 0.225f}) : o.std;
+    std::vector<float> mean = o.mean.empty() ? (grey ? std::vector<float>{0.5f} : presets::imagenet_stats().mean) : o.mean;
+    std::vector<float> std = o.std.empty() ? (grey ? std::vector<float>{0.5f} : presets::imagenet_stats().std) : o.std;
     p.normalize({.mean = std::move(mean), .std = std::move(std), .layout = layout, .dtype = dtype});
   }
   if (o.shuffle_buffer > 0) p.shuffle(o.shuffle_buffer);

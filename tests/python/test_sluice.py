@@ -318,6 +318,31 @@ class PipelineApiTest(unittest.TestCase):
         self.assertEqual([s["path"] for s in stats["skipped_samples"]], [TRUNCATED])
 
 
+@unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
+class PresetTest(unittest.TestCase):
+    """A spec's {"preset": ...} is the library's standard transform (sluice/pipeline/presets.hpp),
+    the same stages as written out by hand, and batch_shape/dtype describe what arrives."""
+
+    def test_preset_equals_its_stages(self):
+        items = cifar_items(2)
+        preset = {"source": {"items": items},
+                  "stages": ["read", "decode_jpeg", {"preset": {"name": "cifar10_eval", "dtype": "f16"}},
+                             {"batch": {"size": 8}}], "build": {"threads": 2}}
+        by_hand = {"source": {"items": items},
+                   "stages": ["read", "decode_jpeg",
+                              {"normalize": {"mean": CIFAR_MEAN, "std": CIFAR_STD, "layout": "nchw", "dtype": "f16"}},
+                              {"batch": {"size": 8}}], "build": {"threads": 2}}
+        a, b = sluice.Pipeline(preset), sluice.Pipeline(by_hand)
+        self.assertEqual(a.spec["stages"], b.spec["stages"])
+        self.assertEqual((a.batch_shape, a.dtype, a.device), ((8, 3, 32, 32), "float16", "host"))
+        if np is not None:
+            for x, y in zip(a.epoch(0), b.epoch(0)):
+                self.assertEqual(np.from_dlpack(x.data).tobytes(), np.from_dlpack(y.data).tobytes())
+        with self.assertRaises(ValueError) as caught:
+            sluice.Pipeline({"source": {"items": items}, "stages": ["read", "decode_jpeg", {"preset": "cifar100"}]})
+        self.assertIn("stages[2].preset: unknown preset", str(caught.exception))
+
+
 @unittest.skipUnless(have_cifar() and os.path.exists(TRUNCATED), "the shared datasets are absent: set SLUICE_DATASETS")
 class NonUtf8PathTest(unittest.TestCase):
     """A class folder and a file named with a byte that is not UTF-8 (b"bad\\xff"): stats() and a
