@@ -30,12 +30,16 @@ set(allowed_python core memory pipeline stages runtime device train c)
 #                       an Event it owns); sluice_batch_use_on_stream and __dlpack__(stream) use it
 #  cli     -> stages:   inspect and bench list and decode with the stages' own code, so they report
 #                       what a pipeline would see
+#  cli     -> pipeline: the one statistics schema and JSON writer (pipeline/stats_json.hpp,
+#                       pipeline/json_text.hpp: nlohmann documents, which public headers keep out),
+#                       so `bench --json` writes the statistics as C and Python do, and every JSON
+#                       the CLI writes keeps paths that are not UTF-8 (docs/stats.md)
 #  python  -> c:        the one DLPack export both bindings share (c/dlpack_export.hpp)
 set(private_stages pipeline)
 set(private_runtime stages)
 set(private_train device)
 set(private_c device)
-set(private_cli stages)
+set(private_cli stages pipeline)
 set(private_python c)
 
 set(violations "")

@@ -34,15 +34,13 @@ struct Options {
 
 sluice::Pipeline pipeline(const Options& o, std::optional<int> prefetch) {
   auto p = sluice::Pipeline::from_folder(o.data).shuffle_files(1).read().decode_jpeg({.fast_dct = true});
-  if (o.transform == "eval") {
-    p.resize_shorter(o.size * 256 / 224).center_crop(o.size);
-  } else if (o.transform == "train") {
-    p.random_resized_crop(o.size).flip_horizontal(0.5);
-  } else {
-    p.random_crop(o.size, {.padding = 4}).flip_horizontal(0.5);
-  }
-  p.normalize({.mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}, .layout = sluice::Layout::kNCHW,
-               .dtype = sluice::DType::kF32})
+  namespace presets = sluice::presets;
+  const presets::Transform geometry = o.transform == "eval"    ? presets::eval_crop(o.size)
+                                      : o.transform == "train" ? presets::resized_crop_flip(o.size)
+                                                               : presets::pad_crop_flip(o.size, 4);
+  geometry.apply(p);
+  p.normalize({.mean = presets::imagenet_stats().mean, .std = presets::imagenet_stats().std,
+               .layout = sluice::Layout::kNCHW, .dtype = sluice::DType::kF32})
       .batch(o.batch);
   if (prefetch) p.prefetch(*prefetch);
   return p;

@@ -30,12 +30,10 @@ double since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 
 sluice::Loader build(const std::string& dir, int threads, int batch, double& seconds) {
   const auto start = Clock::now();
-  sluice::Loader loader = sluice::Pipeline::from_folder(dir)
-                              .read()
-                              .decode_jpeg({.fast_dct = true})
-                              .random_crop(32, {.padding = 4})
-                              .flip_horizontal(0.5)
-                              .normalize({.mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}})
+  sluice::Pipeline p = sluice::Pipeline::from_folder(dir);
+  p.read().decode_jpeg({.fast_dct = true});
+  sluice::presets::pad_crop_flip(32, 4).apply(p);
+  sluice::Loader loader = p.normalize({.mean = sluice::presets::imagenet_stats().mean, .std = sluice::presets::imagenet_stats().std})
                               .batch(batch)
                               .build({.threads = threads});
   seconds = since(start);

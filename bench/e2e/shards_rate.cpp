@@ -67,12 +67,8 @@ struct Options {
 sluice::Loader build(sluice::Pipeline p, const Options& o) {
   if (o.shuffle) p.shuffle_files(1);
   p.read().decode_jpeg({.fast_dct = true});
-  if (o.transform == "eval") {
-    p.resize_shorter(o.size * 256 / 224).center_crop(o.size);
-  } else {
-    p.random_crop(o.size, {.padding = 4}).flip_horizontal(0.5);
-  }
-  p.normalize({.mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}}).batch(o.batch);
+  (o.transform == "eval" ? sluice::presets::eval_crop(o.size) : sluice::presets::pad_crop_flip(o.size, 4)).apply(p);
+  p.normalize({.mean = sluice::presets::imagenet_stats().mean, .std = sluice::presets::imagenet_stats().std}).batch(o.batch);
   return p.build({.threads = o.threads});
 }
 

@@ -9,6 +9,7 @@
 #include "sluice/pipeline/batch.hpp"
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/pipeline.hpp"
+#include "sluice/pipeline/presets.hpp"
 #include "sluice/pipeline/spec.hpp"
 #include "sluice/pipeline/stats.hpp"
 #include "sluice/runtime/loader.hpp"

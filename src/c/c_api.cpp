@@ -48,54 +48,32 @@ sluice_status_t status_of(ErrorCode code) noexcept {
 
 namespace {
 
-// What a batch will look like. With normalize_on_device the host program ships u8 NHWC and the
-// device produces the normalize stage's dtype and layout, which is what the consumer receives.
-sluice_loader_info_t describe(const PipelineSpec& spec, const Loader& loader) {
+// What a batch will look like: the Loader's description of its data output, as the consumer
+// receives it (after normalisation on the device, when the pipeline asks for it).
+sluice_loader_info_t describe(const Loader& loader) {
   sluice_loader_info_t info = SLUICE_LOADER_INFO_INIT;
   info.samples_per_epoch = loader.samples_per_epoch();
   info.batches_per_epoch = loader.batches_per_epoch();
-  Shape shape = loader.batch_shape();
-  DType dtype = loader.dtype();
-  const spec::Normalize* normalize = nullptr;
-  const spec::ToDevice* to_device = nullptr;
-  for (const spec::Stage& stage : spec.stages) {
-    if (const auto* n = std::get_if<spec::Normalize>(&stage)) normalize = n;
-    if (const auto* t = std::get_if<spec::ToDevice>(&stage)) to_device = t;
-  }
-  if (to_device != nullptr) {
-    info.device = dlpack::dl_device(to_device->device);
-    if (to_device->options.normalize_on_device && normalize != nullptr) {
-      dtype = normalize->options.dtype;
-      if (normalize->options.layout == Layout::kNCHW && shape.rank() == 4) {
-        shape = Shape{shape[0], shape[3], shape[1], shape[2]};  // (N, H, W, C) -> (N, C, H, W)
-      }
-    }
-  }
-  info.ndim = shape.rank();
-  for (int i = 0; i < shape.rank(); ++i) info.shape[i] = shape[i];
-  info.dtype = dlpack::dl_dtype(dtype);
+  const OutputDescription data = loader.outputs()[0];
+  info.ndim = data.shape.rank();
+  for (int i = 0; i < data.shape.rank(); ++i) info.shape[i] = data.shape[i];
+  info.dtype = dlpack::dl_dtype(data.dtype);
+  info.device = dlpack::dl_device(data.device);
   return info;
 }
 
 sluice_status_t create(PipelineDocument doc, const sluice_loader_options_t& options, sluice_loader_t** out) {
+  DocumentOverrides overrides;
   if (options.threads != SLUICE_THREADS_FROM_SPEC) {
-    if (options.threads != SLUICE_THREADS_AUTO && options.threads < 1) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "options.threads must be a positive count, SLUICE_THREADS_AUTO or SLUICE_THREADS_FROM_SPEC, got " +
-                      std::to_string(options.threads));
-    }
-    doc.build.threads = options.threads == SLUICE_THREADS_AUTO ? autotune : options.threads;
+    overrides.threads = options.threads == SLUICE_THREADS_AUTO ? autotune : options.threads;
   }
-  if (options.memory_budget != 0) doc.build.memory_budget = options.memory_budget;
-  if (options.cuda_stream != nullptr) {
-    for (spec::Stage& stage : doc.spec.stages) {
-      if (auto* t = std::get_if<spec::ToDevice>(&stage)) t->options.stream = options.cuda_stream;
-    }
-  }
+  if (options.memory_budget != 0) overrides.memory_budget = options.memory_budget;
+  overrides.cuda_stream = options.cuda_stream;
+  apply_overrides(doc, overrides);
   Pipeline pipeline(std::move(doc.spec));
   auto handle = std::make_unique<sluice_loader>();
   handle->core = std::make_shared<LoaderCore>(pipeline.build(doc.build));
-  handle->info = describe(pipeline.spec(), handle->core->loader);
+  handle->info = describe(handle->core->loader);
   *out = handle.release();
   return SLUICE_OK;
 }

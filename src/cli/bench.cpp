@@ -18,6 +18,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
+#include "pipeline/json_text.hpp"
+#include "pipeline/stats_json.hpp"
 #include "sluice/device/stream.hpp"
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
@@ -153,12 +155,13 @@ Pipeline make_pipeline(const BenchOptions& o) {
   p.decode_jpeg({.color = o.color == "grey" ? Color::kGrey : Color::kRGB, .fast_dct = o.dct == "fast",
                  .strict = o.strict_decode});
   if (cache.cache && cache.decoded) add_cache(p, *cache.cache);
+  // The library's presets (sluice/pipeline/presets.hpp), as train and the benchmarks use them.
   if (o.transform == "eval") {
-    p.resize_shorter(o.size * 256 / 224).center_crop(o.size);
+    presets::eval_crop(o.size).apply(p);
   } else if (o.transform == "train") {
-    p.random_resized_crop(o.size).flip_horizontal(0.5);
+    presets::resized_crop_flip(o.size).apply(p);
   } else if (o.transform == "pad-crop") {
-    p.random_crop(o.size, {.padding = o.padding}).flip_horizontal(0.5);
+    presets::pad_crop_flip(o.size, o.padding).apply(p);
   } else if (o.transform != "none") {
     throw Error(ErrorCode::kInvalidArgument, "--transform must be eval, train, pad-crop or none");
   }
@@ -168,8 +171,8 @@ Pipeline make_pipeline(const BenchOptions& o) {
     p.normalize({.mean = {}, .std = {}, .layout = layout, .dtype = dtype});
   } else {
     const bool grey = o.color == "grey";
-    std::vector<float> mean = o.mean.empty() ? (grey ? std::vector<float>{0.5f} : std::vector<float>{0.485f, 0.456f, 0.406f}) : o.mean;
-    std::vector<float> std = o.std.empty() ? (grey ? std::vector<float>{0.5f} : std::vector<float>{0.229f, 0.224f, 0.225f}) : o.std;
+    std::vector<float> mean = o.mean.empty() ? (grey ? std::vector<float>{0.5f} : presets::imagenet_stats().mean) : o.mean;
+    std::vector<float> std = o.std.empty() ? (grey ? std::vector<float>{0.5f} : presets::imagenet_stats().std) : o.std;
     p.normalize({.mean = std::move(mean), .std = std::move(std), .layout = layout, .dtype = dtype});
   }
   if (o.shuffle_buffer > 0) p.shuffle(o.shuffle_buffer);
@@ -283,58 +286,29 @@ std::int64_t read_bytes_of(const Stats& stats) {
   return 0;
 }
 
-json bench_json(const BenchOptions& o, const Stats& stats, const EpochsRun& run, double setup_seconds,
-                std::uint64_t baseline_rss) {
+// The statistics in their one schema (docs/stats.md: stats_json, as C and Python write them),
+// then the run's own keys.
+nlohmann::ordered_json bench_json(const BenchOptions& o, const Stats& stats, const EpochsRun& run,
+                                  double setup_seconds, std::uint64_t baseline_rss) {
   const std::int64_t images = run.images;
   const double seconds = run.seconds;
-  json stages = json::array();
-  for (const auto& s : stats.stages) {
-    stages.push_back({{"name", s.name}, {"busy_seconds", s.busy_seconds}, {"items", s.items}, {"bytes", s.bytes}});
-  }
-  json memory = json::object();
-  for (const auto& m : stats.memory) memory[m.use] = {{"used", m.used}, {"peak", m.peak}};
-  json skipped_paths = json::array();
-  for (const auto& s : stats.skipped_samples) skipped_paths.push_back(s.path);
-  json recovered = json::array();
-  for (const auto& r : stats.recovered_samples) recovered.push_back({{"path", r.path}, {"warning", r.warning}});
-  json result{
-      {"images", images},
-      {"batches", stats.batches},
-      {"epochs", o.epochs},
-      {"seconds", seconds},
-      {"setup_seconds", setup_seconds},
-      {"images_per_sec", images / seconds},
-      {"mb_per_sec", static_cast<double>(read_bytes_of(stats)) / 1e6 / seconds},
-      {"peak_rss_bytes", peak_rss_bytes()},
-      {"threads", stats.threads},
-      {"batch", o.batch},
-      {"transform", o.transform},
-      {"size", o.size},
-      {"out", o.out},
-      {"skipped", stats.skipped},
-      {"skip_events", stats.skip_events},
-      {"skipped_paths", skipped_paths},
-      {"recovered", stats.recovered},
-      {"recovered_samples", recovered},
-      {"consumer_wait_seconds", stats.consumer_wait_seconds},
-      {"baseline_rss_bytes", baseline_rss},
-      {"memory_budget", stats.memory_budget},
-      {"memory_peak_bytes", stats.memory_peak},
-      {"memory", memory},
-      {"cache", {{"kind", stats.cache.kind}, {"hits", stats.cache.hits}, {"misses", stats.cache.misses},
-                 {"entries", stats.cache.entries}, {"bytes", stats.cache.bytes}, {"dropped", stats.cache.dropped},
-                 {"note", stats.cache.note},
-                 {"hit_rate", stats.cache.hits + stats.cache.misses > 0
-                                  ? static_cast<double>(stats.cache.hits) / static_cast<double>(stats.cache.hits + stats.cache.misses)
-                                  : 0.0}}},
-      {"tuning", {{"samples_in_flight", stats.tuning.samples_in_flight}, {"prefetch", stats.tuning.prefetch},
-                  {"autotuned", stats.tuning.autotuned}, {"decisions", stats.tuning.decisions}}},
-      {"stages", stages},
-      {"per_epoch", run.per_epoch},
-      {"checksum", run.checksum_hex},
-      {"device", o.device},
-      {"stopped_early", run.stopped},
-  };
+  nlohmann::ordered_json result = stats_json(stats);
+  result["images"] = images;
+  result["epochs"] = o.epochs;
+  result["seconds"] = seconds;
+  result["setup_seconds"] = setup_seconds;
+  result["images_per_sec"] = images / seconds;
+  result["mb_per_sec"] = static_cast<double>(read_bytes_of(stats)) / 1e6 / seconds;
+  result["peak_rss_bytes"] = peak_rss_bytes();
+  result["baseline_rss_bytes"] = baseline_rss;
+  result["batch"] = o.batch;
+  result["transform"] = o.transform;
+  result["size"] = o.size;
+  result["out"] = o.out;
+  result["per_epoch"] = run.per_epoch;
+  result["checksum"] = run.checksum_hex;
+  result["device"] = o.device;
+  result["stopped_early"] = run.stopped;
   if (o.per_batch) result["batch_checksums"] = run.batch_checksums;
   return result;
 }
@@ -416,9 +390,9 @@ void run_bench(const BenchOptions& given) {
   }
   const Stats stats = loader.stats();
   // Built before the report prints: peak_rss_bytes() is read at the same point as before.
-  const json result = bench_json(o, stats, run, setup_seconds, baseline_rss);
+  const nlohmann::ordered_json result = bench_json(o, stats, run, setup_seconds, baseline_rss);
   print_report(stats, run);
-  if (o.json) std::cout << result.dump() << "\n";
+  if (o.json) std::cout << dump_json(result) << "\n";  // paths that are not UTF-8 stay escaped
 }
 
 }  // namespace

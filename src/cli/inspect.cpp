@@ -29,6 +29,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
+#include "pipeline/json_text.hpp"
 #include "sluice/core/error.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/source/read_file.hpp"
@@ -448,7 +449,7 @@ void print_json(const InspectOptions& options, const Listing& listing, const Sum
   out["recovered"] = t.recovered.size();
   out["recovered_files"] = t.recovered;
   out["seconds"] = seconds;
-  std::cout << out.dump() << '\n';
+  std::cout << dump_json(out) << '\n';  // names that are not UTF-8 stay escaped (docs/stats.md)
 }
 
 void print_text(const InspectOptions& options, const Listing& listing, const Summary& t, std::size_t files,

@@ -38,9 +38,7 @@ void run_job_plan(TrainOptions o) {
   const JobLimits limits = parse_job_limits(o, device);
   Splits data = data_splits(o);
   const std::string where = data.where;
-  if (o.model.empty()) o.model = o.dataset == "fashion-mnist" ? "fashion-cnn" : "cifar10-separable";
-  o.model = train::model_info(o.model).name;
-  if (o.epochs == 0) o.epochs = o.model == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
+  apply_model_defaults(o);
   o.batch = parse_batch(o.batch_text);
   o.accumulate = parse_accumulate(o.accumulate_text);
   if (o.accumulate == 0 && o.batch == 0) {
@@ -90,7 +88,7 @@ void run_plan(TrainOptions o) {
     run_job_plan(std::move(o));
     return;
   }
-  if (o.model.empty()) o.model = "fashion-cnn";
+  apply_model_defaults(o);  // the same model and epochs as train would run
   const train::ModelInfo& info = train::model_info(o.model);
   const AllocatorOptions memory = parse_memory(o.memory);
   int batch = parse_batch(o.batch_text);
@@ -98,7 +96,7 @@ void run_plan(TrainOptions o) {
   if (o.accumulate == 0) {
     throw Error(ErrorCode::kInvalidArgument, "sluice plan: --accumulate auto is for train (plan a number)");
   }
-  const int epochs = o.epochs > 0 ? o.epochs : (info.name == "fashion-cnn" ? 3 : 30);
+  const int epochs = o.epochs;
   const int threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 
   Stopwatch clock;

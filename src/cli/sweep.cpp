@@ -18,6 +18,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
+#include "pipeline/json_text.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 
@@ -146,9 +147,11 @@ void run_sweep(const SweepOptions& o) {
       continue;
     }
     while (!out.empty() && out.back() == '\n') out.pop_back();
-    const json j = json::parse(out.substr(out.rfind('\n') + 1));  // bench ends stdout with its JSON line
+    // bench ends stdout with its JSON line; its paths (which may hold \udcXX escapes that
+    // nlohmann refuses) do not matter here.
+    const json j = json::parse(without_byte_escapes(out.substr(out.rfind('\n') + 1)));
     const std::uint64_t rss = j["peak_rss_bytes"].get<std::uint64_t>() - j["baseline_rss_bytes"].get<std::uint64_t>();
-    const std::uint64_t accounted = j["memory_peak_bytes"];
+    const std::uint64_t accounted = j["memory_peak"];
     const std::uint64_t cache_bytes = j["cache"]["bytes"];
     for (const auto& e : j["per_epoch"]) {
       const int epoch = e["epoch"];

@@ -3,9 +3,9 @@
 // loop is the library's epoch runner (sluice/train/epoch_runner.hpp), taking the loaders' batches
 // through sluice/loader_batches.hpp: it only pulls the next batch, while the loader decodes,
 // augments and batches ahead on its own threads, and the time it waits for one is reported. This
-// file reads the flags, runs the --batch/--accumulate auto search, builds the pipelines, the model
-// and the runner with its hooks, and finishes (saved weights, pruning, profile); train_report.cpp
-// prints.
+// file builds the pipelines, the model and the runner with its hooks, and finishes (saved
+// weights, pruning, profile); train_sizing.cpp checks the flags and runs the --batch/--accumulate
+// auto search and the job's plan; train_report.cpp prints.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -24,6 +24,8 @@
 #include "cli/train_job.hpp"
 #include "cli/train_options.hpp"
 #include "cli/train_report.hpp"
+#include "cli/train_sizing.hpp"
+#include "pipeline/json_text.hpp"
 #include "sluice/loader_batches.hpp"
 #include "sluice/sluice.hpp"
 #include "sluice/train/allocator.hpp"
@@ -49,7 +51,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-
 // The pruning schedule for --prune: TF's PolynomialDecay from 0 to the final sparsity, from
 // --prune-begin (default 0) to --prune-end (default: the multiple of the frequency after begin
 // nearest below 75% of the steps, so the last mask update lands on end_step and reaches the
@@ -63,178 +64,6 @@ train::PolynomialDecay prune_schedule(const TrainOptions& o, std::int64_t total_
   s.end_step = o.prune_end >= 0 ? o.prune_end : s.begin_step + std::max<std::int64_t>(1, span / s.frequency) * s.frequency;
   s.validate();
   return s;
-}
-
-// Which size the memory limit is to choose: --batch auto or --accumulate auto (not both).
-enum class AutoSize { kNone, kBatch, kAccumulate };
-
-// The flags checked and read before anything loads: a bad value fails at once, not after the
-// first epoch's data. Fills in the model's defaults (model, epochs) and the numbers of --batch
-// and --accumulate (a size left to the search stays 0 for --batch, 1 for --accumulate).
-struct CheckedFlags {
-  DeviceId device;
-  Splits data;
-  AllocatorOptions memory;
-  JobLimits limits;
-  AutoSize auto_size = AutoSize::kNone;
-  train::CheckpointPolicy checkpoint;
-};
-
-CheckedFlags check_flags(TrainOptions& o) {
-  CheckedFlags f{.device = parse_device(o.device), .data = data_splits(o)};
-  if (o.model.empty()) o.model = o.dataset == "fashion-mnist" ? "fashion-cnn" : "cifar10-separable";
-  o.model = train::model_info(o.model).name;
-  if (o.epochs == 0) o.epochs = o.model == "fashion-cnn" ? kFashionEpochs : kCifarEpochs;
-  f.memory = parse_memory(o.memory);
-  f.limits = parse_job_limits(o, f.device);
-  o.batch = parse_batch(o.batch_text);
-  o.accumulate = parse_accumulate(o.accumulate_text);
-  if (o.accumulate == 0 && o.batch == 0) {
-    throw Error(ErrorCode::kInvalidArgument, "--accumulate auto keeps --batch as the effective batch: give a number, "
-                                             "not --batch auto");
-  }
-  if (o.batch == 0) f.auto_size = AutoSize::kBatch;
-  if (o.accumulate == 0) {
-    f.auto_size = AutoSize::kAccumulate;
-    o.accumulate = 1;  // found by the search, once the allocator exists
-  }
-  if (o.batch != 0 && o.batch % o.accumulate != 0) {
-    throw Error(ErrorCode::kInvalidArgument, "--accumulate " + std::to_string(o.accumulate) +
-                                                 " does not divide --batch " + std::to_string(o.batch) +
-                                                 " into equal micro-batches");
-  }
-  try {
-    f.checkpoint = train::CheckpointPolicy::parse(o.checkpoint);
-  } catch (const Error& e) {
-    throw Error(ErrorCode::kInvalidArgument, "--checkpoint: " + e.cause());
-  }
-  (void)train::parse_precision(o.precision);  // throws for an unknown name
-  return f;
-}
-
-// After --batch auto: the evaluation's batches must fit the limit too, which the search (of
-// training steps) did not try; the planner says whether they do.
-void warn_if_evaluation_does_not_fit(const TrainOptions& o, const train::Context& ctx, const AllocatorOptions& memory) {
-  if (o.no_eval) return;
-  const train::PlanConfig with_eval{.train = train_config(o, o.batch, 0), .threads = ctx.threads(), .allocator = memory,
-                                    .eval_batch = kEvalBatch, .epochs = 2};
-  const train::TrainingMemoryPlan p = train::plan_peak(with_eval);
-  if (!p.fits) {
-    std::cout << "  warning: the evaluation (batch " << kEvalBatch << ") would not fit --memory " << o.memory
-              << " (planner: " << p.failure << "); pass --no-eval or a larger limit\n";
-  }
-}
-
-// What an auto search found: the size (0: nothing fits), the planner's guess, the dry runs, the
-// real trials (of batches, or of micro-batches).
-struct AutoSizeResult {
-  std::int64_t found = 0;
-  std::int64_t guess = 0;
-  int plans = 0;
-  std::vector<train::BatchTrial> trials;
-};
-
-// Sets o.batch or o.accumulate to what the search found, says what it found and tried (`under`:
-// the limit it fitted), and returns the "batch_search" JSON object.
-json report_auto_size(TrainOptions& o, AutoSize what, const AutoSizeResult& r, const std::string& under) {
-  const bool batch = what == AutoSize::kBatch;
-  const std::string flag = batch ? "--batch auto" : "--accumulate auto";
-  if (r.found == 0) {
-    throw Error(ErrorCode::kInvalidArgument, flag + ": not even " + (batch ? "a batch of 2 fits" : "micro-batches of 1 fit") +
-                                                 " " + under);
-  }
-  std::string tried;
-  json trial_json = json::array();
-  for (const train::BatchTrial& t : r.trials) {
-    tried += (tried.empty() ? "" : ", ") + std::to_string(t.batch) + (t.fits ? " fits" : " runs out");
-    json j{{batch ? "batch" : "micro_batch", t.batch}, {"fits", t.fits}, {"peak_in_use_bytes", t.peak_in_use_bytes},
-           {"seconds", t.seconds}};
-    if (batch) j["reserved_bytes"] = t.reserved_bytes;
-    trial_json.push_back(std::move(j));
-  }
-  std::string what_found = std::to_string(r.found);
-  if (!batch) what_found += " micro-batches of " + std::to_string(o.batch / r.found) + " for the batch of " + std::to_string(o.batch);
-  std::cout << "sluice train: " << flag << ": " << what_found << " under " << under << " (planner's guess " << r.guess
-            << " from " << r.plans << " dry runs; " << r.trials.size() << " real trials"
-            << (batch ? ": " : ", micro-batches: ") << tried << ")\n";
-  if (batch) o.batch = static_cast<int>(r.found);
-  else o.accumulate = static_cast<int>(r.found);
-  return {{batch ? "batch" : "accumulate", r.found}, {"planner_guess", r.guess}, {"plans", r.plans}, {"trials", trial_json}};
-}
-
-// --batch auto or --accumulate auto: real steps on the training allocator find the largest
-// batch, or the fewest micro-batches for the batch given, that fit --memory's limit. Sets
-// o.batch or o.accumulate, says what it found and tried, and returns the "batch_search" JSON
-// object (null for AutoSize::kNone).
-json fit_auto_size(TrainOptions& o, AutoSize what, train::Context& ctx, const AllocatorOptions& memory) {
-  if (what == AutoSize::kNone) return nullptr;
-  const bool batch = what == AutoSize::kBatch;
-  if (memory.limit == 0) {
-    throw Error(ErrorCode::kInvalidArgument, std::string(batch ? "--batch auto" : "--accumulate auto") +
-                                                 " needs a memory limit to fit: --memory-limit SIZE (the whole job), or "
-                                                 "--memory grow:LIMIT or prealloc:SIZE (the training allocator alone)");
-  }
-  AutoSizeResult r;
-  if (batch) {
-    // Only batches that --accumulate divides into equal micro-batches: its multiples.
-    const train::BatchSearchOptions range{.min_batch = std::max(2, o.accumulate), .max_batch = 65536,
-                                          .granularity = o.accumulate};
-    train::BatchSearchResult b = train::find_max_batch(ctx, train_config(o, range.min_batch, 0), range);
-    r = {b.batch, b.planner_guess, b.plans, std::move(b.trials)};
-  } else {
-    train::AccumulationSearchResult a = train::find_accumulation(ctx, train_config(o, o.batch, 0));
-    r = {a.accumulate, a.planner_guess, a.plans, std::move(a.trials)};
-  }
-  json result = report_auto_size(o, what, r, "--memory " + o.memory + " (" + describe_memory(memory) + ")");
-  if (batch) warn_if_evaluation_does_not_fit(o, ctx, memory);
-  return result;
-}
-
-// The job's memory under --memory-limit: its plan, the budgets that hold it, and each pipeline's
-// part of the host budget.
-struct TrainJob {
-  explicit TrainJob(train::JobPlan p)
-      : plan(std::move(p)), budgets(plan), train_part(budgets.pipeline_part()), eval_part(budgets.pipeline_part()) {}
-  train::JobPlan plan;
-  train::JobBudgets budgets;
-  std::shared_ptr<MemoryBudget> train_part;
-  std::shared_ptr<MemoryBudget> eval_part;
-
-  // A pipeline's build options: its part of the job, capped at its share and what no part claims.
-  BuildOptions build_options(const TrainOptions& o, std::size_t pipeline) const {
-    const train::PipelineShare& share = plan.pipelines[pipeline];
-    return {.memory_budget = share.bytes() + plan.unused_bytes, .threads = o.loader_threads, .seed = o.seed,
-            .job_budget = pipeline == 0 ? train_part : eval_part};
-  }
-  std::uint64_t cache_bytes(std::size_t pipeline) const {
-    return pipeline < plan.pipelines.size() ? plan.pipelines[pipeline].cache_bytes : 0;
-  }
-};
-
-// --memory-limit: the auto search inside the job when asked (setting o.batch or o.accumulate and
-// `batch_search`), then the job's plan, printed. Fails before any data is read (the pipelines'
-// memory plans probe a few files' headers) when the limit is below the minimums, with the plan's
-// numbers. On a CUDA device the planner models the CUDA backend's workspaces (no GPU needed to plan).
-std::unique_ptr<TrainJob> plan_train_job(TrainOptions& o, const CheckedFlags& f, int threads, json& batch_search) {
-  require_device(f.device);
-  JobPipelines pipelines(o, f.data, f.device);
-  const std::string under = "--memory-limit " + sluice::format_bytes(f.limits.memory);
-  if (f.auto_size == AutoSize::kBatch) {
-    train::JobConfig c = job_config(o, f.limits, f.device, threads, pipelines);
-    // No batch larger than the training split: its epoch would have no full batch.
-    const train::BatchSearchOptions range{.min_batch = std::max(2, o.accumulate),
-                                          .max_batch = std::clamp<std::int64_t>(pipelines.training_items(), 2, 65536),
-                                          .granularity = o.accumulate};
-    c.train.batch = range.min_batch;
-    train::BatchSearchResult b = train::find_job_batch(c, range);
-    batch_search = report_auto_size(o, f.auto_size, {b.batch, b.planner_guess, b.plans, std::move(b.trials)}, under);
-  } else if (f.auto_size == AutoSize::kAccumulate) {
-    train::AccumulationSearchResult a = train::find_job_accumulation(job_config(o, f.limits, f.device, threads, pipelines));
-    batch_search = report_auto_size(o, f.auto_size, {a.accumulate, a.planner_guess, a.plans, std::move(a.trials)}, under);
-  }
-  train::JobPlan plan = train::plan_job(job_config(o, f.limits, f.device, threads, pipelines));
-  if (!plan.fits) throw Error(ErrorCode::kOutOfBudget, "--memory-limit " + o.memory_limit + ": " + plan.failure);
-  return std::make_unique<TrainJob>(std::move(plan));
 }
 
 // After the run: the pruning summary (and the compressed weights written with --save-pruned),
@@ -383,7 +212,8 @@ void run_train(TrainOptions o) {
               << o.profile << " (open in ui.perfetto.dev or chrome://tracing; scripts/render-trace draws it)\n";
   }
   if (o.json) {
-    std::cout << run_json(run, report, printer.per_epoch_json(), batch_search, pruning_json, clock.seconds()).dump()
+    // dump_json: a data folder named with bytes that are not UTF-8 stays escaped (docs/stats.md).
+    std::cout << dump_json(run_json(run, report, printer.per_epoch_json(), batch_search, pruning_json, clock.seconds()))
               << "\n";
   }
 }
@@ -398,7 +228,7 @@ void add_train_command(CLI::App& app) {
   CLI::Option* data = source.data;
   CLI::Option* shards = source.shards;
   add_model_options(cmd, *o);
-  auto* epochs = cmd->add_option("--epochs", o->epochs, "Epochs (default: 3 for fashion-cnn, 15 for cifar10-separable)")
+  auto* epochs = cmd->add_option("--epochs", o->epochs, "Epochs (default: the model's, 3 for fashion-cnn, 15 for cifar10-separable)")
                      ->check(CLI::PositiveNumber);
   auto* steps = cmd->add_option("--steps", o->steps, "Stop after N training steps instead")->check(CLI::PositiveNumber);
   epochs->excludes(steps);

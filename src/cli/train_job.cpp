@@ -7,6 +7,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
+#include "sluice/pipeline/presets.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice::cli {
@@ -39,17 +40,14 @@ Splits data_splits(const TrainOptions& o) {
 
 Pipeline make_pipeline(const spec::Source& source, const train::ModelInfo& model, PipelineUse use, std::int64_t batch,
                        std::uint64_t seed, DeviceId device, void* stream, std::uint64_t cache_bytes) {
-  const bool grey = model.channels == 1;
   const bool training = use == PipelineUse::kTraining;
   Pipeline p(PipelineSpec{.source = source});
   if (training) p.shuffle_files(seed);
-  p.read().decode_jpeg({.color = grey ? Color::kGrey : Color::kRGB});
+  p.read().decode_jpeg({.color = model.channels == 1 ? Color::kGrey : Color::kRGB});
   // Decoded images, so a hit skips the read and the decode; augmentation still runs per epoch.
   if (cache_bytes > 0) p.cache(MemoryCache{.max_bytes = cache_bytes});
-  if (training && !grey) p.random_crop(model.width, model.height, {.padding = 4}).flip_horizontal(0.5);
-  std::vector<float> mean = grey ? std::vector<float>{0.2860f} : std::vector<float>{0.4914f, 0.4822f, 0.4465f};
-  std::vector<float> std = grey ? std::vector<float>{0.3530f} : std::vector<float>{0.2470f, 0.2435f, 0.2616f};
-  p.normalize({.mean = std::move(mean), .std = std::move(std), .layout = Layout::kNCHW, .dtype = DType::kF32});
+  // The model's presets: its data set's augmentation (training only) and mean and std, f32 NCHW.
+  presets::find(training ? model.train_preset : model.eval_preset).make(0, {}).apply(p);
   // Training drops the short last batch: BatchNorm's statistics over a handful of images are noise.
   // With a cache the loop drops it instead, after the pipeline has read (and cached) its files.
   p.batch(static_cast<int>(batch), {.drop_last = training && cache_bytes == 0});

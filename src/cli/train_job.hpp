@@ -38,8 +38,9 @@ Splits data_splits(const TrainOptions& o);
 // What a pipeline feeds: training steps (shuffled, augmented, full batches) or the evaluation.
 enum class PipelineUse { kTraining, kEvaluation };
 
-// The pipelines for a model: greyscale or RGB from its input, the data set's mean and std, and
-// CIFAR's augmentation (random crop with padding 4, horizontal flip) for the RGB model's training.
+// The pipelines for a model: greyscale or RGB from its input, then its catalog entry's presets
+// (sluice/pipeline/presets.hpp): its data set's augmentation for training (CIFAR-10's random crop
+// with padding 4 and horizontal flip; none for Fashion-MNIST) and its data set's mean and std.
 // For a CUDA device the batches go there through the loader's pinned transfer ring, handed over
 // to `stream` (the training context's) with an event: no pageable copy, no host wait per step.
 // A cache share > 0 keeps decoded images in memory (the job's plan gives it); a cached training

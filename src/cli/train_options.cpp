@@ -3,14 +3,22 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
+#include "sluice/train/models.hpp"
 
 namespace sluice::cli {
 
 void add_model_options(CLI::App* cmd, TrainOptions& o) {
-  cmd->add_option("--model", o.model, "fashion-cnn or cifar10-separable (default: fashion-cnn for fashion-mnist)")
-      ->check(CLI::IsMember({"fashion-cnn", "cifar10-separable"}));
+  std::vector<std::string> models;
+  for (const train::ModelInfo& m : train::model_catalog()) models.push_back(m.name);
+  cmd->add_option("--model", o.model,
+                  "One of the model catalog's: " + train::model_names() +
+                      " (default: the one made for --dataset, else cifar10-separable)")
+      ->check(CLI::IsMember(models));
   cmd->add_option("--batch", o.batch_text,
                   "Training batch size (2..65536), or auto: the largest that fits --memory's limit")
       ->capture_default_str();
@@ -63,6 +71,12 @@ DataOptions add_data_options(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--loader-threads", o.loader_threads, "Pipeline worker threads")->check(CLI::PositiveNumber)
       ->capture_default_str();
   return d;
+}
+
+void apply_model_defaults(TrainOptions& o) {
+  const train::ModelInfo& model = o.model.empty() ? train::default_model(o.dataset) : train::model_info(o.model);
+  o.model = model.name;
+  if (o.epochs == 0) o.epochs = model.default_epochs;
 }
 
 DeviceId parse_device(const std::string& text) {

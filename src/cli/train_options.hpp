@@ -24,7 +24,7 @@ struct TrainOptions {
   std::string data;                    // a folder with train/ and test/
   std::string shards;                  // or tar shards: the training split (a pattern)...
   std::string test_shards;             // ...and the test split
-  std::string model;                   // default: by dataset
+  std::string model;                   // empty: the catalog's model for --dataset
   int epochs = 0;                      // 0: the model's default
   std::int64_t steps = 0;              // > 0: stop after this many steps
   int batch = 128;
@@ -58,10 +58,10 @@ struct TrainOptions {
 // The evaluation batch of `sluice train` (the planner simulates it too).
 inline constexpr std::int64_t kEvalBatch = 256;
 
-// Epochs that bring fashion-cnn past 90% test accuracy on 2 cores well inside 10 minutes, and
-// cifar10-separable past 80% (docs/training.md has both measurements): train's defaults.
-inline constexpr int kFashionEpochs = 3;
-inline constexpr int kCifarEpochs = 15;
+// Fills in what the flags left to the model catalog (sluice/train/models.hpp), alike for train and
+// plan: --model (the one made for --dataset, else the catalog's default) and --epochs (the
+// model's). Throws sluice::Error(kInvalidArgument) for an unknown model.
+void apply_model_defaults(TrainOptions& o);
 
 // --model, --batch, --accumulate, --checkpoint, --optimizer, --precision, --offload, --lr, --threads, --device,
 // --seed, --memory, --memory-limit, --host-memory-limit, --no-eval: the flags that decide what a

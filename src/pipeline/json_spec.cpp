@@ -15,6 +15,7 @@
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/pipeline/presets.hpp"
 
 namespace sluice {
 
@@ -40,6 +41,37 @@ spec::Stage read_stage(const json& v, const std::string& path) {
   std::vector<std::string> known;
   for (const schema::StageDescriptor* d : schema::stage_descriptors()) known.emplace_back(d->name);
   bad(path + ": unknown stage \"" + name + "\" (known: " + join(known) + ")");
+}
+
+// {"preset": "cifar10_train"} or {"preset": {"name": "imagenet_eval", "size": 224, "dtype": "f16",
+// "layout": "nhwc"}}: a standard transform's stages (sluice/pipeline/presets.hpp), expanded here,
+// so the canonical document (to_json) lists the stages themselves.
+std::vector<spec::Stage> read_preset(const json& v, const std::string& path) {
+  static const json kNoOptions = json::object();
+  const json& options = v.is_string() ? kNoOptions : v;  // both lvalues: no temporary for Object to outlive
+  const Object o(options, path, {"name", "size", "dtype", "layout"});
+  if (!v.is_string() && !v.is_object()) expected(path, "a preset's name or {\"name\": ..., \"size\": ...}", v);
+  const std::string name = v.is_string() ? v.get<std::string>() : o.require<std::string>("name", "a preset's name", as_string);
+  const presets::PresetEntry* entry = nullptr;
+  try {
+    entry = &presets::find(name);
+  } catch (const Error& e) {
+    bad(path + (v.is_string() ? "" : ".name") + ": " + e.cause());
+  }
+  int size = 0;
+  if (entry->takes_size) {
+    size = o.positive("size");
+  } else if (o.find("size") != nullptr) {
+    bad(o.path("size") + ": " + name + " has its data set's size and takes none");
+  }
+  presets::Output out;
+  out.layout = o.get("layout", out.layout, [](const json& x, const std::string& xp) {
+    return as_choice<Layout>(x, xp, {{"nchw", Layout::kNCHW}, {"nhwc", Layout::kNHWC}});
+  });
+  out.dtype = o.get("dtype", out.dtype, [](const json& x, const std::string& xp) {
+    return as_choice<DType>(x, xp, {{"u8", DType::kU8}, {"f32", DType::kF32}, {"f16", DType::kF16}, {"bf16", DType::kBF16}});
+  });
+  return entry->make(size, out).stages;
 }
 
 // Relative paths in a spec file mean "next to the spec", not "next to whoever runs it".
@@ -175,7 +207,14 @@ PipelineDocument parse_pipeline_json(std::string_view text, const std::string& b
   if (stages == nullptr) bad("stages: missing (expected an array of stages, e.g. [{\"read\": {}}, ...])");
   if (!stages->is_array()) expected("stages", "an array of stages", *stages);
   for (std::size_t i = 0; i < stages->size(); ++i) {
-    spec::Stage stage = read_stage((*stages)[i], "stages[" + std::to_string(i) + "]");
+    const json& element = (*stages)[i];
+    if (element.is_object() && element.size() == 1 && element.begin().key() == "preset") {
+      for (spec::Stage& s : read_preset(*element.begin(), "stages[" + std::to_string(i) + "].preset")) {
+        doc.spec.stages.push_back(std::move(s));
+      }
+      continue;
+    }
+    spec::Stage stage = read_stage(element, "stages[" + std::to_string(i) + "]");
     if (auto* cache = std::get_if<spec::Cache>(&stage)) {
       if (auto* disk = std::get_if<DiskCache>(&cache->store)) disk->path = resolve_path(base_dir, disk->path);
     }

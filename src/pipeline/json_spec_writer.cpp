@@ -1,9 +1,10 @@
 // The JSON pipeline spec's writer (docs/json-spec.md): the canonical document of a pipeline, every
-// option written out so that parse_pipeline_json (json_spec.cpp) gives the same spec back, and a
-// running pipeline's Stats as JSON for the C API and the Python module. Each stage's options are
-// written by its descriptor (descriptors/, stage_registry.hpp).
+// option written out so that parse_pipeline_json (json_spec.cpp) gives the same spec back. Each
+// stage's options are written by its descriptor (descriptors/, stage_registry.hpp). A running
+// pipeline's Stats are written by stats_json.cpp.
 #include "sluice/pipeline/json_spec.hpp"
 
+#include "pipeline/json_text.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 
@@ -60,42 +61,7 @@ std::string to_json(const PipelineSpec& spec, const BuildOptions& build, int ind
   b["seed"] = build.seed;
   b["ordered"] = build.ordered;
   root["build"] = std::move(b);
-  return root.dump(indent);
-}
-
-std::string stats_to_json(const Stats& stats) {
-  ordered_json j;
-  ordered_json stages = ordered_json::array();
-  for (const auto& s : stats.stages) {
-    stages.push_back({{"name", s.name}, {"busy_seconds", s.busy_seconds}, {"items", s.items}, {"bytes", s.bytes}});
-  }
-  ordered_json skipped = ordered_json::array();
-  for (const auto& s : stats.skipped_samples) skipped.push_back({{"path", s.path}, {"cause", s.cause}});
-  ordered_json recovered = ordered_json::array();
-  for (const auto& r : stats.recovered_samples) recovered.push_back({{"path", r.path}, {"warning", r.warning}});
-  ordered_json memory = ordered_json::object();
-  for (const auto& m : stats.memory) memory[m.use] = {{"used", m.used}, {"peak", m.peak}};
-  j["stages"] = std::move(stages);
-  j["samples"] = stats.samples;
-  j["batches"] = stats.batches;
-  j["skipped"] = stats.skipped;
-  j["skip_events"] = stats.skip_events;
-  j["skipped_samples"] = std::move(skipped);
-  j["recovered"] = stats.recovered;
-  j["recovered_samples"] = std::move(recovered);
-  j["consumer_wait_seconds"] = stats.consumer_wait_seconds;
-  j["threads"] = stats.threads;
-  j["memory_budget"] = stats.memory_budget;
-  j["memory_used"] = stats.memory_used;
-  j["memory_peak"] = stats.memory_peak;
-  j["memory"] = std::move(memory);
-  const CacheStats& c = stats.cache;
-  j["cache"] = {{"kind", c.kind}, {"hits", c.hits}, {"misses", c.misses}, {"entries", c.entries},
-                {"bytes", c.bytes}, {"dropped", c.dropped}, {"note", c.note}};
-  const TuningStats& t = stats.tuning;
-  j["tuning"] = {{"samples_in_flight", t.samples_in_flight}, {"prefetch", t.prefetch},
-                 {"autotuned", t.autotuned}, {"decisions", t.decisions}};
-  return j.dump();
+  return dump_json(root, indent);  // a list source's paths need not be UTF-8
 }
 
 }  // namespace sluice

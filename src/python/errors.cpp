@@ -5,7 +5,7 @@
 // so `except ValueError` and `except FileNotFoundError` work as Python programs expect, and
 // `except sluice.Error` catches everything sluice raises. Each exception carries `code` (the
 // ErrorCode's name: "corrupt data", ...), `path` (the input it concerns, or "") and `cause` (the
-// message without the path).
+// message without the path). A path that is not UTF-8 arrives as os.fsdecode would give it.
 #include <string>
 
 #include "python_module.hpp"
@@ -28,17 +28,26 @@ PyObject* new_exception(py::module_& m, const char* name, PyObject* bases, const
   return type;
 }
 
+// Text from sluice as a str: UTF-8, with any byte that is not part of a UTF-8 sequence (a file
+// name on Linux is any bytes) kept as os.fsdecode keeps it (surrogateescape), so os.fsencode
+// gives the bytes back; py::str would raise UnicodeDecodeError instead.
+py::str fs_str(const std::string& text) {
+  PyObject* s = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "surrogateescape");
+  if (s == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(s);
+}
+
 void raise(const Error& e) {
   PyObject* type = error_type;
   if (e.code() == ErrorCode::kInvalidArgument) type = invalid_argument_type;
   if (e.code() == ErrorCode::kNotFound) type = not_found_type;
   // Built as an object first so the attributes can be set before it is raised.
-  py::object exception = py::reinterpret_borrow<py::object>(type)(py::str(e.what()));
+  py::object exception = py::reinterpret_borrow<py::object>(type)(fs_str(e.what()));
   exception.attr("code") = py::str(std::string(to_string(e.code())));
-  exception.attr("path") = py::str(e.path());
-  exception.attr("cause") = py::str(e.cause());
+  exception.attr("path") = fs_str(e.path());
+  exception.attr("cause") = fs_str(e.cause());
   if (e.code() == ErrorCode::kNotFound && !e.path().empty()) {
-    exception.attr("filename") = py::str(e.path());  // OSError's own field
+    exception.attr("filename") = fs_str(e.path());  // OSError's own field
   }
   PyErr_SetObject(type, exception.ptr());
 }

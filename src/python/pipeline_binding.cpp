@@ -117,14 +117,15 @@ std::uint64_t memory_budget_option(const py::object& budget) {
                   py::repr(budget).cast<std::string>());
 }
 
-// The keyword arguments that override the spec, applied as the C API applies its options.
+// The keyword arguments that override the spec, turned into the DocumentOverrides the C API
+// fills from its options too (apply_overrides checks and applies them).
 // shard="launcher": the rank and world size torchrun, mpirun or srun gave this process (launcher.hpp);
 // shard=(rank, world): those.
-void shard_option(PipelineDocument& doc, const py::object& shard) {
+void shard_option(DocumentOverrides& o, const py::object& shard) {
   if (py::isinstance<py::str>(shard) && shard.cast<std::string>() == "launcher") {
     const LauncherRank r = launcher_rank();
-    doc.spec.shard_rank = r.rank;
-    doc.spec.shard_world = r.world;
+    o.shard_rank = r.rank;
+    o.shard_world = r.world;
     return;
   }
   if (py::isinstance<py::tuple>(shard) || py::isinstance<py::list>(shard)) {
@@ -133,8 +134,8 @@ void shard_option(PipelineDocument& doc, const py::object& shard) {
       const auto rank = pair[0].cast<long long>();
       const auto world = pair[1].cast<long long>();
       if (world >= 1 && world <= 1'000'000 && rank >= 0 && rank < world) {
-        doc.spec.shard_rank = static_cast<int>(rank);
-        doc.spec.shard_world = static_cast<int>(world);
+        o.shard_rank = static_cast<int>(rank);
+        o.shard_world = static_cast<int>(world);
         return;
       }
     }
@@ -144,45 +145,31 @@ void shard_option(PipelineDocument& doc, const py::object& shard) {
                   py::repr(shard).cast<std::string>());
 }
 
-void apply_overrides(PipelineDocument& doc, const py::object& threads, const py::object& memory_budget,
-                     const py::object& cuda_stream, const py::object& shard) {
-  if (!shard.is_none()) shard_option(doc, shard);
-  if (!threads.is_none()) doc.build.threads = threads_option(threads);
-  if (!memory_budget.is_none()) doc.build.memory_budget = memory_budget_option(memory_budget);
-  if (!cuda_stream.is_none()) {
-    void* stream = reinterpret_cast<void*>(cuda_stream.cast<std::uintptr_t>());
-    for (spec::Stage& stage : doc.spec.stages) {
-      if (auto* t = std::get_if<spec::ToDevice>(&stage)) t->options.stream = stream;
-    }
-  }
+void apply_keywords(PipelineDocument& doc, const py::object& threads, const py::object& memory_budget,
+                    const py::object& cuda_stream, const py::object& shard) {
+  DocumentOverrides o;
+  if (!shard.is_none()) shard_option(o, shard);
+  if (!threads.is_none()) o.threads = threads_option(threads);
+  if (!memory_budget.is_none()) o.memory_budget = memory_budget_option(memory_budget);
+  if (!cuda_stream.is_none()) o.cuda_stream = reinterpret_cast<void*>(cuda_stream.cast<std::uintptr_t>());
+  apply_overrides(doc, o);
 }
 
 PipelineRef build(PipelineDocument doc) {
   PipelineRef out;
-  const spec::Normalize* normalize = nullptr;
-  const spec::ToDevice* to_device = nullptr;
-  for (const spec::Stage& stage : doc.spec.stages) {
-    if (const auto* n = std::get_if<spec::Normalize>(&stage)) normalize = n;
-    if (const auto* t = std::get_if<spec::ToDevice>(&stage)) to_device = t;
-  }
   out.spec_json = to_json(doc);
   Loader loader = [&] {
     py::gil_scoped_release release;  // build() scans folders and plans memory: let Python run
     return Pipeline(doc.spec).build(doc.build);
   }();
-  out.batch_shape = loader.batch_shape();
-  out.dtype = loader.dtype();
+  // What the consumer receives, device normalisation included: the Loader's to say.
+  const OutputDescription data = loader.outputs()[0];
+  out.batch_shape = data.shape;
+  out.dtype = data.dtype;
   out.core = std::make_shared<Core>(std::move(loader));
-  if (to_device != nullptr) {
-    out.core->device = to_device->device;
-    out.core->cuda_stream = to_device->options.stream;
-    // With normalize_on_device the host ships u8 NHWC and the device produces the normalize
-    // stage's dtype and layout, which is what the consumer receives.
-    if (to_device->options.normalize_on_device && normalize != nullptr) {
-      out.dtype = normalize->options.dtype;
-      const Shape& s = out.batch_shape;
-      if (normalize->options.layout == Layout::kNCHW && s.rank() == 4) out.batch_shape = Shape{s[0], s[3], s[1], s[2]};
-    }
+  out.core->device = data.device;
+  for (const spec::Stage& stage : doc.spec.stages) {
+    if (const auto* t = std::get_if<spec::ToDevice>(&stage)) out.core->cuda_stream = t->options.stream;
   }
   return out;
 }
@@ -207,7 +194,7 @@ PipelineRef from_object(const py::object& spec, const py::object& base_dir, cons
     throw py::type_error("spec: expected a dict or the path of a JSON spec file, got " +
                          py::str(py::type::of(spec).attr("__name__")).cast<std::string>());
   }
-  apply_overrides(doc, threads, memory_budget, cuda_stream, shard);
+  apply_keywords(doc, threads, memory_budget, cuda_stream, shard);
   return build(std::move(doc));
 }
 
@@ -256,7 +243,7 @@ void bind_pipeline(py::module_& m) {
               py::gil_scoped_release release;
               return parse_pipeline_json(text, base);
             }();
-            apply_overrides(doc, threads, memory_budget, cuda_stream, shard);
+            apply_keywords(doc, threads, memory_budget, cuda_stream, shard);
             return build(std::move(doc));
           },
           py::arg("text"), py::kw_only(), py::arg("base_dir") = py::none(), py::arg("threads") = py::none(),

@@ -34,8 +34,9 @@ Loader::~Loader() = default;
 Loader::EpochRange Loader::epoch(std::int64_t e) { return EpochRange(impl_.get(), e); }
 std::int64_t Loader::samples_per_epoch() const { return impl_->samples_per_epoch(); }
 std::int64_t Loader::batches_per_epoch() const { return impl_->batches_per_epoch(); }
-Shape Loader::batch_shape() const { return impl_->batch_shape(); }
-DType Loader::dtype() const { return impl_->dtype(); }
+std::vector<OutputDescription> Loader::outputs() const { return impl_->outputs(); }
+Shape Loader::batch_shape() const { return impl_->outputs()[0].shape; }
+DType Loader::dtype() const { return impl_->outputs()[0].dtype; }
 Stats Loader::stats() const { return impl_->stats(); }
 std::vector<std::uint8_t> Loader::state() const { return impl_->state(); }
 void Loader::restore(std::span<const std::uint8_t> state) { impl_->restore(state); }

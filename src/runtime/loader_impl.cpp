@@ -135,6 +135,25 @@ Shape LoaderImpl::batch_shape() const {
   return Shape{plan_.batch_size, sample[0], sample[1], sample[2]};
 }
 
+std::vector<OutputDescription> LoaderImpl::outputs() const {
+  const DeviceId device = plan_.to_device ? plan_.to_device->device : host();
+  OutputDescription data{.name = "data", .shape = batch_shape(), .dtype = program_->dtype(),
+                         .layout = program_->layout() == Layout::kNCHW ? "NCHW" : "NHWC", .device = device};
+  if (plan_.to_device && plan_.to_device->options.normalize_on_device) {
+    // The host ships u8 NHWC; the device writes the normalize stage's dtype and layout
+    // (DeviceDelivery::hand_over), which is what the consumer receives.
+    const Size2 out = program_->output_size();
+    const int c = program_->channels();
+    const bool nchw = plan_.device_normalize.layout == Layout::kNCHW;
+    data.dtype = plan_.device_normalize.dtype;
+    data.layout = nchw ? "NCHW" : "NHWC";
+    data.shape = nchw ? Shape{plan_.batch_size, c, out.height, out.width} : Shape{plan_.batch_size, out.height, out.width, c};
+  }
+  OutputDescription labels{.name = "labels", .shape = Shape{plan_.batch_size}, .dtype = DType::kI32, .layout = "N",
+                           .device = device};
+  return {std::move(data), std::move(labels)};
+}
+
 // ---- a batch's way through the parts ---------------------------------------------------------
 
 void LoaderImpl::start_epoch(std::int64_t epoch) {

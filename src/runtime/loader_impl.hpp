@@ -28,6 +28,7 @@
 #include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/batch.hpp"
 #include "sluice/pipeline/stats.hpp"
+#include "sluice/runtime/loader.hpp"
 #include "stages/cache/disk_cache.hpp"
 #include "stages/source/epoch_order.hpp"
 #include "stages/cache/memory_cache.hpp"
@@ -50,8 +51,9 @@ class LoaderImpl {
 
   std::int64_t samples_per_epoch() const { return order_.size(); }
   std::int64_t batches_per_epoch() const;
+  // The host program's full batch (u8 NHWC when the device normalises).
   Shape batch_shape() const;
-  DType dtype() const { return program_->dtype(); }
+  std::vector<OutputDescription> outputs() const;
   Stats stats() const;
 
   std::vector<std::uint8_t> state() const;

@@ -30,7 +30,7 @@ TEST(CliBench, JsonHasTheContractKeysAndChecksumsMatchAcrossThreads) {
     const json j = bench_json({"--data", dir.string(), "--transform", "pad-crop", "--size", "32", "--batch", "128",
                                "--threads", threads, "--shuffle", "--seed", "3", "--out", "bf16"});
     for (const char* key : {"images", "seconds", "images_per_sec", "peak_rss_bytes", "threads", "skipped",
-                            "skip_events", "skipped_paths", "checksum"}) {
+                            "skip_events", "skipped_samples", "memory_peak", "checksum"}) {
       EXPECT_TRUE(j.contains(key)) << key;
     }
     EXPECT_EQ(j["images"], 10000);
@@ -53,8 +53,9 @@ TEST(CliBench, SkipPolicyReportsBadFilesAndFailPolicyExitsOne) {
   EXPECT_EQ(j["images"], 31);
   EXPECT_EQ(j["skipped"], 1);
   EXPECT_EQ(j["skip_events"], 1);  // one epoch, and no replacement is the bad file
-  ASSERT_EQ(j["skipped_paths"].size(), 1u);
-  EXPECT_EQ(j["skipped_paths"][0], bad.string());
+  ASSERT_EQ(j["skipped_samples"].size(), 1u);  // the statistics schema of C and Python (docs/stats.md)
+  EXPECT_EQ(j["skipped_samples"][0]["path"], bad.string());
+  EXPECT_FALSE(j["skipped_samples"][0]["cause"].get<std::string>().empty());
 
   const CliRun fail = run_cli({"bench", "--data", dir.path().string(), "--transform", "none", "--batch", "8"});
   EXPECT_EQ(fail.exit_code, 1);
@@ -79,8 +80,8 @@ TEST(CliBench, RecoveredFilesAreReportedAndStrictDecodeSkipsThem) {
   strict.push_back("--strict-decode");
   const json s = bench_json(strict);
   EXPECT_EQ(s["recovered"], 0);
-  ASSERT_EQ(s["skipped_paths"].size(), 1u);
-  EXPECT_EQ(s["skipped_paths"][0], junk);
+  ASSERT_EQ(s["skipped_samples"].size(), 1u);
+  EXPECT_EQ(s["skipped_samples"][0]["path"], junk);
 }
 
 TEST(CliBench, StopSaveStateAndResumeGiveTheUninterruptedBatches) {

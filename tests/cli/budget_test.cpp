@@ -68,7 +68,7 @@ TEST(MemoryBudget, EveryShapeStaysInsideEveryBudget) {
       const CliRun run = run_cli(run_args);
       ASSERT_EQ(run.exit_code, 0) << shape.name << " at " << budget << ": " << run.err;
       const json j = json::parse(run.last_line());
-      const auto peak = j["memory_peak_bytes"].get<std::uint64_t>();
+      const auto peak = j["memory_peak"].get<std::uint64_t>();
       const auto rss = j["peak_rss_bytes"].get<std::uint64_t>() - j["baseline_rss_bytes"].get<std::uint64_t>();
       std::printf("%-22s budget %10llu: accounted peak %10llu, RSS above baseline %10llu, %6.0f images/s\n",
                   shape.name.c_str(), static_cast<unsigned long long>(budget), static_cast<unsigned long long>(peak),

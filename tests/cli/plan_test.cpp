@@ -171,5 +171,17 @@ TEST(CliTrainMemory, AccumulateAutoKeepsTheBatchAndFitsTheLimit) {
   EXPECT_LE(t["peak_device_bytes"].get<std::uint64_t>(), 9u << 20);
 }
 
+// train and plan take their defaults from the model catalog alike: the model made for --dataset
+// (else cifar10-separable) and its epochs (plan chose fashion-cnn and 30 epochs for cifar before).
+TEST(CliPlan, DefaultsAreTheModelCatalogsAsForTrain) {
+  const json none = last_json({"plan", "--batch", "4", "--threads", "1", "--no-eval", "--json"});
+  EXPECT_EQ(none["model"], "cifar10-separable");
+  const json fashion = last_json({"plan", "--dataset", "fashion-mnist", "--batch", "4", "--threads", "1", "--no-eval", "--json"});
+  EXPECT_EQ(fashion["model"], "fashion-cnn");
+  const CliRun unknown = run_cli({"plan", "--model", "resnet"});
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("cifar10-separable"), std::string::npos) << unknown.err;  // the catalog names the choices
+}
+
 }  // namespace
 }  // namespace sluice::test

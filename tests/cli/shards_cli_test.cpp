@@ -175,9 +175,9 @@ TEST_F(ShardsCli, DamagedShardSkippedFailedAndInspected) {
   const json skipped = bench_json(skip);
   EXPECT_EQ(skipped["images"], items);  // full batches: every damaged sample replaced
   EXPECT_GE(skipped["skipped"].get<int>(), report["failed"].get<int>());
-  EXPECT_EQ(skipped["skipped_paths"].size(), report["failed"].get<std::size_t>());
-  for (const auto& path : skipped["skipped_paths"]) {
-    EXPECT_NE(path.get<std::string>().find("test-000006.tar:"), std::string::npos) << path;
+  EXPECT_EQ(skipped["skipped_samples"].size(), report["failed"].get<std::size_t>());
+  for (const auto& sample : skipped["skipped_samples"]) {
+    EXPECT_NE(sample["path"].get<std::string>().find("test-000006.tar:"), std::string::npos) << sample;
   }
   std::vector<std::string> fail = args;
   fail.insert(fail.end(), {"--on-error", "fail"});

@@ -29,6 +29,13 @@ TEST(GpuPipeline, DeviceBatchesEqualHostBatchesBitForBit) {
     auto base = [&] { return Pipeline::from_items(items).shuffle_files(2).read().decode_jpeg().resize(20, 12).normalize(norm).batch(8); };
     Loader host_loader = base().build({.threads = 2});
     Loader gpu_loader = base().prefetch(1).to_device(cuda(0), {.normalize_on_device = on_device}).build({.threads = 2});
+    // What the consumer receives, whichever side normalises: the host pipeline's batch, on the device.
+    const OutputDescription out = gpu_loader.outputs()[0];
+    EXPECT_EQ(out.shape, host_loader.batch_shape());
+    EXPECT_EQ(out.dtype, DType::kF16);
+    EXPECT_EQ(out.layout, "NCHW");
+    EXPECT_EQ(out.device, cuda(0));
+    EXPECT_EQ(gpu_loader.outputs()[1].device, cuda(0));
     std::vector<std::vector<std::uint8_t>> expected;
     std::vector<std::vector<std::int32_t>> expected_labels;
     for (Batch& b : host_loader.epoch(0)) {

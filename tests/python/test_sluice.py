@@ -319,6 +319,68 @@ class PipelineApiTest(unittest.TestCase):
 
 
 @unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
+class PresetTest(unittest.TestCase):
+    """A spec's {"preset": ...} is the library's standard transform (sluice/pipeline/presets.hpp),
+    the same stages as written out by hand, and batch_shape/dtype describe what arrives."""
+
+    def test_preset_equals_its_stages(self):
+        items = cifar_items(2)
+        preset = {"source": {"items": items},
+                  "stages": ["read", "decode_jpeg", {"preset": {"name": "cifar10_eval", "dtype": "f16"}},
+                             {"batch": {"size": 8}}], "build": {"threads": 2}}
+        by_hand = {"source": {"items": items},
+                   "stages": ["read", "decode_jpeg",
+                              {"normalize": {"mean": CIFAR_MEAN, "std": CIFAR_STD, "layout": "nchw", "dtype": "f16"}},
+                              {"batch": {"size": 8}}], "build": {"threads": 2}}
+        a, b = sluice.Pipeline(preset), sluice.Pipeline(by_hand)
+        self.assertEqual(a.spec["stages"], b.spec["stages"])
+        self.assertEqual((a.batch_shape, a.dtype, a.device), ((8, 3, 32, 32), "float16", "host"))
+        if np is not None:
+            for x, y in zip(a.epoch(0), b.epoch(0)):
+                self.assertEqual(np.from_dlpack(x.data).tobytes(), np.from_dlpack(y.data).tobytes())
+        with self.assertRaises(ValueError) as caught:
+            sluice.Pipeline({"source": {"items": items}, "stages": ["read", "decode_jpeg", {"preset": "cifar100"}]})
+        self.assertIn("stages[2].preset: unknown preset", str(caught.exception))
+
+
+@unittest.skipUnless(have_cifar() and os.path.exists(TRUNCATED), "the shared datasets are absent: set SLUICE_DATASETS")
+class NonUtf8PathTest(unittest.TestCase):
+    """A class folder and a file named with a byte that is not UTF-8 (b"bad\\xff"): stats() and a
+    bad file's error under on_error "fail" give the path as os.fsdecode gives it, so os.fsencode
+    gives the bytes back (stats() raised RuntimeError, the error UnicodeDecodeError)."""
+
+    def test_stats_and_errors_carry_the_path_as_fsdecode_gives_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = os.fsencode(tmp)
+            good, bad = os.path.join(root, b"good"), os.path.join(root, b"bad\xff")
+            os.mkdir(good)
+            os.mkdir(bad)
+            for i, item in enumerate(cifar_items(1)[:6]):
+                with open(item["path"], "rb") as src, open(os.path.join(good if i < 4 else bad, b"%d.jpg" % i), "wb") as dst:
+                    dst.write(src.read())
+            bad_file = os.path.join(bad, b"bad\xff.jpg")
+            with open(TRUNCATED, "rb") as src, open(bad_file, "wb") as dst:
+                dst.write(src.read())
+            spec = {"source": {"folder": tmp}, "stages": ["read", "decode_jpeg", {"resize": {"size": 32}},
+                                                           {"normalize": {"mean": [], "std": [], "layout": "nhwc",
+                                                                          "dtype": "u8"}},
+                                                           {"batch": {"size": 2}}],
+                    "build": {"threads": 2, "on_error": "fail"}}
+            with self.assertRaises(sluice.Error) as caught:
+                for _ in sluice.Pipeline(spec).epoch(0):
+                    pass
+            self.assertNotIsInstance(caught.exception, UnicodeError)
+            self.assertEqual(os.fsencode(caught.exception.path), bad_file)
+            self.assertIn(os.fsdecode(bad_file), str(caught.exception))
+            spec["build"]["on_error"] = "skip"
+            pipeline = sluice.Pipeline(spec)
+            self.assertEqual(sum(len(b) for b in pipeline.epoch(0)), 7)
+            stats = pipeline.stats()
+            self.assertEqual(stats["skipped"], 1)
+            self.assertEqual([os.fsencode(s["path"]) for s in stats["skipped_samples"]], [bad_file])
+
+
+@unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
 class RecoveredFilesTest(unittest.TestCase):
     """A file libjpeg warns about but decodes whole is decoded (as Pillow decodes it) and counted
     in stats()["recovered"] with its path and warning; "strict" fails it instead."""

@@ -114,6 +114,8 @@ typedef struct sluice_loader_info {
   size_t struct_size;          /* sizeof(sluice_loader_info_t) */
   int64_t samples_per_epoch;   /* of this shard */
   int64_t batches_per_epoch;
+  /* The batch's data as the consumer receives it (normalised on the device when the spec asks):
+   * the C++ Loader's outputs()[0]. */
   int32_t ndim;                /* of a batch's data: 4 */
   int64_t shape[6];            /* of a full batch: (N, C, H, W) or (N, H, W, C) */
   DLDataType dtype;            /* of a batch's data */
@@ -136,8 +138,9 @@ sluice_status_t sluice_loader_next(sluice_loader_t* loader, sluice_batch_t** bat
 
 /* The loader's statistics as a JSON object (per-stage busy time, samples, skipped files and
  * skip_events, the replacements made, files recovered in spite of libjpeg warnings, memory per use,
- * cache, tuning). *json is owned by the loader and valid until the next call of this
- * function on it or its destruction. */
+ * cache, tuning), in the schema docs/stats.md describes, which Python and `sluice bench --json`
+ * share; a path that is not UTF-8 keeps its bytes (docs/stats.md says how). *json is owned by the
+ * loader and valid until the next call of this function on it or its destruction. */
 sluice_status_t sluice_loader_stats_json(sluice_loader_t* loader, const char** json);
 
 typedef struct sluice_batch_info {

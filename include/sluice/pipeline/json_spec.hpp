@@ -11,6 +11,8 @@
 // this header: documents come in and go out as text.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,6 +26,21 @@ struct PipelineDocument {
   PipelineSpec spec;
   BuildOptions build;
 };
+
+// What a program that loads a spec may set over it: the C API's sluice_loader_options_t and
+// Python's keyword arguments (threads, memory_budget, cuda_stream, shard) go through this one
+// place. An option left empty keeps the spec's value.
+struct DocumentOverrides {
+  std::optional<int> threads;                // a positive count or sluice::autotune
+  std::optional<std::uint64_t> memory_budget;  // bytes; 0: no limit
+  void* cuda_stream = nullptr;               // a cudaStream_t every to_device stage hands batches to
+  std::optional<int> shard_rank;             // with shard_world: this process's part of the data
+  std::optional<int> shard_world;
+};
+
+// Applies `overrides` to `doc`. Throws sluice::Error(kInvalidArgument) for a thread count below 1
+// (other than autotune) or a shard outside 0 <= rank < world, naming the option.
+void apply_overrides(PipelineDocument& doc, const DocumentOverrides& overrides);
 
 // Parses a spec given as JSON text. Relative paths in it (source folder or list, item paths, a
 // disk cache's path) resolve against `base_dir` when it is not empty, else they stay relative
@@ -42,8 +59,9 @@ inline std::string to_json(const PipelineDocument& doc, int indent = 2) {
   return to_json(doc.spec, doc.build, indent);
 }
 
-// A running pipeline's statistics as one JSON object (the fields of Stats, snake_case), for the
-// C API and the Python module.
+// A running pipeline's statistics as one JSON object on one line (the fields of Stats, snake_case;
+// the schema is docs/stats.md), as the C API, Python and `sluice bench --json` write them. A path
+// that is not valid UTF-8 keeps its bytes: each stray byte XX is written as \udcXX.
 std::string stats_to_json(const Stats& stats);
 
 }  // namespace sluice

@@ -11,8 +11,10 @@
 #include <iterator>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "sluice/core/device_id.hpp"
 #include "sluice/core/dtype.hpp"
 #include "sluice/core/shape.hpp"
 #include "sluice/pipeline/batch.hpp"
@@ -22,6 +24,17 @@
 namespace sluice {
 
 class LoaderImpl;
+
+// One output of a batch as its consumer receives it, after every stage (a to_device stage that
+// normalises on the device included): what the C API's sluice_loader_info_t and Python's
+// batch_shape, dtype and device report. Like DALI's output descriptions, one entry per output.
+struct OutputDescription {
+  std::string name;    // "data" (the images) or "labels"
+  Shape shape;         // of a full batch; an epoch's last batch may be shorter in its first axis
+  DType dtype = DType::kU8;
+  std::string layout;  // one letter per axis: "NCHW" or "NHWC" for data, "N" for labels
+  DeviceId device;     // where the output lies: host(), or the to_device stage's device
+};
 
 class Loader {
  public:
@@ -40,8 +53,10 @@ class Loader {
 
   std::int64_t samples_per_epoch() const;
   std::int64_t batches_per_epoch() const;
-  Shape batch_shape() const;  // of a full batch
-  DType dtype() const;
+  // The batch's outputs: "data" first, then "labels".
+  std::vector<OutputDescription> outputs() const;
+  Shape batch_shape() const;  // outputs()[0].shape: a full batch's data as the consumer receives it
+  DType dtype() const;        // outputs()[0].dtype
   Stats stats() const;
 
   // Resumable iteration. state() is where the consumer is: the epoch and the next batch, with a
