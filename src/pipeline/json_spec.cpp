@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/numbers.hpp"
 #include "pipeline/json_limits.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
@@ -85,11 +86,12 @@ spec::Source read_source(const json* v, const std::string& base_dir) {
   const auto resolve = [&base_dir](const std::string& path) { return resolve_path(base_dir, path); };
   if (const json* s = o.find("shards")) return read_shards(*s, base_dir);
   if (const json* f = o.find("folder")) {
-    // "DIR", or {"path": DIR, "allow_outside_root": true} for folders whose symlinks leave it.
+    // "DIR", or {"path": DIR, "allow_outside_root": true} for folders whose symlinks leave it,
+    // "allow_empty_classes": true to keep class folders without images.
     if (!f->is_object()) return spec::Folder{resolve(as_string(*f, "source.folder")), false};
-    const Object folder(*f, "source.folder", {"path", "allow_outside_root"});
+    const Object folder(*f, "source.folder", {"path", "allow_outside_root", "allow_empty_classes"});
     return spec::Folder{resolve(folder.require<std::string>("path", "a non-empty string", as_string)),
-                        folder.flag("allow_outside_root", false)};
+                        folder.flag("allow_outside_root", false), folder.flag("allow_empty_classes", false)};
   }
   if (const json* l = o.find("list")) {
     // "FILE", or {"path": FILE, "allow_outside_root": true} for lists whose entries climb out.
@@ -120,7 +122,9 @@ BuildOptions read_build(const json* v) {
   b.memory_budget = o.get("memory_budget", b.memory_budget, as_size);
   b.threads = o.get("threads", b.threads, [](const json& x, const std::string& xp) {
     if (x.is_string() && x.get<std::string>() == "auto") return autotune;
-    return static_cast<int>(as_integer(x, xp, 1, INT_MAX, "a positive integer or \"auto\""));
+    return static_cast<int>(as_integer(x, xp, 1, core::max_threads(),
+                                       "an integer from 1 to " + std::to_string(core::max_threads()) +
+                                           " (4 x the hardware threads, at least 1024) or \"auto\""));
   });
   b.samples_in_flight = o.get("samples_in_flight", b.samples_in_flight, [](const json& x, const std::string& xp) {
     return static_cast<int>(as_integer(x, xp, 0, INT_MAX, "a non-negative integer (0: the default)"));
