@@ -10,7 +10,7 @@ namespace sluice::cli {
 
 namespace {
 
-std::string quoted(const std::string& text) {
+std::string shown(const std::string& text) {
   return "\"" + text.substr(0, 40) + (text.size() > 40 ? "...\"" : "\"");
 }
 
@@ -20,7 +20,7 @@ CLI::Validator integer_in(std::int64_t min, std::int64_t max) {
   return CLI::Validator(
       [min, max](std::string& text) -> std::string {
         if (core::parse_int(text, min, max)) return {};
-        return "expected an integer from " + std::to_string(min) + " to " + std::to_string(max) + ", got " + quoted(text);
+        return "expected an integer from " + std::to_string(min) + " to " + std::to_string(max) + ", got " + shown(text);
       },
       "INT in [" + std::to_string(min) + " - " + std::to_string(max) + "]");
 }
@@ -29,7 +29,7 @@ CLI::Validator unsigned_up_to(std::uint64_t max) {
   return CLI::Validator(
       [max](std::string& text) -> std::string {
         if (core::parse_uint(text, max)) return {};
-        return "expected an integer from 0 to " + std::to_string(max) + ", got " + quoted(text);
+        return "expected an integer from 0 to " + std::to_string(max) + ", got " + shown(text);
       },
       "UINT in [0 - " + std::to_string(max) + "]");
 }
@@ -42,7 +42,7 @@ CLI::Validator thread_count(bool allow_auto) {
         if (core::parse_int(text, 1, bound)) return {};
         return "expected an integer from 1 to " + std::to_string(bound) +
                " (4 x the hardware threads, at least 1024)" + (allow_auto ? " or auto" : "") + ", got " +
-               quoted(text);
+               shown(text);
       },
       allow_auto ? "INT or auto" : "INT");
 }
