@@ -8,9 +8,8 @@
 
 #include <climits>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "core/binary_io.hpp"
 #include "core/numbers.hpp"
 #include "pipeline/json_limits.hpp"
 #include "pipeline/stage_json.hpp"
@@ -189,24 +188,11 @@ PipelineDocument parse_pipeline_json(std::string_view text, const std::string& b
 }
 
 PipelineDocument load_pipeline_json(const std::string& path) {
-  // A regular file of bounded size only: a FIFO would block the open, a device never end.
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    throw Error(ErrorCode::kInvalidArgument, "the pipeline spec is not a regular file", path);
-  }
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > json_limits::kMaxSpecBytes) {
-    throw Error(ErrorCode::kTooLarge, "the pipeline spec is " + std::to_string(size) + " bytes, more than the " +
-                std::to_string(json_limits::kMaxSpecBytes >> 20) + " MiB a spec may have", path);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, "cannot open the pipeline spec file", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(ErrorCode::kIo, "cannot read the pipeline spec file", path);
+  // A regular file under the spec's bound, through the one reader of whole files: a FIFO is
+  // refused without blocking, a device never read, a file that grows stopped at the bound.
+  const std::string text = core::read_regular_text(path, json_limits::kMaxSpecBytes, "pipeline spec");
   try {
-    return parse_pipeline_json(text.str(), std::filesystem::path(path).parent_path().string());
+    return parse_pipeline_json(text, std::filesystem::path(path).parent_path().string());
   } catch (const Error& e) {
     throw Error(e.code(), e.cause(), path);  // "train.json: stages[2]...: expected ..."
   }
