@@ -1,9 +1,9 @@
 // weights_fuzzer: the weights file formats' readers on crafted files: the container
 // (read_container, both magics) and the pruned-weights table (CompressedWeights::load, which reads
-// by path: the bytes go to a scratch file). The CRC would stop random bytes at the container, so
+// by path: the bytes go to a scratch file). The checksum would stop random bytes at the container, so
 // the target can repair it (flags) and the table's sizes, dims and offsets get fuzzed.
 //
-// Input: [0] flags: bit 0 repair the CRC over what the header announces, bit 1 the dense
+// Input: [0] flags: bit 0 repair the checksum over what the header announces, bit 1 the dense
 //            weights magic instead of the pruned one   [1..] the file
 // Expected: a loaded file or sluice::Error. A finding: a crash, a sanitizer report (an overflow in
 // the size arithmetic included: UBSan), another exception, kInternal, or a loaded tensor whose
@@ -62,8 +62,7 @@ std::vector<std::uint8_t> pruned_file(const std::vector<std::pair<std::vector<st
   put<std::uint32_t>(out, static_cast<std::uint32_t>(tensors.size()));
   put<std::uint64_t>(out, table.size());
   put<std::uint64_t>(out, blob.size());
-  put<std::uint32_t>(out, train::crc32(blob.data(), blob.size(), train::crc32(table.data(), table.size())));
-  put<std::uint32_t>(out, 0);
+  put<std::uint64_t>(out, train::weights_io::container_checksum(table.data(), table.size(), blob.data(), blob.size()));
   out.insert(out.end(), table.begin(), table.end());
   out.insert(out.end(), blob.begin(), blob.end());
   return out;
@@ -103,8 +102,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint64_t body = file.size() - train::weights_io::kContainerHeaderBytes;
     if (table <= body && blob <= body - table) {
       const std::uint8_t* t = file.data() + train::weights_io::kContainerHeaderBytes;
-      const std::uint32_t crc = train::crc32(t + table, blob, train::crc32(t, table));
-      std::memcpy(file.data() + 32, &crc, 4);
+      const std::uint64_t checksum = train::weights_io::container_checksum(t, table, t + table, blob);
+      std::memcpy(file.data() + 32, &checksum, 8);
     }
   }
   const train::weights_io::ContainerFormat format{

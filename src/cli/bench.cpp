@@ -20,6 +20,10 @@
 #include "cli/console.hpp"
 #include "pipeline/json_text.hpp"
 #include "pipeline/stats_json.hpp"
+#include "cli/number_flags.hpp"
+#include "core/atomic_file.hpp"
+#include "core/binary_io.hpp"
+#include "core/numbers.hpp"
 #include "sluice/device/stream.hpp"
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
@@ -61,6 +65,8 @@ struct BenchOptions {
   bool drop_cache = false;   // evict the data set's pages before epoch 0 (a cold first epoch)
   std::string device = "host";
   std::int64_t stop_after_batches = 0;  // 0: run every epoch
+  bool allow_outside_root = false;      // list entries and symlinks that leave the data set's folder
+  bool allow_empty_classes = false;     // class folders without images
   std::string save_state;               // where to write the loader's state when stopping
   std::string resume;                   // a state file to continue from
   bool per_batch = false;               // --json gets batch_checksums
@@ -99,7 +105,9 @@ std::uint64_t peak_rss_bytes() {
   return 0;
 }
 
-// --cache none | memory | memory:SIZE | disk:PATH, optionally ",decoded" to cache after decode.
+// --cache none | memory | memory:SIZE | disk:PATH, optionally ",decoded" to cache after decode
+// (",encoded", the default, is accepted too). Any other word after the last comma is refused:
+// "disk:X,encdoed" must not create a cache file named "X,encdoed".
 struct CacheChoice {
   std::optional<spec::Cache> cache;
   bool decoded = false;
@@ -107,10 +115,18 @@ struct CacheChoice {
 
 CacheChoice parse_cache(std::string text) {
   CacheChoice c;
-  const auto comma = text.find(",decoded");
+  const auto comma = text.rfind(',');
   if (comma != std::string::npos) {
-    c.decoded = true;
+    const std::string option = text.substr(comma + 1);
+    if (option != "decoded" && option != "encoded") {
+      throw Error(ErrorCode::kInvalidArgument, "--cache: unknown option \"" + option.substr(0, 40) +
+                                                   "\" after the comma (expected decoded or encoded)");
+    }
+    c.decoded = option == "decoded";
     text.erase(comma);
+    if (text.find(',') != std::string::npos) {
+      throw Error(ErrorCode::kInvalidArgument, "--cache: one option after a comma at most (decoded or encoded)");
+    }
   }
   if (text == "none") return c;
   if (text == "memory" || text.rfind("memory:", 0) == 0) {
@@ -146,8 +162,9 @@ DeviceId parse_device(const std::string& text) {
 
 Pipeline make_pipeline(const BenchOptions& o) {
   Pipeline p = !o.shards.empty() ? Pipeline::from_shards(o.shards)
-               : o.list.empty()   ? Pipeline::from_folder(o.data)
-                                  : Pipeline::from_list(o.list);
+               : o.list.empty()   ? Pipeline::from_folder(o.data, {.allow_outside_root = o.allow_outside_root,
+                                                                   .allow_empty_classes = o.allow_empty_classes})
+                                  : Pipeline::from_list(o.list, {.allow_outside_root = o.allow_outside_root});
   if (o.shuffle) p.shuffle_files(o.seed);
   const CacheChoice cache = parse_cache(o.cache);
   p.read();
@@ -363,6 +380,13 @@ void print_report(const Stats& stats, const EpochsRun& run) {
   }
 }
 
+// A loader state file (Loader::state(), which starts with "SLST"): only one of those, or nothing,
+// is replaced at --save-state's path.
+core::OutputFile state_output(const std::string& path) {
+  return core::OutputFile{.path = path, .noun = "state file", .mode = 0644,
+                          .is_ours = [](std::string_view head) { return head.starts_with("SLST"); }};
+}
+
 void run_bench(const BenchOptions& given) {
   BenchOptions o = given;
   const std::optional<PipelineDocument> doc = o.spec.empty() ? std::nullopt : std::optional(load_spec(o));
@@ -375,18 +399,16 @@ void run_bench(const BenchOptions& given) {
 
   std::int64_t first_epoch = 0;
   if (!o.resume.empty()) {
-    std::ifstream in(o.resume, std::ios::binary);
-    if (!in) throw Error(ErrorCode::kNotFound, "cannot read the state file", o.resume);
-    const std::vector<std::uint8_t> state{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    loader.restore(state);
+    // A regular file under a bound: /dev/zero or a FIFO is refused at once, naming the path.
+    loader.restore(core::read_regular_file(o.resume, core::kMaxStateBytes, "state file"));
     first_epoch = loader.resume_epoch();
   }
+  if (!o.save_state.empty()) core::check_output(state_output(o.save_state));  // before the run, not after
   const EpochsRun run = run_epochs(loader, o, first_epoch);
   if (!o.save_state.empty()) {
     const std::vector<std::uint8_t> state = loader.state();
-    std::ofstream out(o.save_state, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
-    if (!out) throw Error(ErrorCode::kIo, "cannot write the state file", o.save_state);
+    core::write_file_atomically(state_output(o.save_state),
+                                std::string_view(reinterpret_cast<const char*>(state.data()), state.size()));
   }
   const Stats stats = loader.stats();
   // Built before the report prints: peak_rss_bytes() is read at the same point as before.
@@ -411,11 +433,11 @@ void add_bench_command(CLI::App& app) {
                   "pad-crop: random crop with --padding + flip; none")
       ->check(CLI::IsMember({"eval", "train", "pad-crop", "none"}))->capture_default_str();
   cmd->add_option("--size", options->size, "Output side in pixels")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--padding", options->padding, "Padding for pad-crop")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--padding", options->padding, "Padding for pad-crop")->check(integer_in(0, core::kMaxImageSide))->capture_default_str();
   cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--threads", options->threads, "Worker threads, or auto")->capture_default_str();
+  cmd->add_option("--threads", options->threads, "Worker threads, or auto")->check(thread_count(true))->capture_default_str();
   cmd->add_option("--epochs", options->epochs, "Epochs to run")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--seed", options->seed, "Seed of every random choice")->capture_default_str();
+  cmd->add_option("--seed", options->seed, "Seed of every random choice")->check(unsigned_up_to(UINT64_MAX))->capture_default_str();
   cmd->add_flag("--shuffle", options->shuffle, "Reshuffle the file order every epoch");
   cmd->add_option("--out", options->out, "Output dtype")->check(CLI::IsMember({"u8", "f32", "f16", "bf16"}))->capture_default_str();
   cmd->add_option("--layout", options->layout, "Batch layout")->check(CLI::IsMember({"nchw", "nhwc"}))->capture_default_str();
@@ -441,6 +463,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--stop-after-batches", options->stop_after_batches, "Stop after N batches (with --save-state)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--save-state", options->save_state, "Write the loader's state here when the run ends");
+  cmd->add_flag("--allow-outside-root", options->allow_outside_root,
+                "Read list entries and symlinks that lead out of the data set's folder (refused by default)");
+  cmd->add_flag("--allow-empty-classes", options->allow_empty_classes,
+                "Keep class folders without images as classes (refused by default, as ImageFolder does)");
   cmd->add_option("--resume", options->resume, "Continue from a state written by --save-state")->check(CLI::ExistingFile);
   cmd->add_flag("--per-batch", options->per_batch, "Add batch_checksums (one per batch, in order) to --json");
   cmd->add_flag("--drop-cache", options->drop_cache, "Drop the data set's pages from the OS cache first (cold epoch 0)");
@@ -461,13 +487,6 @@ void add_bench_command(CLI::App& app) {
       throw CLI::RequiredError("--data, --list, --shards or --spec");
     }
     options->threads_given = cmd->count("--threads") > 0;
-    if (options->threads != "auto") {
-      try {
-        if (std::stoi(options->threads) < 1) throw std::invalid_argument("");
-      } catch (const std::exception&) {
-        throw CLI::ValidationError("--threads", "must be a positive number or auto");
-      }
-    }
     run_bench(*options);
   });
 }

@@ -30,6 +30,8 @@
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
 #include "pipeline/json_text.hpp"
+#include "cli/number_flags.hpp"
+#include "core/numbers.hpp"
 #include "sluice/core/error.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/source/read_file.hpp"
@@ -52,11 +54,14 @@ struct InspectOptions {
   bool decode = false;
   bool strict_decode = false;  // libjpeg warnings are failures, as with DecodeOptions::strict
   int threads = 0;
+  bool allow_outside_root = false;   // symlinks that lead out of the folder
+  bool allow_empty_classes = false;  // class folders without images
 };
 
 // What from_folder would read: class folders (sorted, label = index) or a flat folder.
 struct Listing {
   std::vector<std::string> classes;
+  std::vector<std::int32_t> class_labels;  // the label each class has in a batch (shards: the .cls number)
   bool flat = true;
   std::vector<fs::path> files;
   std::vector<int> labels;      // per file
@@ -76,25 +81,36 @@ struct FileReport {
 
 bool is_hidden(const fs::path& path) { return path.filename().string().starts_with('.'); }
 
+// The label class `c` has in a batch: its index, or for shards labelled by number the number
+// itself (labels 0, 1, 2, 4 are four classes, the last one label 4, not 3).
+std::int32_t label_of(const Listing& listing, std::size_t c) {
+  return c < listing.class_labels.size() ? listing.class_labels[c] : static_cast<std::int32_t>(c);
+}
+
 // Regular files under root, hidden ones and hidden folders skipped, as the source stage skips them.
 std::uint64_t count_visible_files(const fs::path& root) {
+  // Through error codes: an entry that cannot be resolved (a symlink loop, a dangling link) is
+  // not a regular file here, as the source stage does not list it, and never ends the count.
   std::uint64_t count = 0;
-  for (auto it = fs::recursive_directory_iterator(
-           root, fs::directory_options::follow_directory_symlink);
-       it != fs::recursive_directory_iterator(); ++it) {
+  std::error_code ec;
+  fs::recursive_directory_iterator it(root, fs::directory_options::follow_directory_symlink |
+                                                fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
     if (is_hidden(it->path())) {
-      if (it->is_directory()) it.disable_recursion_pending();
+      if (it->is_directory(type_ec)) it.disable_recursion_pending();
       continue;
     }
-    count += it->is_regular_file();
+    count += it->is_regular_file(type_ec) ? 1 : 0;
   }
   return count;
 }
 
 // The listing is the source stage's own (load_dataset), so the classes, labels and files shown
 // are exactly those from_folder would read; only the count of other files is ours.
-Listing list_folder(const fs::path& root) {
-  const stages::Dataset dataset = stages::load_dataset(spec::Folder{root.string()});
+Listing list_folder(const fs::path& root, const InspectOptions& options) {
+  const stages::Dataset dataset = stages::load_dataset(
+      spec::Folder{root.string(), options.allow_outside_root, options.allow_empty_classes});
   Listing listing;
   listing.classes = dataset.class_names;
   std::error_code ec;
@@ -129,6 +145,7 @@ Listing list_shards(const std::string& pattern) {
     for (auto& [number, index] : numbers) {
       index = static_cast<int>(listing.classes.size());
       listing.classes.push_back(std::to_string(number));
+      listing.class_labels.push_back(number);
     }
   } else {
     listing.classes = dataset.class_names;
@@ -424,7 +441,7 @@ void print_json(const InspectOptions& options, const Listing& listing, const Sum
   out["other_files"] = listing.other_files;
   json class_list = json::array();
   for (std::size_t c = 0; c < t.classes.size(); ++c) {
-    class_list.push_back({{"label", c}, {"name", listing.classes[c]},
+    class_list.push_back({{"label", label_of(listing, c)}, {"name", listing.classes[c]},
                           {"files", t.classes[c].files}, {"bytes", t.classes[c].bytes}});
   }
   out["classes"] = class_list;
@@ -468,10 +485,10 @@ void print_text(const InspectOptions& options, const Listing& listing, const Sum
                                   : "classes (label = the key.cls number, or the index of the sorted key.class names):\n");
   for (std::size_t c = 0; c < t.classes.size() && c < kListedClasses; ++c) {
     char line[96];
-    std::snprintf(line, sizeof line, "  %5zu %8llu %10s  ", c,
+    std::snprintf(line, sizeof line, "  %5d %8llu %10s  ", label_of(listing, c),
                   static_cast<unsigned long long>(t.classes[c].files),
                   format_bytes(t.classes[c].bytes).c_str());
-    out << line << listing.classes[c] << '\n';
+    out << line << stages::escape_name(listing.classes[c]) << '\n';  // a newline in a name stays on its line
   }
   if (t.classes.size() > kListedClasses) {
     out << "  ... and " << t.classes.size() - kListedClasses << " more (--json lists all)\n";
@@ -527,7 +544,7 @@ void run_inspect(const InspectOptions& options) {
   Stopwatch clock;
   Listing listing;
   try {
-    listing = options.shards.empty() ? list_folder(options.dir) : list_shards(options.shards);
+    listing = options.shards.empty() ? list_folder(options.dir, options) : list_shards(options.shards);
   } catch (const fs::filesystem_error& e) {
     // A folder we may not list is an input problem like any other: name it.
     throw Error(e.code() == std::errc::permission_denied ? ErrorCode::kPermissionDenied
@@ -553,8 +570,12 @@ void add_inspect_command(CLI::App& app) {
                 "Decode every file too (finds truncated or corrupt image data; slower)");
   cmd->add_flag("--strict-decode", options->strict_decode,
                 "Count files libjpeg warns about as failures (default: as recovered, when every row is there)");
+  cmd->add_flag("--allow-outside-root", options->allow_outside_root,
+                "Follow symlinks that lead out of the folder (refused by default)");
+  cmd->add_flag("--allow-empty-classes", options->allow_empty_classes,
+                "Keep class folders without images as classes (refused by default, as ImageFolder does)");
   cmd->add_option("--threads", options->threads, "Worker threads (default: cores, at most 8)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, core::max_threads()));
   cmd->callback([options, dir, shards] {
     if (dir->count() == 0 && shards->count() == 0) throw CLI::RequiredError("DIR or --shards");
     run_inspect(*options);

@@ -29,6 +29,10 @@
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
 #include "cli/idx_reader.hpp"
+#include "cli/number_flags.hpp"
+#include "core/numbers.hpp"
+#include "core/atomic_file.hpp"
+#include "core/binary_io.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice::cli {
@@ -272,10 +276,11 @@ std::string describe(const json& request) {
 json read_marker(const fs::path& out) {
   const fs::path marker = out / kMarkerName;
   std::error_code ec;
-  if (!fs::exists(marker, ec)) return nullptr;
-  std::ifstream in(marker);
+  if (!fs::exists(fs::symlink_status(marker, ec))) return nullptr;
+  // A regular file under a bound (a FIFO or a device planted there is refused, never read).
+  const std::string text = core::read_regular_text(marker.string(), core::kMaxTextInputBytes, "marker file");
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw Error(ErrorCode::kCorruptData,
                 std::string("unreadable (") + e.what() + "); pass --force to prepare again",
@@ -284,13 +289,13 @@ json read_marker(const fs::path& out) {
 }
 
 void write_marker(const fs::path& out, const json& marker) {
-  const fs::path tmp = out / (".prepared.json.tmp-" + std::to_string(::getpid()));
-  {
-    std::ofstream file(tmp, std::ios::trunc);
-    file << marker.dump(2) << '\n';
-    if (!file.flush()) throw Error(ErrorCode::kIo, "cannot write", tmp.string());
-  }
-  fs::rename(tmp, out / kMarkerName);
+  // Replaces only a marker (a JSON object with its "sluice_version"), through the atomic writer.
+  core::write_file_atomically(
+      core::OutputFile{.path = (out / kMarkerName).string(), .noun = "marker file", .mode = 0644,
+                       .is_ours = [](std::string_view head) {
+                         return head.starts_with("{") && head.find("\"sluice_version\"") != std::string_view::npos;
+                       }},
+      marker.dump(2) + "\n");
 }
 
 // Leftovers of runs that died (we hold the lock, so no live run owns them).
@@ -467,7 +472,7 @@ void add_prepare_command(CLI::App& app) {
   cmd->add_option("--limit", options->limit, "Only the first N images of each split")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", options->threads, "Encoding threads (default: cores, at most 4)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0, core::max_threads()));
   add_prepare_shards_command(*cmd);
   cmd->callback([cmd, options, dataset, out] {
     if (!cmd->get_subcommands().empty()) return;  // `prepare shards` ran

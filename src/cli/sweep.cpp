@@ -4,9 +4,11 @@
 // images/s, peak RSS, accounted peak and cache hit rate: a table on stdout, DIR/sweep.csv, and
 // DIR/sweep.png (plotted with Debian's python3-matplotlib, skipped with a warning without it).
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,8 @@
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
 #include "pipeline/json_text.hpp"
+#include "cli/number_flags.hpp"
+#include "core/atomic_file.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 
@@ -39,6 +43,7 @@ struct SweepOptions {
   int batch = 64;
   int epochs = 3;
   std::string threads = "auto";
+  bool force = false;  // replace files at DIR/sweep.csv and DIR/sweep.png that a sweep did not write
   std::string out;
 };
 
@@ -71,7 +76,7 @@ bottom.set_ylabel("MiB")
 bottom.legend()
 bottom.grid(alpha=0.3)
 fig.tight_layout()
-fig.savefig(sys.argv[2], dpi=110)
+fig.savefig(sys.argv[2], dpi=110, format="png")
 )PY";
 
 // Runs this executable with `args` and returns its stdout; throws with its stderr on failure.
@@ -124,12 +129,71 @@ std::vector<std::uint64_t> parse_budgets(const std::string& text) {
   return budgets;
 }
 
+constexpr std::string_view kCsvHeader =
+    "budget_bytes,epoch,images_per_sec,cache_hit_rate,peak_rss_above_baseline,accounted_peak,cache_bytes\n";
+
+// The sweep's two files: only a sweep's own CSV and a matplotlib PNG are replaced, unless --force.
+core::OutputFile csv_output(const fs::path& path, bool force) {
+  return core::OutputFile{.path = path.string(), .noun = "sweep CSV", .mode = 0644,
+                          .is_ours = [](std::string_view head) { return head.starts_with(kCsvHeader); },
+                          .force = force};
+}
+core::OutputFile png_output(const fs::path& path, bool force) {
+  return core::OutputFile{.path = path.string(), .noun = "sweep plot", .mode = 0644,
+                          .is_ours = [](std::string_view head) {
+                            return head.starts_with("\x89PNG\r\n\x1a\n") && head.find("Matplotlib") != std::string_view::npos;
+                          },
+                          .force = force};
+}
+
+// Runs /usr/bin/python3 on the plot script (handed on its stdin, so no script file is written)
+// with its arguments as argv, never through a shell: a title or path with quotes stays data.
+int run_plot(const std::vector<std::string>& args) {
+  int in_pipe[2];
+  if (pipe(in_pipe) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    dup2(in_pipe[0], 0);
+    close(in_pipe[0]);
+    close(in_pipe[1]);
+    const int null_fd = open("/dev/null", O_WRONLY);
+    if (null_fd >= 0) dup2(null_fd, 1);
+    std::vector<char*> argv;
+    static std::string python = "/usr/bin/python3";
+    static std::string from_stdin = "-";
+    argv.push_back(python.data());
+    argv.push_back(from_stdin.data());
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(python.c_str(), argv.data());
+    _exit(127);
+  }
+  close(in_pipe[0]);
+  std::string_view script = kPlotScript;
+  while (!script.empty()) {
+    const ssize_t n = write(in_pipe[1], script.data(), script.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    script.remove_prefix(static_cast<std::size_t>(n));
+  }
+  close(in_pipe[1]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 void run_sweep(const SweepOptions& o) {
   const std::vector<std::uint64_t> budgets = parse_budgets(o.budgets);
   fs::create_directories(o.out);
   const fs::path csv_path = fs::path(o.out) / "sweep.csv";
-  std::ofstream csv(csv_path);
-  csv << "budget_bytes,epoch,images_per_sec,cache_hit_rate,peak_rss_above_baseline,accounted_peak,cache_bytes\n";
+  const fs::path png = fs::path(o.out) / "sweep.png";
+  // Both checked before the first budget runs, not after the last.
+  core::check_output(csv_output(csv_path, o.force));
+  core::check_output(png_output(png, o.force));
+  std::ostringstream csv;
+  csv << kCsvHeader;
   std::printf("%12s %6s %12s %10s %14s %14s %12s\n", "budget", "epoch", "images/s", "cache hit", "peak RSS+", "accounted",
               "cache");
   for (const std::uint64_t budget : budgets) {
@@ -163,17 +227,15 @@ void run_sweep(const SweepOptions& o) {
     }
     std::fflush(stdout);
   }
-  csv.close();
+  core::write_file_atomically(csv_output(csv_path, o.force), csv.str());
 
-  const fs::path png = fs::path(o.out) / "sweep.png";
-  const fs::path script = fs::path(o.out) / ".plot_sweep.py";
-  std::ofstream(script) << kPlotScript;
   const std::string title = "sluice sweep: " + (!o.shards.empty() ? o.shards : o.list.empty() ? o.data : o.list) + ", " + o.transform + " " +
                             std::to_string(o.size) + ", cache " + o.cache;
-  const std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + csv_path.string() + "' '" + png.string() +
-                          "' '" + title + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  fs::remove(script);
+  // The plot goes to the atomic writer's own temporary (created exclusively, never a planted
+  // link), and is renamed into place only when matplotlib succeeded.
+  core::AtomicFileWriter plot(png_output(png, o.force));
+  const int rc = run_plot({csv_path.string(), plot.temp_path(), title});
+  if (rc == 0) plot.commit();
   if (rc != 0) {
     std::cerr << "sluice sweep: warning: no plot (needs /usr/bin/python3 with python3-matplotlib); the CSV is at "
               << csv_path << "\n";
@@ -198,7 +260,8 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--size", options->size, "Output side")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--epochs", options->epochs, "Epochs per budget (the first cold)")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--threads", options->threads, "Worker threads, or auto")->capture_default_str();
+  cmd->add_option("--threads", options->threads, "Worker threads, or auto")->check(thread_count(true))->capture_default_str();
+  cmd->add_flag("--force", options->force, "Replace sweep.csv and sweep.png even when they are not a sweep's own");
   cmd->add_option("--out", options->out, "Folder for sweep.csv and sweep.png")->required();
   cmd->callback([options, data, list, shards] {
     if (data->count() == 0 && list->count() == 0 && shards->count() == 0) {

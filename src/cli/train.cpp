@@ -137,6 +137,7 @@ TrainingMemory make_training_memory(const TrainOptions& o, const CheckedFlags& f
 void run_train(TrainOptions o) {
   const std::uint64_t baseline_rss = resident_peak_bytes();  // before anything of the run is held
   const CheckedFlags flags = check_flags(o);
+  check_outputs(o);  // before the run: a path that cannot be written fails now, not after training
   json batch_search = nullptr;
   std::unique_ptr<TrainJob> job;
   if (flags.limits.on()) {

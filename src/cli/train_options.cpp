@@ -6,7 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "cli/number_flags.hpp"
 #include "sluice/core/error.hpp"
+#include "sluice/train/compressed_weights.hpp"
+#include "sluice/train/profiler.hpp"
+#include "sluice/train/weights_file.hpp"
 #include "sluice/core/units.hpp"
 #include "sluice/train/models.hpp"
 
@@ -41,9 +45,10 @@ void add_model_options(CLI::App* cmd, TrainOptions& o) {
                   "for a CUDA device, streamed through a device staging buffer each step")
       ->check(CLI::IsMember({"none", "optimizer"}))->capture_default_str();
   cmd->add_option("--lr", o.lr, "Peak learning rate (default 0.05 for sgd, 0.001 for adam)")->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", o.threads, "Training threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o.threads, "Training threads (default: all cores)")->check(thread_count(false));
   cmd->add_option("--device", o.device, "cpu or cuda:N")->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the initialisation, shuffling, augmentation and dropout")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the initialisation, shuffling, augmentation and dropout")
+      ->check(unsigned_up_to(UINT64_MAX))->capture_default_str();
   cmd->add_option("--memory", o.memory,
                   "The training allocator: grow (regions as needed), grow:LIMIT (as needed, up to LIMIT) or "
                   "prealloc:SIZE (one region of SIZE at start, never more); sizes like 512MiB, 2GiB")
@@ -68,7 +73,7 @@ DataOptions add_data_options(CLI::App* cmd, TrainOptions& o) {
   d.shards->excludes(d.dataset)->excludes(d.data);
   cmd->add_option("--test-shards", o.test_shards, "Tar shards of the test split (with --shards)")->needs(d.shards);
   cmd->add_option("--data-root", o.data_root, "Where `sluice prepare` wrote --dataset")->capture_default_str();
-  cmd->add_option("--loader-threads", o.loader_threads, "Pipeline worker threads")->check(CLI::PositiveNumber)
+  cmd->add_option("--loader-threads", o.loader_threads, "Pipeline worker threads")->check(thread_count(false))
       ->capture_default_str();
   return d;
 }
@@ -154,6 +159,12 @@ train::TrainConfig train_config(const TrainOptions& o, std::int64_t batch, std::
   return train::TrainConfig{.model = o.model, .batch = batch, .optimizer = o.optimizer, .lr = o.lr, .seed = o.seed,
                             .total_steps = total_steps, .accumulate = o.accumulate, .checkpoint = o.checkpoint,
                             .offload = o.offload == "optimizer", .precision = o.precision};
+}
+
+void check_outputs(const TrainOptions& o) {
+  if (!o.save.empty()) train::check_weights_output(o.save);
+  if (!o.save_pruned.empty()) train::check_pruned_weights_output(o.save_pruned);
+  if (!o.profile.empty()) train::Profiler::check_trace_output(o.profile);
 }
 
 }  // namespace sluice::cli

@@ -55,6 +55,10 @@ struct TrainOptions {
   std::string offload = "none";        // "optimizer": the optimizer's state in host memory
 };
 
+// Throws when --save, --save-pruned or --profile could not be written (a missing or read-only
+// folder, a symlink or a foreign file at the path): checked before the run, not after it.
+void check_outputs(const TrainOptions& o);
+
 // The evaluation batch of `sluice train` (the planner simulates it too).
 inline constexpr std::int64_t kEvalBatch = 256;
 

@@ -8,9 +8,9 @@
 
 #include <climits>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "core/binary_io.hpp"
+#include "core/numbers.hpp"
 #include "pipeline/json_limits.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
@@ -117,11 +117,12 @@ spec::Source read_source(const json* v, const std::string& base_dir) {
   const auto resolve = [&base_dir](const std::string& path) { return resolve_path(base_dir, path); };
   if (const json* s = o.find("shards")) return read_shards(*s, base_dir);
   if (const json* f = o.find("folder")) {
-    // "DIR", or {"path": DIR, "allow_outside_root": true} for folders whose symlinks leave it.
+    // "DIR", or {"path": DIR, "allow_outside_root": true} for folders whose symlinks leave it,
+    // "allow_empty_classes": true to keep class folders without images.
     if (!f->is_object()) return spec::Folder{resolve(as_string(*f, "source.folder")), false};
-    const Object folder(*f, "source.folder", {"path", "allow_outside_root"});
+    const Object folder(*f, "source.folder", {"path", "allow_outside_root", "allow_empty_classes"});
     return spec::Folder{resolve(folder.require<std::string>("path", "a non-empty string", as_string)),
-                        folder.flag("allow_outside_root", false)};
+                        folder.flag("allow_outside_root", false), folder.flag("allow_empty_classes", false)};
   }
   if (const json* l = o.find("list")) {
     // "FILE", or {"path": FILE, "allow_outside_root": true} for lists whose entries climb out.
@@ -152,7 +153,9 @@ BuildOptions read_build(const json* v) {
   b.memory_budget = o.get("memory_budget", b.memory_budget, as_size);
   b.threads = o.get("threads", b.threads, [](const json& x, const std::string& xp) {
     if (x.is_string() && x.get<std::string>() == "auto") return autotune;
-    return static_cast<int>(as_integer(x, xp, 1, INT_MAX, "a positive integer or \"auto\""));
+    return static_cast<int>(as_integer(x, xp, 1, core::max_threads(),
+                                       "an integer from 1 to " + std::to_string(core::max_threads()) +
+                                           " (4 x the hardware threads, at least 1024) or \"auto\""));
   });
   b.samples_in_flight = o.get("samples_in_flight", b.samples_in_flight, [](const json& x, const std::string& xp) {
     return static_cast<int>(as_integer(x, xp, 0, INT_MAX, "a non-negative integer (0: the default)"));
@@ -224,24 +227,11 @@ PipelineDocument parse_pipeline_json(std::string_view text, const std::string& b
 }
 
 PipelineDocument load_pipeline_json(const std::string& path) {
-  // A regular file of bounded size only: a FIFO would block the open, a device never end.
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    throw Error(ErrorCode::kInvalidArgument, "the pipeline spec is not a regular file", path);
-  }
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > json_limits::kMaxSpecBytes) {
-    throw Error(ErrorCode::kTooLarge, "the pipeline spec is " + std::to_string(size) + " bytes, more than the " +
-                std::to_string(json_limits::kMaxSpecBytes >> 20) + " MiB a spec may have", path);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, "cannot open the pipeline spec file", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(ErrorCode::kIo, "cannot read the pipeline spec file", path);
+  // A regular file under the spec's bound, through the one reader of whole files: a FIFO is
+  // refused without blocking, a device never read, a file that grows stopped at the bound.
+  const std::string text = core::read_regular_text(path, json_limits::kMaxSpecBytes, "pipeline spec");
   try {
-    return parse_pipeline_json(text.str(), std::filesystem::path(path).parent_path().string());
+    return parse_pipeline_json(text, std::filesystem::path(path).parent_path().string());
   } catch (const Error& e) {
     throw Error(e.code(), e.cause(), path);  // "train.json: stages[2]...: expected ..."
   }

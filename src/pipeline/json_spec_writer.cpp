@@ -16,8 +16,11 @@ using nlohmann::ordered_json;
 
 ordered_json write_source(const spec::Source& source) {
   if (const auto* f = std::get_if<spec::Folder>(&source)) {
-    if (!f->allow_outside_root) return {{"folder", f->path}};
-    return {{"folder", {{"path", f->path}, {"allow_outside_root", true}}}};
+    if (!f->allow_outside_root && !f->allow_empty_classes) return {{"folder", f->path}};
+    ordered_json folder = {{"path", f->path}};
+    if (f->allow_outside_root) folder["allow_outside_root"] = true;
+    if (f->allow_empty_classes) folder["allow_empty_classes"] = true;
+    return {{"folder", folder}};
   }
   if (const auto* l = std::get_if<spec::ListFile>(&source)) {
     if (!l->allow_outside_root) return {{"list", l->path}};

@@ -9,7 +9,7 @@ namespace sluice {
 
 Pipeline Pipeline::from_folder(std::string dir, FolderOptions options) {
   PipelineSpec spec;
-  spec.source = spec::Folder{std::move(dir), options.allow_outside_root};
+  spec.source = spec::Folder{std::move(dir), options.allow_outside_root, options.allow_empty_classes};
   return Pipeline(std::move(spec));
 }
 

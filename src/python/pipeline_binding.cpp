@@ -19,6 +19,7 @@
 
 #include <pybind11/stl.h>
 
+#include "core/numbers.hpp"
 #include "python_module.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
@@ -251,9 +252,15 @@ void bind_pipeline(py::module_& m) {
           "A pipeline from a JSON spec given as text.")
       .def(
           "epoch",
-          [](const PipelineRef& p, std::int64_t e) {
-            if (e < 0) throw Error(ErrorCode::kInvalidArgument, "epoch: expected a non-negative integer, got " + std::to_string(e));
-            return EpochIterator(p.core, e);
+          [](const PipelineRef& p, const py::object& given) {
+            // Checked here, not by pybind's conversion, so 2**63 or "3" is a sluice.Error that
+            // names the range rather than a TypeError about the binding's signature.
+            const std::string text = py::str(given);
+            const auto e = py::isinstance<py::int_>(given) && !py::isinstance<py::bool_>(given)
+                               ? core::parse_int(text, 0, INT64_MAX)
+                               : std::nullopt;
+            if (!e) throw Error(ErrorCode::kInvalidArgument, core::integer_range_message("epoch", text, 0, INT64_MAX));
+            return EpochIterator(p.core, *e);
           },
           py::arg("e"), "An iterator over epoch e's batches (order and augmentations follow from the seed and e).")
       .def("__iter__",

@@ -2,8 +2,12 @@
 // the workers, ship, hand-out, recycle), and decides what a part's failure means.
 #include "runtime/loader_impl.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 
 #include "runtime/batch_access.hpp"
@@ -15,12 +19,47 @@ namespace sluice {
 
 using runtime::BatchSlot;
 
+namespace {
+
+// fork() copies only the thread that called it: in a child of a process whose loaders had
+// started workers, the pool's threads (oneTBB's included) are gone while their state says they
+// exist, so building or iterating a loader there would wait forever. A child that calls into
+// sluice fails at once instead, saying what to do; a child of a process that never built a loader
+// works, since nothing was started before the fork.
+std::atomic<bool> g_workers_started{false};
+std::atomic<bool> g_forked_after_workers{false};
+
+void mark_forked_child() {
+  if (g_workers_started.load(std::memory_order_relaxed)) g_forked_after_workers.store(true, std::memory_order_relaxed);
+}
+
+void note_workers_started() {
+  static std::once_flag registered;
+  std::call_once(registered, [] { ::pthread_atfork(nullptr, nullptr, mark_forked_child); });
+  g_workers_started.store(true, std::memory_order_relaxed);
+}
+
+void refuse_in_forked_child() {
+  if (!g_forked_after_workers.load(std::memory_order_relaxed)) return;
+  throw Error(ErrorCode::kInvalidArgument,
+              "this process was forked from one whose sluice loaders had started worker threads, which do not "
+              "survive fork(): build and iterate loaders in a process started with the 'spawn' start method "
+              "(multiprocessing.set_start_method(\"spawn\"), DataLoader(multiprocessing_context=\"spawn\")), "
+              "or fork before the first loader is built");
+}
+
+bool forked_after_workers() { return g_forked_after_workers.load(std::memory_order_relaxed); }
+
+}  // namespace
+
 LoaderImpl::LoaderImpl(stages::ResolvedPipeline plan)
     : shared_(std::make_shared<runtime::SharedSlots>(
           std::make_shared<MemoryBudget>(plan.options.memory_budget, plan.options.job_budget))),
       plan_(std::move(plan)),
       order_(plan_.order),
       state_(plan_) {
+  refuse_in_forked_child();
+  note_workers_started();
   const BuildOptions& options = plan_.options;
   threads_ = options.threads == autotune ? runtime::Executor::available_cores() : options.threads;
   create_caches();
@@ -54,6 +93,12 @@ LoaderImpl::LoaderImpl(stages::ResolvedPipeline plan)
 }
 
 LoaderImpl::~LoaderImpl() {
+  if (forked_after_workers()) {
+    // The parent's loader, copied into a forked child: its workers are not in this process, so
+    // joining them would never return. What it holds is left to the process's exit.
+    (void)executor_.release();
+    return;
+  }
   ring().bump_generation();  // pending tasks skip their work,
   submitter_->stop();        // finishing ones submit nothing more,
   budget().cancel();         // and nobody waits for memory
@@ -212,6 +257,7 @@ void LoaderImpl::finish_sample(BatchSlot& slot) {
 }
 
 bool LoaderImpl::next(Batch& out) {
+  refuse_in_forked_child();
   runtime::BatchRing& r = ring();
   if (!r.epoch_started()) throw Error(ErrorCode::kInvalidArgument, "call epoch(e) before iterating");
   if (r.epoch_complete()) return false;

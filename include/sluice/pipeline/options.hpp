@@ -36,12 +36,17 @@ struct FolderOptions {
   // Follow symlinks (to files or folders) whose targets lie outside `dir`. Off by default: a
   // data set handed over by someone else should not reach files beside or above it.
   bool allow_outside_root = false;
+  // Keep a class folder without images as a class with no samples. Off by default, as in
+  // torchvision's ImageFolder: an empty folder (a shard output put inside the data set) would
+  // shift every later label silently.
+  bool allow_empty_classes = false;
 };
 
 // Pipeline::from_list(file, {...}).
 struct ListOptions {
-  // Accept relative entries that climb out of the list's folder with "..". Off by default: a
-  // list handed over by someone else should not reach files beside or above its data set.
+  // Accept entries that leave the list's folder: climbing out with "..", absolute paths
+  // elsewhere, symlinks whose targets are elsewhere. Off by default: a list handed over by
+  // someone else should not reach files beside or above its data set.
   bool allow_outside_root = false;
 };
 

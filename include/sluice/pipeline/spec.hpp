@@ -25,11 +25,14 @@ struct Folder {
   std::string path;  // class sub-folders; a folder of files alone is one class, label 0
   // Symlinks inside whose targets lie outside `path` are refused unless this is set.
   bool allow_outside_root = false;
+  // A class folder without images is refused (as torchvision's ImageFolder does) unless this is
+  // set: it would shift every later label silently.
+  bool allow_empty_classes = false;
 };
 struct ListFile {
   std::string path;  // "path<TAB>label" per line; relative paths resolve against its folder
-  // Relative entries that climb out of the list's folder ("../../etc/...") are refused unless
-  // this is set; absolute entries are taken as written.
+  // Entries that leave the list's folder (climbing out with "..", an absolute path elsewhere, a
+  // symlink whose target is elsewhere) are refused unless this is set.
   bool allow_outside_root = false;
 };
 struct Items {

@@ -35,7 +35,7 @@
 namespace sluice::train {
 
 inline constexpr char kSparseWeightsMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'S', 'P'};
-inline constexpr std::uint32_t kSparseWeightsVersion = 1;
+inline constexpr std::uint32_t kSparseWeightsVersion = 2;  // 1 held a CRC-32: refused, with a message
 inline constexpr std::size_t kSparseWeightsHeaderBytes = 40;
 
 struct CompressedTensor {
@@ -60,7 +60,8 @@ class CompressedWeights {
   // Reads and validates a file (see above).
   static CompressedWeights load(const std::string& path);
 
-  // Writes the file (to path + ".tmp", then renamed). Throws sluice::Error(kIo).
+  // Writes the file atomically (an exclusive temporary beside it, fsync, rename), replacing only
+  // an absent path or a pruned weights file. Throws sluice::Error naming the path and the reason.
   void save(const std::string& path) const;
   // Decompresses into the model's tensors, after checking every name, dtype and shape.
   void restore(Context& ctx, Sequential& model) const;
@@ -73,6 +74,10 @@ class CompressedWeights {
  private:
   std::vector<CompressedTensor> tensors_;
 };
+
+// Throws what save() would for a path it cannot write, without writing (for a run that saves
+// at its end).
+void check_pruned_weights_output(const std::string& path);
 
 // from_model(...).save(path) and load(path).restore(...).
 void save_pruned_weights(Context& ctx, Sequential& model, const std::string& path);

@@ -80,10 +80,13 @@ class Profiler final : public AllocatorObserver {
   // `format` writes a byte count (default: sluice::format_bytes, binary units).
   std::string summary_table(const std::function<std::string(std::uint64_t)>& format = {}) const;
 
-  // The Chrome trace as JSON text, and written to `path` (throws sluice::Error(kIo) when it
-  // cannot be written).
+  // The Chrome trace as JSON text, and written to `path` atomically (a temporary beside it, fsync,
+  // rename), replacing only a trace this profiler wrote; throws sluice::Error naming the path and
+  // the reason when it cannot be written, or when something else (a symlink, another file) is there.
   std::string trace_json() const;
   void write_trace(const std::string& path) const;
+  // Throws what write_trace would for a path it cannot write, before a run.
+  static void check_trace_output(const std::string& path);
 
   // Counter tracks: the categories by index_of(), then these two.
   static constexpr std::size_t kInUseTrack = kTensorCategoryCount;

@@ -22,15 +22,18 @@
 namespace sluice::train {
 
 inline constexpr char kWeightsMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'W', 'T'};
-inline constexpr std::uint32_t kWeightsVersion = 1;
+inline constexpr std::uint32_t kWeightsVersion = 2;  // 1 held a CRC-32: refused, with a message
 inline constexpr std::size_t kWeightsHeaderBytes = 40;
 
-// Writes to `path` + ".tmp" and renames, so a crash never leaves a half-written file under
-// `path`. Throws sluice::Error(kIo) when the file cannot be written.
+// Writes an exclusively created temporary beside `path`, fsyncs it and renames it over `path`,
+// so a crash never leaves a half-written file there and nothing planted at the path or beside it
+// is written through. Only an absent path or a weights file is replaced. Throws sluice::Error
+// naming the path and the reason (ENOSPC, EACCES; kInvalidArgument for a foreign file, a symlink).
 void save_weights(Context& ctx, Sequential& model, const std::string& path);
 void load_weights(Context& ctx, Sequential& model, const std::string& path);
 
-// CRC-32 (IEEE 802.3, as zlib's crc32) of `bytes`, continuing from `crc`.
-std::uint32_t crc32(const void* bytes, std::size_t size, std::uint32_t crc = 0);
+// Throws what save_weights would for a path it cannot write (a missing or read-only folder, a
+// foreign file or a symlink there), without writing: for a run that saves at its end.
+void check_weights_output(const std::string& path);
 
 }  // namespace sluice::train

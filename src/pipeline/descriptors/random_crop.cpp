@@ -1,5 +1,6 @@
 // random_crop(width, height): torchvision's RandomCrop(size, padding, fill): pad every side, then
 // crop at a random offset.
+#include "core/numbers.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 #include "sluice/core/error.hpp"
@@ -14,7 +15,11 @@ using S = spec::RandomCrop;
 void check(const spec::Stage& stage, const std::string& where) {
   const auto& s = std::get<S>(stage);
   check_extent(where, s.width, s.height);
-  if (s.options.padding < 0) refuse(where + ": padding must be >= 0");
+  // Bounded so that an image's side plus twice the padding stays far inside an int.
+  if (s.options.padding < 0 || s.options.padding > core::kMaxImageSide) {
+    refuse(where + ": padding must be from 0 to " + std::to_string(core::kMaxImageSide) + ", got " +
+           std::to_string(s.options.padding));
+  }
 }
 
 void plan(const spec::Stage& stage, GeometryCanvas& canvas, CounterRng& rng) {
@@ -46,7 +51,7 @@ spec::Stage read(const json& v, const std::string& p) {
   const auto [w, h] = read_extent(o);
   RandomCropOptions r;
   r.padding = o.get("padding", r.padding, [](const json& x, const std::string& xp) {
-    return static_cast<int>(as_integer(x, xp, 0, INT_MAX, "a non-negative integer"));
+    return static_cast<int>(as_integer(x, xp, 0, core::kMaxImageSide, "an integer from 0 to 1048576"));
   });
   r.fill = o.get("fill", r.fill, [](const json& x, const std::string& xp) {
     return static_cast<std::uint8_t>(as_integer(x, xp, 0, 255, "an integer in [0, 255]"));

@@ -33,6 +33,8 @@ __all__ = ["Loader"]
 # check is needed.
 _MIN_RING_SLOTS = 3
 _STATE_VERSION = 1
+# The largest epoch number (the library counts epochs in a signed 64-bit integer).
+_MAX_EPOCH = 2**63 - 1
 
 
 def _invalid(message):
@@ -229,8 +231,8 @@ class Loader:
 
     def set_epoch(self, epoch):
         """The epoch the next iter() iterates (order and augmentations follow from seed and epoch)."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise _invalid(f"set_epoch: expected a non-negative integer, got {epoch!r}")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= _MAX_EPOCH:
+            raise _invalid(f"set_epoch: expected an integer from 0 to {_MAX_EPOCH}, got {epoch!r}")
         self._next_epoch = epoch
 
     def state_dict(self):

@@ -74,6 +74,10 @@ std::uint64_t random_generation() {
       throw Error(ErrorCode::kPermissionDenied, "cannot open or create the disk cache: permission denied", path);
     case EISDIR:
       throw Error(ErrorCode::kInvalidArgument, "the disk cache path is a folder, not a file", path);
+    case ELOOP:
+      throw Error(ErrorCode::kInvalidArgument,
+                  "the disk cache path is a symbolic link: sluice never writes through one (give the link's "
+                  "target as the path)", path);
     default:
       throw Error(ErrorCode::kIo, std::string("cannot open the disk cache: ") + std::strerror(err), path);
   }
@@ -102,6 +106,7 @@ struct DiskCacheStore::Impl {
       throw Error(ErrorCode::kInvalidArgument, "DiskCacheOptions::path is empty: name the cache file");
     }
     open_file();
+    if (fd_ < 0) return;  // no space to create it: a cache that serves nothing (open_file says so)
     try {
       refuse_foreign_file();
       if (writer_) {
@@ -121,22 +126,34 @@ struct DiskCacheStore::Impl {
     } catch (...) {
       // Without an index the next open scans the file instead; nothing to report.
     }
-    ops_.close(fd_);  // releases the write lock
+    if (fd_ >= 0) ops_.close(fd_);  // releases the write lock
   }
 
   // ---- opening ---------------------------------------------------------------------------
 
   void open_file() {
     // O_NONBLOCK | O_NOCTTY: a FIFO or terminal at the path must not block or adopt us (fstat
-    // refuses it below); neither changes anything for a regular file.
-    fd_ = ops_.open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
+    // refuses it below); neither changes anything for a regular file. O_NOFOLLOW: a symlink at the
+    // path is refused (ELOOP), never written through. 0600: the cache holds the reader's data,
+    // which others may not be allowed to read at its source.
+    fd_ = ops_.open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW, 0600);
     bool read_only = false;
     if (fd_ < 0 && (errno == EACCES || errno == EPERM || errno == EROFS)) {
       const int write_error = errno;
-      fd_ = ops_.open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0);
+      fd_ = ops_.open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW, 0);
       if (fd_ < 0) throw_open_error(errno == ENOENT ? write_error : errno, path_);
       read_only = true;
       add_note(std::string("read-only: cannot write the cache file (") + std::strerror(write_error) + ")");
+    }
+    if (fd_ < 0 && (errno == ENOSPC || errno == EDQUOT)) {
+      // One policy with a full disk mid-run (write_failed): a cache that cannot be created (no
+      // space, no inodes, a quota) is a warning and a run without caching, not a failed build.
+      const int err = errno;
+      std::fprintf(stderr, "sluice: warning: disk cache %s: cannot create it (%s); caching is off for this run\n",
+                   path_.c_str(), std::strerror(err));
+      warned_ = true;
+      add_note(std::string("not created: ") + std::strerror(err) + "; caching off for this run");
+      return;
     }
     if (fd_ < 0) throw_open_error(errno, path_);
     struct stat st {};

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -12,12 +13,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/binary_io.hpp"
+#include "sluice/core/error.hpp"
 #include "stages/source/file_ops.hpp"
 
 namespace sluice::stages::disk_cache_format {
-
-static_assert(std::endian::native == std::endian::little,
-              "the disk cache format is little-endian; add byte swaps for this target");
 
 namespace {
 
@@ -36,18 +36,10 @@ constexpr std::uint64_t kSmallEntryBytes = std::uint64_t{8} << 10;
 // Past a damaged or unfinished region the scan looks for the next valid header in chunks.
 constexpr std::size_t kResyncChunkBytes = std::size_t{256} << 10;
 
-void put32(std::uint8_t* p, std::uint32_t v) { std::memcpy(p, &v, 4); }
-void put64(std::uint8_t* p, std::uint64_t v) { std::memcpy(p, &v, 8); }
-std::uint32_t get32(const std::uint8_t* p) {
-  std::uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-std::uint64_t get64(const std::uint8_t* p) {
-  std::uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
+void put32(std::uint8_t* p, std::uint32_t v) { core::put_le(p, v); }
+void put64(std::uint8_t* p, std::uint64_t v) { core::put_le(p, v); }
+std::uint32_t get32(const std::uint8_t* p) { return core::get_le<std::uint32_t>(p); }
+std::uint64_t get64(const std::uint8_t* p) { return core::get_le<std::uint64_t>(p); }
 
 XXH3_state_t* state_of(void* p) { return static_cast<XXH3_state_t*>(p); }
 
@@ -58,38 +50,31 @@ std::optional<std::uint64_t> checked_add(std::uint64_t a, std::uint64_t b) {
   return sum;
 }
 
-// Reads the data file for the open-time scan: the bytes asked for come from the current window
-// or from a new read of at least read_bytes() at that offset.
+// Reads the data file for the open-time scan through core::WindowReader: the bytes asked for come
+// from the current window or from a new read of at least read_bytes() at that offset. A failed
+// read ends the scan where it is (nullptr, as the end of the file): for a cache, what cannot be
+// read is a miss, never an error; the entries found before it are served.
 class ScanReader {
  public:
   ScanReader(FileOps& ops, int fd, std::uint64_t file_bytes)
-      : ops_(ops), fd_(fd), file_bytes_(file_bytes) {}
+      : reader_([&ops, fd](void* buffer, std::size_t bytes, std::uint64_t offset) {
+                  return static_cast<long>(pread_full(ops, fd, buffer, bytes, offset));
+                },
+                file_bytes, "the disk cache", kScanReadBytes) {}
 
-  void set_read_bytes(std::size_t bytes) { read_bytes_ = bytes; }
+  void set_read_bytes(std::size_t bytes) { reader_.set_read_bytes(bytes); }
 
-  // `bytes` bytes at `offset`, or nullptr when they are not all in the file.
+  // `bytes` bytes at `offset`, or nullptr when they are not all in the file (or cannot be read).
   const std::uint8_t* at(std::uint64_t offset, std::size_t bytes) {
-    if (offset >= window_offset_ && offset + bytes <= window_offset_ + window_bytes_) {
-      return window_.data() + (offset - window_offset_);
+    try {
+      return reader_.at(offset, bytes);
+    } catch (const Error&) {
+      return nullptr;
     }
-    if (offset > file_bytes_ || bytes > file_bytes_ - offset) return nullptr;
-    const auto want = static_cast<std::size_t>(
-        std::min<std::uint64_t>(std::max(bytes, read_bytes_), file_bytes_ - offset));
-    if (window_.size() < want) window_.resize(want);
-    const ssize_t got = pread_full(ops_, fd_, window_.data(), want, offset);
-    window_offset_ = offset;
-    window_bytes_ = got < 0 ? 0 : static_cast<std::size_t>(got);
-    return window_bytes_ >= bytes ? window_.data() : nullptr;
   }
 
  private:
-  FileOps& ops_;
-  int fd_;
-  std::uint64_t file_bytes_;
-  std::size_t read_bytes_ = kScanReadBytes;
-  std::vector<std::uint8_t> window_;
-  std::uint64_t window_offset_ = 0;
-  std::size_t window_bytes_ = 0;
+  core::WindowReader reader_;
 };
 
 // Sequential reads of the index file through a 1 MiB window; every byte handed out is added to
@@ -367,11 +352,16 @@ bool read_index_file(FileOps& ops, const std::string& path, const FileHeader& da
 
 IndexFileWriter::IndexFileWriter(FileOps& ops, std::string path, const FileHeader& data_header,
                                  std::uint64_t data_end)
-    : ops_(ops), path_(std::move(path)), tmp_path_(path_ + ".tmp") {
+    : ops_(ops), path_(std::move(path)), tmp_path_(path_ + ".tmp-" + std::to_string(::getpid())) {
   hash_state_ = XXH3_createState();
   XXH3_64bits_reset(state_of(hash_state_));
   buffer_.reserve(kIndexChunkBytes);
-  fd_ = ops_.open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Created exclusively and never through a link (a symlink planted at the temporary's name is
+  // not followed: the open fails and no index is written), readable by the owner only: the index
+  // names the reader's files. The writer holds the cache's lock, so the name is its own; one a
+  // killed writer left is removed first.
+  if (ops_.unlink(tmp_path_.c_str()) != 0 && errno != ENOENT) failed_ = true;
+  fd_ = failed_ ? -1 : ops_.open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   failed_ = fd_ < 0;
   std::uint8_t h[kIndexHeaderBytes] = {};
   std::memcpy(h, kIndexMagic, 8);

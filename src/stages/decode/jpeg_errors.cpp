@@ -145,13 +145,9 @@ std::string describe_non_jpeg(std::span<const std::uint8_t> data) {
   if (starts_with(data, 0, "BM"sv)) return "BMP image, not a JPEG";
   if (starts_with(data, 0, "II*\0"sv) || starts_with(data, 0, "MM\0*"sv)) return "TIFF image, not a JPEG";
   if (starts_with(data, 4, "ftyp"sv)) return "HEIF/AVIF or other ISO media file, not a JPEG";
-  std::string cause = "not a JPEG: does not start with the SOI marker FF D8 (starts with";
-  char hex[4];
-  for (std::size_t i = 0; i < std::min<std::size_t>(data.size(), 4); ++i) {
-    std::snprintf(hex, sizeof hex, " %02X", data[i]);
-    cause += hex;
-  }
-  return cause + ")";
+  // The file's own bytes are never quoted: a path named .jpg may hold anything, a secret included,
+  // and skip messages reach logs.
+  return "not a JPEG: does not start with the SOI marker FF D8";
 }
 
 }  // namespace sluice::stages

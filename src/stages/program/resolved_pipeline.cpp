@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/numbers.hpp"
 #include "pipeline/stage_registry.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/rng.hpp"
@@ -164,8 +165,15 @@ NormalizeOptions split_normalize(Chain& chain) {
 }  // namespace
 
 ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& options, FileOps* file_ops) {
-  if (options.threads != autotune && options.threads < 1) {
-    bad("build: threads must be >= 1 or sluice::autotune, got " + std::to_string(options.threads));
+  // Bounded above too: thousands of workers run the process out of stacks and allocator arenas
+  // (100,000 crashed inside libtbbmalloc) long before they help.
+  if (options.threads != autotune && (options.threads < 1 || options.threads > core::max_threads())) {
+    bad("build: threads must be from 1 to " + std::to_string(core::max_threads()) +
+        " (4 x the hardware threads, at least 1024) or sluice::autotune, got " + std::to_string(options.threads));
+  }
+  if (options.samples_in_flight < 0 || options.samples_in_flight > 64 * core::max_threads()) {
+    bad("build: samples_in_flight must be from 0 to " + std::to_string(64 * core::max_threads()) + ", got " +
+        std::to_string(options.samples_in_flight));
   }
   // The order the descriptors' rules give: read, decode_jpeg, image ops, normalize, then batch
   // and prefetch; shuffle anywhere before batch (it reorders samples, which per-sample stages do

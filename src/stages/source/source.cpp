@@ -8,9 +8,11 @@
 #include <cctype>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
+#include <climits>
 #include <memory>
 
+#include "core/binary_io.hpp"
+#include "core/numbers.hpp"
 #include "sluice/core/error.hpp"
 #include "stages/tar/tar_source.hpp"
 
@@ -28,6 +30,42 @@ bool has_jpeg_extension(std::string_view filename) {
                       [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
   };
   return is("jpg") || is("jpeg") || is("jpe") || is("jfif");
+}
+
+std::string escape_name(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  const auto hex = [&out](unsigned char c) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    out += "\\x";
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  };
+  for (std::size_t i = 0; i < name.size();) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c == '\\') { out += "\\\\"; ++i; continue; }
+    if (c == '\n') { out += "\\n"; ++i; continue; }
+    if (c == '\r') { out += "\\r"; ++i; continue; }
+    if (c == '\t') { out += "\\t"; ++i; continue; }
+    if (c < 0x20 || c == 0x7f) { hex(c); ++i; continue; }
+    if (c < 0x80) { out += static_cast<char>(c); ++i; continue; }
+    // A well-formed UTF-8 sequence is kept; any other byte is escaped.
+    const int length = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+    bool valid = length > 0 && i + static_cast<std::size_t>(length) <= name.size();
+    for (int k = 1; valid && k < length; ++k) valid = (static_cast<unsigned char>(name[i + k]) & 0xc0) == 0x80;
+    if (valid && length == 3) {
+      const auto c1 = static_cast<unsigned char>(name[i + 1]);
+      valid = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);  // overlong, surrogates
+    }
+    if (valid && length == 4) {
+      const auto c1 = static_cast<unsigned char>(name[i + 1]);
+      valid = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+    }
+    if (!valid) { hex(c); ++i; continue; }
+    out.append(name.substr(i, static_cast<std::size_t>(length)));
+    i += static_cast<std::size_t>(length);
+  }
+  return out;
 }
 
 namespace {
@@ -56,8 +94,9 @@ void check_symlink(const std::string& path, const Root& root) {
   const fs::path target = fs::canonical(path, ec);
   if (ec || inside(target, root.canonical)) return;
   throw Error(ErrorCode::kInvalidArgument,
-              "symlink to " + target.string() + " leaves the data set's folder; use from_folder(dir, "
-              "{.allow_outside_root = true}) (JSON: \"allow_outside_root\": true) if that is intended",
+              "symlink to " + target.string() + " leaves the data set's folder; allow it with "
+              "allow_outside_root (JSON \"allow_outside_root\": true, on the command line --allow-outside-root) "
+              "if that is intended",
               path);
 }
 
@@ -194,7 +233,18 @@ Dataset load_folder(const spec::Folder& folder) {
   } else {
     for (std::size_t i = 0; i < classes.size(); ++i) {
       dataset.class_names.push_back(classes[i].filename().string());
+      const std::int64_t before = dataset.items.size();
       append_images(classes[i], static_cast<std::int32_t>(i), checked, dataset.items);
+      // As ImageFolder: a class without images (an output folder put inside the data set, a
+      // folder still being copied) would shift every later label without a word.
+      if (dataset.items.size() == before && !folder.allow_empty_classes) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    "class folder " + escape_name(classes[i].filename().string()) +
+                        " holds no JPEG files, which would shift every later class's label; remove it, or allow "
+                        "it with allow_empty_classes (JSON \"allow_empty_classes\": true, on the command line "
+                        "--allow-empty-classes)",
+                    folder.path);
+      }
     }
   }
   if (dataset.items.empty()) {
@@ -204,56 +254,51 @@ Dataset load_folder(const spec::Folder& folder) {
   }
   return dataset;
 }
+// One rule for every way a list entry can leave the list's folder: climbing out with "..", an
+// absolute path elsewhere, or a symlink (the entry itself or a folder on its way) whose target
+// is elsewhere. Judged on where the entry resolves; an entry that does not exist is left to the
+// read, which names it.
+void check_list_entry(const fs::path& entry, const fs::path& canonical_base, const std::string& where) {
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(entry, ec);
+  if (ec || inside(resolved, canonical_base)) return;
+  throw Error(ErrorCode::kInvalidArgument,
+              "the entry leaves the list's folder (it resolves to " + resolved.string() +
+                  "); allow it with allow_outside_root (JSON \"allow_outside_root\": true, on the command line "
+                  "--allow-outside-root) if that is intended",
+              where);
+}
+
 Dataset load_list(const spec::ListFile& list) {
-  // Only a regular file: opening a FIFO would wait for a writer, a device might never end.
-  struct stat st {};
-  if (::stat(list.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                S_ISDIR(st.st_mode) ? "is a folder, not a list file (use from_folder)" : "not a regular file",
-                list.path);
-  }
-  std::ifstream in(list.path);
-  if (!in) {
-    std::error_code ec;
-    const bool exists = fs::exists(list.path, ec);
-    throw Error(exists ? ErrorCode::kPermissionDenied : ErrorCode::kNotFound,
-                exists ? "cannot open list file" : "no such list file", list.path);
-  }
+  // A regular file under a bound: a FIFO would wait for a writer, a device might never end.
+  const std::string text = core::read_regular_text(list.path, core::kMaxTextInputBytes, "list file");
   const fs::path base = fs::path(list.path).parent_path();
+  std::error_code ec;
+  const fs::path canonical_base = fs::canonical(base.empty() ? fs::path(".") : base, ec);
+  if (ec) throw Error(ErrorCode::kIo, "cannot resolve the list's folder: " + ec.message(), list.path);
   Dataset dataset;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  std::size_t at = 0;
+  for (int number = 1; at < text.size(); ++number) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    std::string_view line(text.data() + at, end - at);
+    at = end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || line[0] == '#') continue;
     const auto tab = line.rfind('\t');
     const auto where = list.path + ":" + std::to_string(number);
-    if (tab == std::string::npos || tab == 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "expected \"path<TAB>label\", got \"" + line + "\"", where);
+    // Messages never quote the line: a list file may be anything, a secret included.
+    if (tab == std::string_view::npos || tab == 0) {
+      throw Error(ErrorCode::kInvalidArgument, "expected \"path<TAB>label\" (a path, a tab, a label)", where);
     }
-    std::int32_t label = -1;
-    const char* first = line.data() + tab + 1;
-    const char* last = line.data() + line.size();
-    const auto [ptr, ec] = std::from_chars(first, last, label);
-    if (ec != std::errc{} || ptr != last || label < 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "label must be a non-negative integer, got \"" + std::string(first, last) + "\"",
-                  where);
+    const auto label = core::parse_int(line.substr(tab + 1), 0, INT32_MAX);
+    if (!label) {
+      throw Error(ErrorCode::kInvalidArgument, "the label must be a whole number from 0 to 2147483647", where);
     }
     fs::path path(line.substr(0, tab));
-    if (path.is_relative()) {
-      // A relative entry must stay inside the list's folder: a list from elsewhere must not
-      // reach files its author did not mean to share.
-      const fs::path inside = path.lexically_normal();
-      if (!list.allow_outside_root && !inside.empty() && *inside.begin() == "..") {
-        throw Error(ErrorCode::kInvalidArgument,
-                    "entry \"" + path.string() + "\" leaves the list's folder; use from_list(path, "
-                    "{.allow_outside_root = true}) if that is intended",
-                    where);
-      }
-      path = base / inside;
-    }
-    dataset.items.add_path(path.lexically_normal().string(), label);
+    if (path.is_relative()) path = base / path;
+    path = path.lexically_normal();
+    if (!list.allow_outside_root) check_list_entry(path, canonical_base, where);
+    dataset.items.add_path(path.string(), static_cast<std::int32_t>(*label));
   }
   if (dataset.items.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "list file has no entries", list.path);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sluice/pipeline/spec.hpp"
@@ -24,13 +25,21 @@ struct Dataset {
 // recursively within each class folder, sorted by path; only .jpg/.jpeg/.jpe/.jfif names
 // (any case), hidden files skipped. A folder without sub-folders is one class, label 0. Only
 // regular files are listed (FIFOs, sockets, devices are not); a symlink whose target leaves the
-// folder throws unless Folder::allow_outside_root.
+// folder throws unless Folder::allow_outside_root; a class folder without JPEGs throws unless
+// Folder::allow_empty_classes.
 // List file: "path<TAB>label" per line, '#' comments and blank lines ignored, relative paths
-// resolved against the list's folder. Throws sluice::Error naming the path (and line).
+// resolved against the list's folder; entries that leave it throw unless
+// ListFile::allow_outside_root. A regular file under 256 MiB only. Throws sluice::Error naming the path (and line).
 // Shards: see stages/tar/tar_source.hpp. `ops` (null: the real file system) is what shards and their
 // index files are opened through.
 Dataset load_dataset(const spec::Source& source, FileOps* ops = nullptr);
 
 bool has_jpeg_extension(std::string_view filename);
+
+// A file or folder name as sluice writes it into a text file or message, losslessly and on one
+// line: a backslash as two, newline, carriage return and tab as \n, \r, \t, any other control
+// byte and any byte that is not part of well-formed UTF-8 as \xHH; everything else as it is.
+// A class folder named with a newline no longer shifts the lines of PREFIX-classes.txt.
+std::string escape_name(std::string_view name);
 
 }  // namespace sluice::stages

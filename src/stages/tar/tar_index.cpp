@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "core/binary_io.hpp"
+#include "core/numbers.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 #include "stages/source/file_ops.hpp"
@@ -28,33 +30,23 @@ constexpr std::uint64_t kMaxMetadata = 64 * 1024;  // a pax header's data, a GNU
 constexpr std::uint64_t kMaxNumberLabel = 64;      // key.cls
 constexpr std::uint64_t kMaxClassName = 1024;      // key.class
 
+// The shard's bytes through core::WindowReader (one error handling: a failed read is kIo naming
+// the shard); `sparse` picks the read size.
 class Window {
  public:
   Window(FileOps& ops, int fd, std::uint64_t size, const std::string& path)
-      : ops_(ops), fd_(fd), size_(size), path_(path) {}
+      : reader_([&ops, fd](void* buffer, std::size_t bytes, std::uint64_t offset) {
+                  return static_cast<long>(pread_full(ops, fd, buffer, bytes, offset));
+                },
+                size, path, kWideRead) {}
 
   // Bytes [pos, pos + n) of the shard, or null when the shard ends before them.
   const std::uint8_t* at(std::uint64_t pos, std::uint64_t n, bool sparse) {
-    if (pos >= start_ && pos - start_ + n <= length_) return buffer_.data() + (pos - start_);
-    if (pos > size_ || n > size_ - pos) return nullptr;
-    const std::uint64_t want = std::min<std::uint64_t>(std::max<std::uint64_t>(n, sparse ? kPageRead : kWideRead),
-                                                       size_ - pos);
-    if (buffer_.size() < want) buffer_.resize(static_cast<std::size_t>(want));
-    const ssize_t got = pread_full(ops_, fd_, buffer_.data(), static_cast<std::size_t>(want), pos);
-    if (got < 0) throw Error(ErrorCode::kIo, std::string("cannot read: ") + std::strerror(errno), path_);
-    start_ = pos;
-    length_ = static_cast<std::uint64_t>(got);
-    return length_ >= n ? buffer_.data() : nullptr;  // short: the file shrank under us
+    return reader_.at(pos, static_cast<std::size_t>(n), sparse ? kPageRead : kWideRead);
   }
 
  private:
-  FileOps& ops_;
-  int fd_;
-  std::uint64_t size_;
-  const std::string& path_;
-  std::vector<std::uint8_t> buffer_;
-  std::uint64_t start_ = 0;
-  std::uint64_t length_ = 0;
+  core::WindowReader reader_;
 };
 
 std::string lower(std::string_view s) {
@@ -284,14 +276,13 @@ class Scanner {
       s.class_name = std::string(text);
       return;
     }
-    std::int32_t value = -1;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc{} || end != text.data() + text.size() || value < 0 || text.empty()) {
-      return mark("label member " + tar::printable(member) + " holds \"" + tar::printable(text, 40) +
-                  "\", not a non-negative integer");
+    // The member's bytes are not quoted: messages never carry a file's contents.
+    const auto value = core::parse_int(text, 0, INT32_MAX);
+    if (!value) {
+      return mark("label member " + tar::printable(member) + " does not hold a whole number from 0 to 2147483647");
     }
     s.label_kind = LabelKind::kNumber;
-    s.number = value;
+    s.number = static_cast<std::int32_t>(*value);
   }
 
   void mark(const std::string& cause) {
@@ -346,15 +337,12 @@ constexpr std::size_t kRecordBytes = 28;
 
 template <class T>
 void put(std::vector<std::uint8_t>& out, T value) {
-  const auto* p = reinterpret_cast<const std::uint8_t*>(&value);
-  out.insert(out.end(), p, p + sizeof value);
+  core::append_le(out, value);
 }
 
 template <class T>
 T get(const std::uint8_t* p) {
-  T value;
-  std::memcpy(&value, p, sizeof value);
-  return value;
+  return core::get_le<T>(p);
 }
 
 std::optional<IndexedShard> refuse(std::string& why, std::string reason) {

@@ -18,6 +18,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/detail/core/log.hpp"
 #include "stages/source/file_ops.hpp"
+#include "stages/tar/shard_manifest.hpp"
 #include "stages/tar/tar_index.hpp"
 
 namespace sluice::stages {
@@ -189,7 +190,8 @@ void write_index_file(FileOps& ops, const std::string& path, IndexFile existing,
   const std::size_t slash = path.rfind('/');
   const std::string temp = path.substr(0, slash + 1) + "." + path.substr(slash + 1) + ".tmp-" +
                            std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
-  const int fd = ops.open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  // 0600: the index names the shard's members, which others may not be allowed to read.
+  const int fd = ops.open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return;  // a read-only file system, a full disk...: the index stays in memory
   const std::vector<std::uint8_t> bytes = encode_shard_index(index);
   bool written = false;
@@ -319,6 +321,7 @@ std::string shard_index_path(const std::string& shard) { return shard + ".sluice
 Dataset load_shards(const spec::Shards& shards, FileOps* ops_or_null) {
   FileOps& ops = ops_or_null != nullptr ? *ops_or_null : real_file_ops();
   const std::vector<std::string> names = expand_shard_patterns(shards.patterns);
+  check_shard_manifests(names);  // a set that a killed prepare run left is refused, not read as whole
   Dataset dataset;
   Labels labels;
   int from_files = 0;

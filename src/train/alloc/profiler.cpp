@@ -4,13 +4,18 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 
 namespace sluice::train {
+
+namespace {
+// How every trace starts: the writer replaces only a file that starts so.
+constexpr std::string_view kTraceStart = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"sluice train profiler\"";
+}  // namespace
 
 Profiler::Profiler(Allocator& allocator, ProfilerOptions options)
     : allocator_(allocator), options_(options), start_(std::chrono::steady_clock::now()) {
@@ -154,8 +159,7 @@ std::string Profiler::summary_table(const std::function<std::string(std::uint64_
 std::string Profiler::trace_json() const {
   using nlohmann::json;
   std::lock_guard lock(mutex_);
-  std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"sluice train profiler\",\"unit\":\"bytes\"},"
-                    "\"traceEvents\":[";
+  std::string out = std::string(kTraceStart) + ",\"unit\":\"bytes\"},\"traceEvents\":[";
   bool first = true;
   auto add = [&](const json& e) {
     if (!first) out += ",\n";
@@ -176,12 +180,19 @@ std::string Profiler::trace_json() const {
   return out;
 }
 
+namespace {
+
+core::OutputFile trace_output(const std::string& path) {
+  return core::OutputFile{.path = path, .noun = "profile trace", .mode = 0644,
+                          .is_ours = [](std::string_view head) { return head.starts_with(kTraceStart); }};
+}
+
+}  // namespace
+
+void Profiler::check_trace_output(const std::string& path) { core::check_output(trace_output(path)); }
+
 void Profiler::write_trace(const std::string& path) const {
-  const std::string text = trace_json();
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  f.close();
-  if (!f) throw Error(ErrorCode::kIo, "cannot write the profile trace", path);
+  core::write_file_atomically(trace_output(path), trace_json());
 }
 
 }  // namespace sluice::train

@@ -121,6 +121,8 @@ std::size_t CompressedWeights::dense_bytes() const {
   return n;
 }
 
+void check_pruned_weights_output(const std::string& path) { weights_io::check_container_output(path, kFormat); }
+
 void CompressedWeights::save(const std::string& path) const {
   std::vector<std::uint8_t> table, blob;
   for (const CompressedTensor& t : tensors_) {

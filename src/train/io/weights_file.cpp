@@ -2,7 +2,6 @@
 // the table against the model) before it changes a single weight.
 #include "sluice/train/weights_file.hpp"
 
-#include <array>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -11,17 +10,6 @@
 
 namespace sluice::train {
 namespace {
-
-constexpr std::array<std::uint32_t, 256> make_crc_table() {
-  std::array<std::uint32_t, 256> table{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
-constexpr std::array<std::uint32_t, 256> kCrcTable = make_crc_table();
 
 struct Entry {
   std::string name;
@@ -46,12 +34,7 @@ constexpr std::uint64_t align256(std::uint64_t v) { return (v + 255) & ~std::uin
 
 }  // namespace
 
-std::uint32_t crc32(const void* bytes, std::size_t size, std::uint32_t crc) {
-  const auto* p = static_cast<const std::uint8_t*>(bytes);
-  crc = ~crc;
-  for (std::size_t i = 0; i < size; ++i) crc = kCrcTable[(crc ^ p[i]) & 0xffu] ^ (crc >> 8);
-  return ~crc;
-}
+void check_weights_output(const std::string& path) { weights_io::check_container_output(path, kFormat); }
 
 void save_weights(Context& ctx, Sequential& model, const std::string& path) {
   const std::vector<Entry> entries = entries_of(model);

@@ -1,57 +1,59 @@
 // The weights files' container: the atomic writer and the validating reader.
 #include "train/io/weights_file_io.hpp"
 
-#include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <xxhash.h>
 
-#include "sluice/train/weights_file.hpp"
+#include "core/atomic_file.hpp"
+#include "core/binary_io.hpp"
 
 namespace sluice::train::weights_io {
 
+namespace {
+
+// True when `head` starts with the format's magic: a weights file of the same kind may be
+// replaced; anything else at the path is refused (core/atomic_file.hpp).
+core::OutputFile output_for(const std::string& path, const ContainerFormat& format) {
+  const std::string magic(format.magic, 8);
+  return core::OutputFile{.path = path, .noun = format.noun, .mode = 0644,
+                          .is_ours = [magic](std::string_view head) { return head.substr(0, 8) == magic; }};
+}
+
+}  // namespace
+
+void check_container_output(const std::string& path, const ContainerFormat& format) {
+  core::check_output(output_for(path, format));
+}
+
 void write_container(const std::string& path, const ContainerFormat& format, std::uint32_t count,
                      const std::vector<std::uint8_t>& table, const std::vector<std::uint8_t>& blob) {
-  const std::string noun = format.noun;
-  const std::uint32_t crc = crc32(blob.data(), blob.size(), crc32(table.data(), table.size()));
   std::vector<std::uint8_t> header(format.magic, format.magic + 8);
-  put<std::uint32_t>(header, format.version);
-  put<std::uint32_t>(header, count);
-  put<std::uint64_t>(header, table.size());
-  put<std::uint64_t>(header, blob.size());
-  put<std::uint32_t>(header, crc);
-  put<std::uint32_t>(header, 0);
+  core::append_le<std::uint32_t>(header, format.version);
+  core::append_le<std::uint32_t>(header, count);
+  core::append_le<std::uint64_t>(header, table.size());
+  core::append_le<std::uint64_t>(header, blob.size());
+  core::append_le<std::uint64_t>(header, container_checksum(table.data(), table.size(), blob.data(), blob.size()));
 
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(table.data()), static_cast<std::streamsize>(table.size()));
-    out.write(reinterpret_cast<const char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw Error(ErrorCode::kIo, "cannot write the " + noun, path);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error(ErrorCode::kIo, "cannot rename " + tmp + " into place: " + ec.message(), path);
+  core::AtomicFileWriter out(output_for(path, format));
+  out.write(header.data(), header.size());
+  out.write(table.data(), table.size());
+  out.write(blob.data(), blob.size());
+  out.commit();
+}
+
+std::uint64_t container_checksum(const std::uint8_t* table, std::size_t table_bytes, const std::uint8_t* blob,
+                                 std::size_t blob_bytes) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, table, table_bytes);
+  XXH3_64bits_update(state, blob, blob_bytes);
+  const std::uint64_t digest = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return digest;
 }
 
 Container read_container(const std::string& path, const ContainerFormat& format) {
-  const std::string noun = format.noun;
-  // A regular file only: a FIFO would block the open, a device might never end.
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
-    throw Error(ErrorCode::kInvalidArgument, "the " + noun + " is not a regular file", path);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, "cannot open the " + noun, path);
-  Container c;
-  c.file.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return parse_container(std::move(c.file), path, format);
+  // A regular file under a bound: a FIFO is refused without blocking, a device never read.
+  return parse_container(core::read_regular_file(path, core::kMaxWeightsBytes, format.noun), path, format);
 }
 
 Container parse_container(std::vector<std::uint8_t> bytes, const std::string& path, const ContainerFormat& format) {
@@ -69,6 +71,13 @@ Container parse_container(std::vector<std::uint8_t> bytes, const std::string& pa
   }
   Reader header(file.data() + 8, kContainerHeaderBytes - 8, path, noun + " header");
   const auto version = header.get<std::uint32_t>();
+  if (version == 1 && format.version == 2) {
+    // Version 1 carried a CRC-32, which sluice no longer computes (one checksum, XXH3).
+    throw Error(ErrorCode::kUnsupportedFormat, noun + " version 1 (checksummed with CRC-32), written before sluice "
+                                                   "moved its files to XXH3; this build reads version 2: load it with "
+                                                   "the sluice that wrote it and save it again",
+                path);
+  }
   if (version != format.version) {
     throw Error(ErrorCode::kUnsupportedFormat, noun + " version " + std::to_string(version) +
                                                    "; this build reads version " + std::to_string(format.version),
@@ -77,7 +86,7 @@ Container parse_container(std::vector<std::uint8_t> bytes, const std::string& pa
   c.count = header.get<std::uint32_t>();
   c.table_bytes = header.get<std::uint64_t>();
   c.blob_bytes = header.get<std::uint64_t>();
-  const auto stored_crc = header.get<std::uint32_t>();
+  const auto stored_checksum = header.get<std::uint64_t>();
   const std::uint64_t body = file.size() - kContainerHeaderBytes;
   if (c.table_bytes > body || c.blob_bytes > body - c.table_bytes) {
     throw Error(ErrorCode::kCorruptData, "truncated " + noun + ": the header announces " +
@@ -90,10 +99,10 @@ Container parse_container(std::vector<std::uint8_t> bytes, const std::string& pa
   }
   c.table = file.data() + kContainerHeaderBytes;
   c.blob = c.table + c.table_bytes;
-  const std::uint32_t crc = crc32(c.blob, c.blob_bytes, crc32(c.table, c.table_bytes));
-  if (crc != stored_crc) {
-    throw Error(ErrorCode::kCorruptData, noun + " checksum mismatch (stored " + std::to_string(stored_crc) +
-                                             ", computed " + std::to_string(crc) + "): the file is corrupt", path);
+  const std::uint64_t checksum = container_checksum(c.table, c.table_bytes, c.blob, c.blob_bytes);
+  if (checksum != stored_checksum) {
+    throw Error(ErrorCode::kCorruptData, noun + " checksum mismatch (stored " + std::to_string(stored_checksum) +
+                                             ", computed " + std::to_string(checksum) + "): the file is corrupt", path);
   }
   return c;
 }

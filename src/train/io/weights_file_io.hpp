@@ -4,7 +4,8 @@
 //
 // The container, little-endian:
 //   header (40 B): magic (8 B) | version u32 | tensor count u32 | table bytes u64 | blob bytes u64 |
-//                  CRC-32 of table then blob u32 | 0 u32
+//                  XXH3-64 of table then blob u64 (version 1 of both formats held a CRC-32 and a
+//                  zero u32 here; it is refused with a message saying so)
 //   table (table bytes): the format's per-tensor records
 //   blob (blob bytes): the format's tensor data
 #pragma once
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/binary_io.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/shape.hpp"
 
@@ -25,8 +27,7 @@ namespace sluice::train::weights_io {
 // Appends v's bytes (the formats are little-endian, as every platform sluice builds for).
 template <class T>
 void put(std::vector<std::uint8_t>& out, T v) {
-  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-  out.insert(out.end(), p, p + sizeof v);
+  core::append_le(out, v);
 }
 
 // Reads little-endian values from a byte range. Running out throws sluice::Error(kCorruptData)
@@ -37,10 +38,9 @@ class Reader {
       : p_(data), end_(data + size), path_(std::move(path)), what_(std::move(what)) {}
   template <class T>
   T get() {
-    T v;
-    need(sizeof v);
-    std::memcpy(&v, p_, sizeof v);
-    p_ += sizeof v;
+    need(sizeof(T));
+    const T v = core::get_le<T>(p_);
+    p_ += sizeof(T);
     return v;
   }
   std::string text(std::size_t n) {
@@ -71,10 +71,20 @@ struct ContainerFormat {
   const char* noun = "";
 };
 
-// Writes header, table and blob to `path` + ".tmp", then renames it into place, so a reader never
-// sees a half-written file. Throws sluice::Error(kIo) naming the path.
+// Writes header, table and blob through core::AtomicFileWriter: an exclusive temporary beside
+// `path`, fsynced, renamed over `path` only when nothing is there or a file of the same format
+// is. Throws sluice::Error naming the path and the system's reason (ENOSPC, EACCES), or
+// kInvalidArgument when something else is at the path.
 void write_container(const std::string& path, const ContainerFormat& format, std::uint32_t count,
                      const std::vector<std::uint8_t>& table, const std::vector<std::uint8_t>& blob);
+
+// Throws what write_container would for a path it cannot write, before any work is done: a run
+// that ends by saving checks first (`train --save`).
+void check_container_output(const std::string& path, const ContainerFormat& format);
+
+// XXH3-64 of the table then the blob, as the header stores it.
+std::uint64_t container_checksum(const std::uint8_t* table, std::size_t table_bytes, const std::uint8_t* blob,
+                                 std::size_t blob_bytes);
 
 // A container read back whole and validated: magic, version, sizes (no truncation, nothing after
 // the blob) and the CRC. `table` and `blob` point into `file`.

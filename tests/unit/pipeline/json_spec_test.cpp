@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "core/numbers.hpp"
 #include "pipeline_support.hpp"
 #include "sluice/sluice.hpp"
 #include "test_support.hpp"
@@ -299,7 +300,7 @@ TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
   EXPECT_EQ(error_of(with_stages(R"([{"shuffle": {"buffer": -1}}])")),
             "stages[0].shuffle.buffer: expected a positive integer, got -1");
   EXPECT_EQ(error_of(with_stages(R"([{"random_crop": {"size": 8, "padding": -2}}])")),
-            "stages[0].random_crop.padding: expected a non-negative integer, got -2");
+            "stages[0].random_crop.padding: expected an integer from 0 to 1048576, got -2");
   EXPECT_EQ(error_of(with_stages(R"([{"decode_jpeg": {"fastdct": true}}])")),
             "stages[0].decode_jpeg: unknown key \"fastdct\" (known: color, fast_dct, fast_upsample, "
             "fast_upsample_when_shrunk, dct_scaling, roi, strict, accept_warnings, max_image_pixels)");
@@ -338,7 +339,11 @@ TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
             "stages[0]: expected an object with one key, the stage's name (e.g. {\"batch\": {\"size\": 64}}), got "
             "{\"batch\":{\"size\":4},\"prefetch\":{\"depth\":2}}");
   EXPECT_EQ(error_of(with_stages("[]", R"({"threads": "many"})")),
-            "build.threads: expected a positive integer or \"auto\", got \"many\"");
+            "build.threads: expected an integer from 1 to " + std::to_string(core::max_threads()) +
+                " (4 x the hardware threads, at least 1024) or \"auto\", got \"many\"");
+  // Far past the bound (it crashed inside the allocator at about 2,500 threads).
+  EXPECT_NE(error_of(with_stages("[]", R"({"threads": 100000})")).find("build.threads: expected an integer from 1 to"),
+            std::string::npos);
   EXPECT_EQ(error_of(with_stages("[]", R"({"memory_budget": "lots"})")),
             "build.memory_budget: expected a size (a non-negative integer of bytes or a string like \"4GiB\"), got "
             "\"lots\"");

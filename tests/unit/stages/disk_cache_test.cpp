@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "disk_cache_test_util.hpp"
+#include "fault_fs.hpp"
 #include "sluice/core/error.hpp"
 #include "stages/cache/disk_cache_format.hpp"
 #include "test_support.hpp"
@@ -301,6 +302,49 @@ TEST(DiskCacheStore, DiskFullWarnsOnceStopsInsertsAndKeepsServing) {
       EXPECT_EQ(cache.stats().dropped_corrupt, 0);
     }
   }
+}
+
+// One policy for a full disk: a cache file that cannot be created (no space, no inodes: ENOSPC;
+// a quota: EDQUOT) is the same warning as a disk that fills mid-run, and a run without caching,
+// not a failed build (it was fatal while ENOSPC mid-run was a warning).
+TEST(DiskCacheStore, NoSpaceToCreateTheFileWarnsAndCachesNothing) {
+  for (const int err : {ENOSPC, EDQUOT}) {
+    SCOPED_TRACE(std::strerror(err));
+    TempDir dir;
+    const fs::path path = dir / "c.cache";
+    test::FaultFs ops;
+    ops.fail(test::FsOp::kOpen, path.string(), err, 1, test::FaultFs::kAlways);
+    testing::internal::CaptureStderr();
+    DiskCacheStore cache(options_for(path, 42, &ops));
+    EXPECT_FALSE(cache.insert(key_for(1), payload_for(1)));
+    EXPECT_EQ(count_hits(cache, 0, 3), 0);
+    const std::string warnings = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(std::count(warnings.begin(), warnings.end(), '\n'), 1) << warnings;
+    EXPECT_NE(warnings.find(std::strerror(err)), std::string::npos) << warnings;
+    const DiskCacheStats s = cache.stats();
+    EXPECT_FALSE(s.writable);
+    EXPECT_NE(s.note.find("caching off"), std::string::npos) << s.note;
+    EXPECT_FALSE(fs::exists(path));
+  }
+}
+
+// Created for its owner alone (it holds the reader's data), and never through a symlink.
+TEST(DiskCacheStore, CreatedOwnerOnlyAndNeverThroughASymlink) {
+  TempDir dir;
+  const fs::path path = dir / "c.cache";
+  { DiskCacheStore cache(options_for(path)); }
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 077, 0u);
+  test::write_bytes(dir / "victim", {});
+  fs::create_symlink(dir / "victim", dir / "link.cache");
+  try {
+    DiskCacheStore cache(options_for(dir / "link.cache"));
+    FAIL() << "opened a cache through a symlink";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(fs::file_size(dir / "victim"), 0u);
 }
 
 TEST(DiskCacheStore, MaxBytesStopsInsertsWithoutEvicting) {

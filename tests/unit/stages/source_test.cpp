@@ -71,13 +71,35 @@ TEST(Source, EmptyOrMissingFolderFailsWithAMessage) {
 
 TEST(Source, ListFileResolvesRelativePathsAndSkipsComments) {
   TempDir dir;
-  const std::string text = "# a comment\n\nimgs/a.jpg\t3\n/abs/b.jpg\t0\r\n";
+  const std::string inside = (dir / "abs/b.jpg").string();  // an absolute entry inside the folder
+  const std::string text = "# a comment\n\nimgs/a.jpg\t3\n" + inside + "\t0\r\n";
   test::write_bytes(dir / "list.txt", {text.begin(), text.end()});
   const Dataset d = load_dataset(spec::ListFile{(dir / "list.txt").string()});
   ASSERT_EQ(d.items.size(), 2);
   EXPECT_EQ(d.items.path(0), (dir / "imgs/a.jpg").string());
   EXPECT_EQ(d.items.label(0), 3);
-  EXPECT_EQ(d.items.path(1), "/abs/b.jpg");
+  EXPECT_EQ(d.items.path(1), inside);
+}
+
+// One rule for the three ways out of the list's folder: "..", an absolute path elsewhere, a
+// symlink whose target is elsewhere (absolute entries and symlinks used to be read).
+TEST(Source, ListFileEntriesLeavingTheFolderByAnyWayAreRefusedUnlessAllowed) {
+  TempDir dir;
+  test::write_bytes(dir / "outside.jpg", {1});
+  std::filesystem::create_directories(dir / "lists");
+  std::filesystem::create_symlink(dir / "outside.jpg", dir / "lists/link.jpg");
+  for (const std::string& entry : {(dir / "outside.jpg").string(), std::string("link.jpg"), std::string("/abs/b.jpg")}) {
+    const std::string text = "ok.jpg\t0\n" + entry + "\t1\n";
+    test::write_bytes(dir / "lists/list.txt", {text.begin(), text.end()});
+    try {
+      load_dataset(spec::ListFile{(dir / "lists/list.txt").string()});
+      FAIL() << entry;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("list.txt:2"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("allow_outside_root"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(load_dataset(spec::ListFile{(dir / "lists/list.txt").string(), true}).items.size(), 2);
+  }
 }
 
 TEST(Source, ListFileEntriesMayNotClimbOutOfTheListsFolderUnlessAllowed) {

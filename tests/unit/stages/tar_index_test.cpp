@@ -165,7 +165,8 @@ TEST(TarIndex, KeysWithTwoImagesTwoLabelsOrBadLabelsAreDamaged) {
   ASSERT_EQ(index.samples.size(), 5u);
   EXPECT_NE(index.samples[0].damage.find("two image members"), std::string::npos);
   EXPECT_NE(index.samples[1].damage.find("two label members"), std::string::npos);
-  EXPECT_NE(index.samples[2].damage.find("not a non-negative integer"), std::string::npos);
+  EXPECT_NE(index.samples[2].damage.find("does not hold a whole number from 0 to 2147483647"), std::string::npos);
+  EXPECT_EQ(index.samples[2].damage.find("-4"), std::string::npos) << "quotes the member's bytes";
   EXPECT_NE(index.samples[3].damage.find("bytes, more than a number takes"), std::string::npos);
   EXPECT_NE(index.samples[4].damage.find("empty"), std::string::npos);
 }

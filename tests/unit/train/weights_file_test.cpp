@@ -141,9 +141,82 @@ TEST_F(Checkpoint, MissingFile) {
   }
 }
 
-TEST(Crc32, MatchesTheStandardCheckValue) {
-  EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
-  EXPECT_EQ(crc32("", 0), 0u);
+// The writer never writes through a link: neither one planted at the path nor one at the old
+// fixed temporary name ("w.bin.tmp"); the victim keeps its bytes.
+TEST_F(Checkpoint, NeverWritesThroughASymlinkAtThePathOrBesideIt) {
+  const std::string victim = (dir_ / "victim").string();
+  sluice::test::write_bytes(victim, {1, 2, 3});
+  const std::string link = (dir_ / "link.bin").string();
+  std::filesystem::create_symlink(victim, link);
+  std::filesystem::create_symlink(victim, link + ".tmp");
+  try {
+    save_weights(rig_.ctx, *model_, link);
+    FAIL() << "wrote through a symlink";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+  }
+  const std::string plain = (dir_ / "plain.bin").string();
+  std::filesystem::create_symlink(victim, plain + ".tmp");
+  save_weights(rig_.ctx, *model_, plain);
+  EXPECT_EQ(sluice::test::read_bytes(victim), (std::vector<std::uint8_t>{1, 2, 3}));
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_FALSE(std::filesystem::is_symlink(plain));
+  EXPECT_EQ(sluice::test::read_bytes(plain), bytes_);
+}
+
+// A file that is not a weights file is never replaced; one that is, is.
+TEST_F(Checkpoint, ReplacesOnlyAWeightsFile) {
+  const std::string notes = (dir_ / "notes.txt").string();
+  sluice::test::write_bytes(notes, {'h', 'i', '\n'});
+  try {
+    save_weights(rig_.ctx, *model_, notes);
+    FAIL() << "replaced a foreign file";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("not a sluice weights file"), std::string::npos) << e.what();
+    EXPECT_THROW(check_weights_output(notes), Error);
+  }
+  EXPECT_EQ(sluice::test::read_bytes(notes), (std::vector<std::uint8_t>{'h', 'i', '\n'}));
+  check_weights_output(path_);
+  save_weights(rig_.ctx, *model_, path_);  // over the fixture's own file
+  EXPECT_EQ(sluice::test::read_bytes(path_), bytes_);
+  // Nothing left beside it: the temporaries are gone.
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir_)) ++entries;
+  EXPECT_EQ(entries, 2);
+}
+
+// A folder that does not exist is found before a run, and the message says why.
+TEST_F(Checkpoint, AnUnwritablePathIsFoundBeforeTheRunWithItsReason) {
+  const std::string missing = (dir_ / "no-such-folder" / "w.bin").string();
+  try {
+    check_weights_output(missing);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
+  }
+}
+
+// A weights file of version 1 (checksummed with CRC-32) is refused with a message that says so.
+TEST_F(Checkpoint, AVersionOneFileIsRefusedClearly) {
+  auto b = bytes_;
+  b[8] = 1;  // the version
+  const Error e = load_damaged(b);
+  EXPECT_EQ(e.code(), ErrorCode::kUnsupportedFormat);
+  EXPECT_NE(std::string(e.what()).find("CRC-32"), std::string::npos) << e.what();
+}
+
+// A FIFO or a device is refused without blocking or reading without end.
+TEST_F(Checkpoint, AFifoOrADeviceIsRefused) {
+  auto other = make_model(rig_.ctx, "fashion-cnn", 2);
+  try {
+    load_weights(rig_.ctx, *other, "/dev/zero");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The weights file formats on crafted files: containers whose CRC is valid but whose
+// The weights file formats on crafted files: containers whose checksum is valid but whose
 // sizes wrap or exceed the file, and pruned-weights tables whose dimensions multiply past 64 bits
 // or past what the blob holds; each is an Error(kCorruptData) naming the file, never a crash or
 // an allocation sized by the header. A FIFO in place of the file is refused without blocking.
@@ -22,7 +22,7 @@ using weights_io::put;
 constexpr weights_io::ContainerFormat kSparse{.magic = kSparseWeightsMagic, .version = kSparseWeightsVersion,
                                               .noun = "pruned weights file"};
 
-// A container with a correct CRC around `table` and `blob`; `table_bytes`/`blob_bytes` may lie.
+// A container with a correct checksum around `table` and `blob`; `table_bytes`/`blob_bytes` may lie.
 std::vector<std::uint8_t> container(std::uint32_t count, const std::vector<std::uint8_t>& table,
                                     const std::vector<std::uint8_t>& blob, std::uint64_t table_bytes,
                                     std::uint64_t blob_bytes) {
@@ -31,8 +31,7 @@ std::vector<std::uint8_t> container(std::uint32_t count, const std::vector<std::
   put<std::uint32_t>(out, count);
   put<std::uint64_t>(out, table_bytes);
   put<std::uint64_t>(out, blob_bytes);
-  put<std::uint32_t>(out, crc32(blob.data(), blob.size(), crc32(table.data(), table.size())));
-  put<std::uint32_t>(out, 0);
+  put<std::uint64_t>(out, weights_io::container_checksum(table.data(), table.size(), blob.data(), blob.size()));
   out.insert(out.end(), table.begin(), table.end());
   out.insert(out.end(), blob.begin(), blob.end());
   return out;
