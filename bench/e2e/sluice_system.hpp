@@ -11,7 +11,7 @@
 namespace sluice::bench {
 
 // Builds Pipeline::from_folder(dir) for the scenario with BuildOptions{.threads, .seed} and
-// iterates 1 + scenario.epochs epochs. Throws std::runtime_error when sluice's epoch does not
+// iterates 1 + scenario.epochs epochs; the first (untimed in the rate) is timed on its own. Throws std::runtime_error when sluice's epoch does not
 // hold expected_images samples (the systems would not be reading the same files), and whatever
 // sluice throws.
 // EncodedFiles::kInMemory: the same pipeline with .cache(MemoryCache{}) after read(), which from

@@ -99,14 +99,18 @@ std::vector<Preloaded> preload(const ImageList& list, DecodeLimitResult& result)
   return files;
 }
 
-// Whole passes over files[first], files[first + step], ... until `until`; returns images decoded.
+// Whole passes over files[first], files[first + step], ... until more() says stop; returns the
+// images decoded and counts the passes. warmed() runs once the buffers are touched and the
+// warm-up decodes are done, before the first timed pass: the caller starts its clock there.
 std::int64_t decode_passes(const ImageList& list, const std::vector<Preloaded>& files, std::size_t first,
                            std::size_t step, std::int64_t max_pixels, const DecodeLimitOptions& options,
-                           std::function<bool()> more) {
+                           const std::function<void()>& warmed, const std::function<bool()>& more,
+                           std::int64_t& passes) {
   TjHandle tj(tjInitDecompress());
   if (!tj) throw std::runtime_error(std::string("tjInitDecompress: ") + tjGetErrorStr2(nullptr));
   // One output buffer for every image: the limit measures decoding, not the allocator. The same
-  // for the bytes read afresh (options.read_files).
+  // for the bytes read afresh (options.read_files). Both are zero-filled here, so every page is
+  // faulted in before the clock starts.
   std::vector<unsigned char> out(static_cast<std::size_t>(max_pixels) * kMaxBytesPerPixel);
   std::size_t largest_file = 0;
   for (const Preloaded& f : files) largest_file = std::max(largest_file, f.bytes.size());
@@ -119,12 +123,14 @@ std::int64_t decode_passes(const ImageList& list, const std::vector<Preloaded>& 
   };
   const std::size_t warmup = std::min<std::size_t>(files.size(), static_cast<std::size_t>(options.warmup_images));
   for (std::size_t i = first; i < warmup; i += step) one(i);
+  warmed();
   std::int64_t images = 0;
   do {  // whole passes only, so every file weighs the same in the rate whatever the pass count
     for (std::size_t i = first; i < files.size(); i += step) {
       one(i);
       ++images;
     }
+    ++passes;
   } while (more());
   return images;
 }
@@ -134,10 +140,11 @@ std::int64_t decode_passes(const ImageList& list, const std::vector<Preloaded>& 
 DecodeLimitResult measure_decode_limit(const ImageList& list, const DecodeLimitOptions& options) {
   DecodeLimitResult result;
   const std::vector<Preloaded> files = preload(list, result);
-  const Clock::time_point start = Clock::now();
+  Clock::time_point start;
   const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  result.images = decode_passes(list, files, 0, 1, result.max_pixels, options,
-                                [&] { return elapsed() < options.min_seconds; });
+  result.images = decode_passes(
+      list, files, 0, 1, result.max_pixels, options, [&] { start = Clock::now(); },
+      [&] { return elapsed() < options.min_seconds; }, result.passes);
   result.seconds = elapsed();
   result.single_thread_per_sec = static_cast<double>(result.images) / result.seconds;
   return result;
@@ -148,20 +155,37 @@ DecodeLimitResult measure_parallel_decode(const ImageList& list, int threads, co
   const std::vector<Preloaded> files = preload(list, result);
   std::atomic<bool> stop{false};
   std::vector<std::int64_t> images(static_cast<std::size_t>(threads), 0);
+  std::vector<std::int64_t> passes(static_cast<std::size_t>(threads), 0);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
-  const Clock::time_point start = Clock::now();
+  // Every thread warms up first (or fails); then the clock starts and all decode at once.
+  std::atomic<int> waiting{threads};
+  std::atomic<bool> go{false};
+  const auto warmed = [&] {
+    waiting.fetch_sub(1);
+    waiting.notify_all();
+    go.wait(false);
+  };
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       try {
         images[static_cast<std::size_t>(t)] =
             decode_passes(list, files, static_cast<std::size_t>(t), static_cast<std::size_t>(threads),
-                          result.max_pixels, options, [&] { return !stop.load(); });
+                          result.max_pixels, options, warmed, [&] { return !stop.load(); },
+                          passes[static_cast<std::size_t>(t)]);
       } catch (...) {
         errors[static_cast<std::size_t>(t)] = std::current_exception();
+        if (!go.load()) {  // failed before warming up: the others must not wait for it
+          waiting.fetch_sub(1);
+          waiting.notify_all();
+        }
       }
     });
   }
+  for (int left = waiting.load(); left > 0; left = waiting.load()) waiting.wait(left);
+  const Clock::time_point start = Clock::now();
+  go = true;
+  go.notify_all();
   while (std::chrono::duration<double>(Clock::now() - start).count() < options.min_seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -172,6 +196,7 @@ DecodeLimitResult measure_parallel_decode(const ImageList& list, int threads, co
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   for (std::int64_t n : images) result.images += n;
+  result.passes = *std::min_element(passes.begin(), passes.end());
   result.single_thread_per_sec = static_cast<double>(result.images) / result.seconds / threads;
   return result;
 }

@@ -13,7 +13,7 @@ namespace sluice::bench {
 
 struct DecodeLimitOptions {
   double min_seconds = 1.0;  // repeat whole passes over the files until at least this long
-  int warmup_images = 64;    // decoded first, untimed: faults in the output buffer and the code
+  int warmup_images = 64;    // decoded first, untimed, after the output buffer's first touch
   // Read each file from disk (open, pread, close: what any loader must do) before decoding it,
   // instead of decoding the preloaded bytes: the ceiling of a plain read-and-decode loop.
   bool read_files = false;
@@ -21,14 +21,18 @@ struct DecodeLimitOptions {
 
 struct DecodeLimitResult {
   std::int64_t images = 0;            // decoded in the timed passes
-  double seconds = 0;
+  double seconds = 0;                 // the timed passes: from after the warm-up to the last pass's end
+  std::int64_t passes = 0;            // whole passes over the files timed (per thread)
   double single_thread_per_sec = 0;   // images / seconds on one core
   std::uint64_t preloaded_bytes = 0;  // the files held in memory
   std::int64_t max_pixels = 0;        // the largest image, width x height
 };
 
 // tjDecompress2 (TJPF_RGB, TJFLAG_FASTDCT, scale 1/1, one tjhandle reused; CMYK files to
-// TJPF_CMYK, which TurboJPEG 2.1 cannot convert to RGB) over every file in list order, on the calling thread. Throws std::runtime_error naming the file that fails.
+// TJPF_CMYK, which TurboJPEG 2.1 cannot convert to RGB) over every file in list order, on the
+// calling thread. The clock starts once the output buffer is allocated and touched and the
+// warm-up decodes are done, so neither page faults nor cold code count against the rate. Throws
+// std::runtime_error naming the file that fails.
 DecodeLimitResult measure_decode_limit(const ImageList& list,
                                        const DecodeLimitOptions& options = {});
 

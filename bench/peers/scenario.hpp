@@ -68,6 +68,10 @@ struct LoaderResult {
   double seconds = 0;
   double images_per_sec = 0;
   double checksum = 0;  // the elements the consumer touched, so the work cannot be optimised out
+  // The untimed warm-up epoch (epoch 0) timed on its own, and the build before it, where the
+  // system reports them (sluice); 0 where it does not.
+  double first_epoch_images_per_sec = 0;
+  double setup_seconds = 0;
 };
 
 }  // namespace sluice::bench

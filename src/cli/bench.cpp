@@ -1,6 +1,6 @@
-// `sluice bench`: runs a pipeline over a data set and reports throughput, per-stage busy time,
-// peak memory, skipped files and a checksum of every batch (equal checksums mean identical
-// batches: the CLI's determinism contract). The JSON object it ends with is read by scripts and
+// `sluice bench`: runs a pipeline over a data set and reports throughput (epoch 0 and the steady
+// state apart), per-stage busy time, peak memory, skipped files and, with --checksum, a checksum
+// of every batch (equal checksums mean identical batches: the CLI's determinism contract). The JSON object it ends with is read by scripts and
 // by bench/e2e, so its keys only ever grow.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
@@ -70,6 +70,7 @@ struct BenchOptions {
   std::string save_state;               // where to write the loader's state when stopping
   std::string resume;                   // a state file to continue from
   bool per_batch = false;               // --json gets batch_checksums
+  bool checksum = false;                // hash every batch (XXH3: a few % of the run's CPU)
   bool normalize_on_device = false;
   bool json = false;
 };
@@ -230,11 +231,11 @@ PipelineDocument load_spec(BenchOptions& o) {
   return doc;
 }
 
-// What the epochs delivered: a hash of every batch's bytes and labels in order (and each
-// batch's own with --per-batch), images and the cache's hit rate per epoch, and whether
+// What the epochs delivered: a hash of every batch's bytes and labels in order with --checksum
+// (and each batch's own with --per-batch), images and the cache's hit rate per epoch, and whether
 // --stop-after-batches cut the run short.
 struct EpochsRun {
-  std::string checksum_hex;
+  std::string checksum_hex;  // empty without --checksum
   json batch_checksums = json::array();
   json per_epoch = json::array();
   std::int64_t images = 0;
@@ -258,8 +259,10 @@ EpochsRun run_epochs(Loader& loader, const BenchOptions& o, std::int64_t first_e
       Stopwatch epoch_clock;
       std::int64_t images = 0;
       for (Batch& b : loader.epoch(e)) {
-        XXH3_64bits_update(hash, b.data().data, b.data().bytes());
-        XXH3_64bits_update(hash, b.labels().data(), b.labels().size_bytes());
+        if (o.checksum) {
+          XXH3_64bits_update(hash, b.data().data, b.data().bytes());
+          XXH3_64bits_update(hash, b.labels().data(), b.labels().size_bytes());
+        }
         if (o.per_batch) {
           char hex[17];
           const std::uint64_t one = XXH3_64bits(b.data().data, b.data().bytes()) ^
@@ -291,8 +294,22 @@ EpochsRun run_epochs(Loader& loader, const BenchOptions& o, std::int64_t first_e
   char checksum_hex[17];
   std::snprintf(checksum_hex, sizeof checksum_hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits_digest(hash)));
   XXH3_freeState(hash);
-  run.checksum_hex = checksum_hex;
+  if (o.checksum) run.checksum_hex = checksum_hex;
   return run;
+}
+
+// The rate of the epochs after the first (the steady state: the batch ring's slots and every
+// worker's buffers exist, and the files are in the page cache after the first pass), or nothing
+// with fewer than two epochs.
+std::optional<double> steady_state_rate(const EpochsRun& run) {
+  std::int64_t images = 0;
+  double seconds = 0;
+  for (std::size_t e = 1; e < run.per_epoch.size(); ++e) {
+    images += run.per_epoch[e]["images"].get<std::int64_t>();
+    seconds += run.per_epoch[e]["seconds"].get<double>();
+  }
+  if (seconds <= 0) return std::nullopt;
+  return static_cast<double>(images) / seconds;
 }
 
 // The bytes the read stage produced: the data set's bytes read, for MB/s.
@@ -323,14 +340,16 @@ nlohmann::ordered_json bench_json(const BenchOptions& o, const Stats& stats, con
   result["size"] = o.size;
   result["out"] = o.out;
   result["per_epoch"] = run.per_epoch;
-  result["checksum"] = run.checksum_hex;
+  const std::optional<double> steady = steady_state_rate(run);
+  result["steady_state_images_per_sec"] = steady ? nlohmann::ordered_json(*steady) : nlohmann::ordered_json(nullptr);
+  result["checksum"] = run.checksum_hex.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(run.checksum_hex);
   result["device"] = o.device;
   result["stopped_early"] = run.stopped;
   if (o.per_batch) result["batch_checksums"] = run.batch_checksums;
   return result;
 }
 
-void print_report(const Stats& stats, const EpochsRun& run) {
+void print_report(const Stats& stats, const EpochsRun& run, double setup_seconds) {
   const std::int64_t images = run.images;
   const double seconds = run.seconds;
   std::cout << "sluice bench: " << images << " images in " << format_seconds(seconds) << ", "
@@ -341,6 +360,14 @@ void print_report(const Stats& stats, const EpochsRun& run) {
     std::cout << "  epoch " << e["epoch"].get<int>() << ": " << static_cast<std::int64_t>(e["images_per_sec"].get<double>())
               << " images/s\n";
   }
+  if (const std::optional<double> steady = steady_state_rate(run)) {
+    const double first = run.per_epoch[0]["images_per_sec"].get<double>();
+    char line[160];
+    std::snprintf(line, sizeof line, "  steady state (epochs after the first): %.0f images/s; epoch 0 at %.2fx of it\n",
+                  *steady, first / *steady);
+    std::cout << line;
+  }
+  std::cout << "  set-up (build) " << format_seconds(setup_seconds) << "\n";
   std::cout << "  busy time per stage (summed over threads):\n";
   for (const auto& s : stats.stages) {
     if (s.items == 0) continue;
@@ -350,7 +377,8 @@ void print_report(const Stats& stats, const EpochsRun& run) {
     std::cout << line;
   }
   std::cout << "  consumer waited " << format_seconds(stats.consumer_wait_seconds) << "; peak RSS "
-            << format_bytes(peak_rss_bytes()) << "; checksum " << run.checksum_hex << "\n";
+            << format_bytes(peak_rss_bytes()) << "; checksum "
+            << (run.checksum_hex.empty() ? "off (--checksum)" : run.checksum_hex) << "\n";
   std::cout << "  memory: accounted peak " << format_bytes(stats.memory_peak);
   if (stats.memory_budget != 0) std::cout << " of a " << format_bytes(stats.memory_budget) << " budget";
   std::cout << " (";
@@ -413,7 +441,7 @@ void run_bench(const BenchOptions& given) {
   const Stats stats = loader.stats();
   // Built before the report prints: peak_rss_bytes() is read at the same point as before.
   const nlohmann::ordered_json result = bench_json(o, stats, run, setup_seconds, baseline_rss);
-  print_report(stats, run);
+  print_report(stats, run, setup_seconds);
   if (o.json) std::cout << dump_json(result) << "\n";  // paths that are not UTF-8 stay escaped
 }
 
@@ -468,6 +496,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--allow-empty-classes", options->allow_empty_classes,
                 "Keep class folders without images as classes (refused by default, as ImageFolder does)");
   cmd->add_option("--resume", options->resume, "Continue from a state written by --save-state")->check(CLI::ExistingFile);
+  cmd->add_flag("--checksum", options->checksum, "Hash every batch in order (XXH3) and report the checksum");
   cmd->add_flag("--per-batch", options->per_batch, "Add batch_checksums (one per batch, in order) to --json");
   cmd->add_flag("--drop-cache", options->drop_cache, "Drop the data set's pages from the OS cache first (cold epoch 0)");
   cmd->add_flag("--json", options->json, "End stdout with one JSON object");

@@ -18,6 +18,7 @@ json bench_json(const std::vector<std::string>& args) {
   std::vector<std::string> all{"bench"};
   all.insert(all.end(), args.begin(), args.end());
   all.push_back("--json");
+  all.push_back("--checksum");  // the determinism checks below compare it
   const CliRun run = run_cli(all);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   return json::parse(run.last_line());
@@ -42,6 +43,38 @@ TEST(CliBench, JsonHasTheContractKeysAndChecksumsMatchAcrossThreads) {
   const json other_seed = bench_json({"--data", dir.string(), "--transform", "pad-crop", "--size", "32",
                                       "--batch", "128", "--threads", "2", "--shuffle", "--seed", "4", "--out", "bf16"});
   EXPECT_NE(other_seed["checksum"], checksum);
+}
+
+// The checksum costs a pass of XXH3 over every batch, so it is computed only when asked for; the
+// steady state is the epochs after the first.
+TEST(CliBench, ChecksumOnlyWhenAskedAndSteadyStateAfterEpochZero) {
+  TempDir dir;
+  const auto items = make_coded_items(dir / "cls", 24);
+  const std::vector<std::string> args = {"bench", "--data", dir.path().string(), "--transform", "none", "--batch", "8",
+                                         "--out", "u8", "--threads", "2", "--epochs", "3", "--json"};
+  const CliRun plain = run_cli(args);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const json j = json::parse(plain.last_line());
+  EXPECT_TRUE(j["checksum"].is_null());
+  EXPECT_NE(plain.out.find("checksum off"), std::string::npos) << plain.out;
+  ASSERT_EQ(j["per_epoch"].size(), 3u);
+  const double steady_images = j["per_epoch"][1]["images"].get<double>() + j["per_epoch"][2]["images"].get<double>();
+  const double steady_seconds = j["per_epoch"][1]["seconds"].get<double>() + j["per_epoch"][2]["seconds"].get<double>();
+  EXPECT_NEAR(j["steady_state_images_per_sec"].get<double>(), steady_images / steady_seconds, 1e-6 * steady_images / steady_seconds);
+  EXPECT_NE(plain.out.find("steady state (epochs after the first)"), std::string::npos) << plain.out;
+
+  std::vector<std::string> hashed = args;
+  hashed.push_back("--checksum");
+  const CliRun with = run_cli(hashed);
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  const json h = json::parse(with.last_line());
+  ASSERT_TRUE(h["checksum"].is_string());
+  EXPECT_EQ(h["checksum"].get<std::string>().size(), 16u);
+  std::vector<std::string> one_epoch = hashed;
+  one_epoch[one_epoch.size() - 3] = "1";  // --epochs 1: no steady state to report
+  const CliRun single = run_cli(one_epoch);
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  EXPECT_TRUE(json::parse(single.last_line())["steady_state_images_per_sec"].is_null());
 }
 
 TEST(CliBench, SkipPolicyReportsBadFilesAndFailPolicyExitsOne) {

@@ -24,7 +24,7 @@ using nlohmann::json;
 
 std::vector<std::string> bench_args(const std::filesystem::path& data, const std::string& cache, int epochs) {
   return {"bench", "--data", data.string(), "--transform", "train", "--size", "128", "--batch", "32",
-          "--threads", "2", "--epochs", std::to_string(epochs), "--shuffle", "--seed", "9", "--cache", cache, "--json"};
+          "--threads", "2", "--epochs", std::to_string(epochs), "--shuffle", "--seed", "9", "--cache", cache, "--json", "--checksum"};
 }
 
 json run_json(const std::vector<std::string>& args) {

@@ -23,6 +23,7 @@ using nlohmann::json;
 json bench_json(std::vector<std::string> args, int expected_exit = 0) {
   args.insert(args.begin(), "bench");
   args.push_back("--json");
+  args.push_back("--checksum");  // the batch-by-batch comparisons below need it
   const CliRun run = run_cli(args);
   EXPECT_EQ(run.exit_code, expected_exit) << run.err;
   return run.exit_code == 0 ? json::parse(run.last_line()) : json{{"err", run.err}};

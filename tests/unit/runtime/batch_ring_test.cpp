@@ -1,9 +1,14 @@
 // BatchRing alone: slots reserved from the budget and given back, the prefetch depth that bounds
 // issue, in-order and any-order hand-out, the last sample and the first error of a batch,
-// recycling from another thread, and abandon() waiting for slots still filling.
+// recycling from another thread, abandon() waiting for slots still filling, and slot memory that
+// is resident from set-up on.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
+#include <vector>
 #include <stdexcept>
 #include <thread>
 
@@ -41,6 +46,27 @@ TEST(BatchRing, SlotsAreReservedFromTheBudgetAndGivenBack) {
     EXPECT_LE(budget.used(MemoryUse::kBatches), 3 * kSlotBytes);
   }
   EXPECT_EQ(budget.used(), 0u);
+}
+
+// The first epoch must not pay for faulting the slots in: add_slot (set-up) leaves every whole
+// page of a slot resident. 36 MiB is above glibc's largest mmap threshold, so the slot is a fresh
+// mapping whose pages nobody has touched before.
+TEST(BatchRing, AddSlotLeavesTheSlotsPagesResident) {
+  constexpr std::size_t kBigSample = std::size_t{9} << 20;
+  MemoryBudget budget(0);
+  BatchRing ring(BatchRingOptions{.batch_size = kBatch, .sample_bytes = kBigSample,
+                                  .slot_reservation = kBigSample * kBatch, .ordered = true},
+                 budget);
+  ASSERT_TRUE(ring.add_slot(Reclaim::kNo));
+  const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(ring.slot(0).data_ptr);
+  const std::uintptr_t first = (begin + page - 1) & ~(page - 1);
+  const std::uintptr_t last = (begin + kBigSample * kBatch) & ~(page - 1);
+  std::vector<unsigned char> resident((last - first) / page);
+  ASSERT_EQ(::mincore(reinterpret_cast<void*>(first), last - first, resident.data()), 0);
+  std::size_t missing = 0;
+  for (unsigned char r : resident) missing += (r & 1) == 0 ? 1 : 0;
+  EXPECT_EQ(missing, 0u) << "of " << resident.size() << " pages";
 }
 
 TEST(BatchRing, AddSlotStopsAtTheBudgetAndAtTheMostSlots) {
