@@ -249,8 +249,8 @@ EpochsRun run_epochs(Loader& loader, const BenchOptions& o, std::int64_t first_e
           std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(one));
           run.batch_checksums.push_back(hex);
         }
-        images += b.size();
-        done.fetch_add(static_cast<std::uint64_t>(b.size()), std::memory_order_relaxed);
+        images += b.size() - b.padding();  // a rank's padding repeats samples it delivered
+        done.fetch_add(static_cast<std::uint64_t>(b.size() - b.padding()), std::memory_order_relaxed);
         if (o.stop_after_batches > 0 && ++delivered == o.stop_after_batches) {
           run.stopped = true;
           break;
