@@ -120,15 +120,17 @@ std::vector<std::uint8_t> LoaderState::encode(const ResumePoint& point) const {
 
 ResumePoint LoaderState::parse(std::span<const std::uint8_t> bytes) const {
   Header h{};
+  // Magic and version first: a version 1 state (40 bytes) is shorter than any of this version.
+  if (bytes.size() >= 8) std::memcpy(&h, bytes.data(), 8);
+  if (bytes.size() >= 8 && h.magic == kStateMagic && h.version == 1) {
+    refuse("this state is version 1, written by an older sluice for one rank at one world size; this sluice "
+           "reads version 2 (the job's position at any world size): start the saved epoch again from its beginning");
+  }
   if (bytes.size() < sizeof h + 8) {
     refuse("a loader state is at least " + std::to_string(sizeof h + 8) + " bytes, got " + std::to_string(bytes.size()));
   }
   std::memcpy(&h, bytes.data(), sizeof h);
   if (h.magic != kStateMagic) refuse("not a sluice loader state, or a damaged one");
-  if (h.version == 1) {
-    refuse("this state is version 1, written by an older sluice for one rank at one world size; this sluice "
-           "reads version 2 (the job's position at any world size): start the saved epoch again from its beginning");
-  }
   if (h.version != kStateVersion) {
     refuse("state version " + std::to_string(h.version) + ", this sluice reads version " + std::to_string(kStateVersion));
   }
