@@ -1,6 +1,7 @@
 // The C API's loader side (include/sluice/c/sluice.h): status codes and the per-thread message,
 // creating a loader from a JSON spec with the caller's overrides, describing it, and iterating
 // epochs through the C++ Loader's iterator. Batches and their DLPack tensors are c_batch.cpp.
+#include <span>
 #include <string>
 #include <utility>
 
@@ -208,6 +209,31 @@ sluice_status_t sluice_loader_stats_json(sluice_loader_t* loader, const char** j
     require(json, "sluice_loader_stats_json: json");
     loader->stats_json = stats_to_json(loader->core->loader.stats());
     *json = loader->stats_json.c_str();
+    return SLUICE_OK;
+  });
+}
+
+sluice_status_t sluice_loader_state(sluice_loader_t* loader, const std::uint8_t** bytes, std::size_t* size) {
+  return guard([&] {
+    require(loader, "sluice_loader_state: loader");
+    require(bytes, "sluice_loader_state: bytes");
+    require(size, "sluice_loader_state: size");
+    loader->state = loader->core->loader.state();
+    *bytes = loader->state.data();
+    *size = loader->state.size();
+    return SLUICE_OK;
+  });
+}
+
+sluice_status_t sluice_loader_restore(sluice_loader_t* loader, const std::uint8_t* bytes, std::size_t size,
+                                      std::int64_t* epoch) {
+  return guard([&] {
+    require(loader, "sluice_loader_restore: loader");
+    require(bytes, "sluice_loader_restore: bytes");
+    loader->it.reset();  // before the runtime abandons the epoch its batches belong to
+    loader->phase = sluice_loader::Phase::kIdle;
+    loader->core->loader.restore(std::span<const std::uint8_t>(bytes, size));
+    if (epoch != nullptr) *epoch = loader->core->loader.resume_epoch();
     return SLUICE_OK;
   });
 }

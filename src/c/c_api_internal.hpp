@@ -12,6 +12,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sluice/c/sluice.h"
 #include "sluice/core/error.hpp"
@@ -91,6 +92,7 @@ struct sluice_loader {
   std::int64_t epoch = 0;
   std::optional<sluice::Loader::Iterator> it;  // destroyed before `core` (declared after it)
   std::string stats_json;
+  std::vector<std::uint8_t> state;  // sluice_loader_state's bytes
   sluice_loader_info_t info{};  // computed once at creation
 };
 

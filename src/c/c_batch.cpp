@@ -55,6 +55,7 @@ sluice_status_t sluice_batch_info(const sluice_batch_t* batch, sluice_batch_info
     out.index = b.index();
     out.device = b.on_device() ? dlpack::dl_device(b.device()) : DLDevice{kDLCPU, 0};
     out.ready_event = b.on_device() && b.device().is_cuda() ? b.ready_event() : nullptr;
+    out.padding = b.padding();
     write_sized(info, out, "sluice_batch_info: info");
     return SLUICE_OK;
   });

@@ -41,6 +41,7 @@ struct BenchOptions {
   std::string data;
   std::string list;
   std::string shards;        // --shards PATTERN: tar shards (brace ranges, globs)
+  std::string shard_by = "shards";  // --shard-by: how shard(rank, world) splits them
   std::string transform = "eval";
   int size = 224;
   int padding = 4;
@@ -162,7 +163,8 @@ DeviceId parse_device(const std::string& text) {
 }
 
 Pipeline make_pipeline(const BenchOptions& o) {
-  Pipeline p = !o.shards.empty() ? Pipeline::from_shards(o.shards)
+  Pipeline p = !o.shards.empty() ? Pipeline::from_shards(o.shards, {.shard_by = o.shard_by == "samples" ? ShardBy::kSamples
+                                                                                                      : ShardBy::kShards})
                : o.list.empty()   ? Pipeline::from_folder(o.data, {.allow_outside_root = o.allow_outside_root,
                                                                    .allow_empty_classes = o.allow_empty_classes})
                                   : Pipeline::from_list(o.list, {.allow_outside_root = o.allow_outside_root});
@@ -270,8 +272,8 @@ EpochsRun run_epochs(Loader& loader, const BenchOptions& o, std::int64_t first_e
           std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(one));
           run.batch_checksums.push_back(hex);
         }
-        images += b.size();
-        done.fetch_add(static_cast<std::uint64_t>(b.size()), std::memory_order_relaxed);
+        images += b.size() - b.padding();  // a rank's padding repeats samples it delivered
+        done.fetch_add(static_cast<std::uint64_t>(b.size() - b.padding()), std::memory_order_relaxed);
         if (o.stop_after_batches > 0 && ++delivered == o.stop_after_batches) {
           run.stopped = true;
           break;
@@ -456,6 +458,10 @@ void add_bench_command(CLI::App& app) {
                                  "Tar shards: a pattern with brace ranges or globs, e.g. 'train-{000000..000146}.tar'");
   data->excludes(list);
   shards->excludes(data)->excludes(list);
+  cmd->add_option("--shard-by", options->shard_by,
+                  "With --shards: shards (each rank a contiguous run of whole shards) or samples (every rank every "
+                  "world-th sample: the same global steps at every world size); docs/distributed.md")
+      ->check(CLI::IsMember({"shards", "samples"}))->needs(shards)->capture_default_str();
   cmd->add_option("--transform", options->transform,
                   "eval: resize shorter side to size*256/224, center crop; train: random resized crop + flip; "
                   "pad-crop: random crop with --padding + flip; none")
@@ -504,7 +510,7 @@ void add_bench_command(CLI::App& app) {
                   "the pipeline options; --threads still overrides it")->check(CLI::ExistingFile);
   cmd->callback([cmd, options, data, list, shards] {
     if (!options->spec.empty()) {
-      for (const char* name : {"--data", "--list", "--shards", "--transform", "--size", "--padding", "--batch", "--seed",
+      for (const char* name : {"--data", "--list", "--shards", "--shard-by", "--transform", "--size", "--padding", "--batch", "--seed",
                                "--shuffle", "--out", "--layout", "--dct", "--color", "--mean", "--std", "--prefetch",
                                "--in-flight", "--shuffle-buffer", "--on-error", "--strict-decode", "--budget", "--cache",
                                "--device", "--normalize-on-device"}) {

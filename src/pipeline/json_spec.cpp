@@ -81,18 +81,22 @@ std::string resolve_path(const std::string& base_dir, const std::string& path) {
   return (fs::path(base_dir) / path).lexically_normal().string();
 }
 
-// "PATTERN", ["PATTERN", ...], or {"path": PATTERN or [...], "index": "beside_shard" | "memory"}.
+// "PATTERN", ["PATTERN", ...], or {"path": PATTERN or [...], "index": "beside_shard" | "memory",
+// "shard_by": "shards" | "samples"}.
 spec::Shards read_shards(const json& v, const std::string& base_dir) {
   spec::Shards out;
   const json* patterns = &v;
   std::string where = "source.shards";
   if (v.is_object()) {
-    const Object o(v, where, {"path", "index"});
+    const Object o(v, where, {"path", "index", "shard_by"});
     patterns = o.find("path");
     if (patterns == nullptr) bad("source.shards.path: missing (expected a shard pattern or an array of them)");
     where = o.path("path");
     out.index = o.get("index", out.index, [](const json& x, const std::string& xp) {
       return as_choice<ShardIndex>(x, xp, {{"beside_shard", ShardIndex::kBesideShard}, {"memory", ShardIndex::kMemoryOnly}});
+    });
+    out.shard_by = o.get("shard_by", out.shard_by, [](const json& x, const std::string& xp) {
+      return as_choice<ShardBy>(x, xp, {{"shards", ShardBy::kShards}, {"samples", ShardBy::kSamples}});
     });
   }
   const std::string what = "a shard pattern (\"train-{000000..000146}.tar\", \"shards/*.tar\") or an array of them";

@@ -30,7 +30,8 @@ ordered_json write_source(const spec::Source& source) {
     ordered_json patterns = ordered_json::array();
     for (const std::string& p : s->patterns) patterns.push_back(p);
     return {{"shards", {{"path", std::move(patterns)},
-                        {"index", s->index == ShardIndex::kBesideShard ? "beside_shard" : "memory"}}}};
+                        {"index", s->index == ShardIndex::kBesideShard ? "beside_shard" : "memory"},
+                        {"shard_by", s->shard_by == ShardBy::kShards ? "shards" : "samples"}}}};
   }
   ordered_json items = ordered_json::array();
   for (const Item& item : std::get<spec::Items>(source).items) {

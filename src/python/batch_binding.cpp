@@ -166,6 +166,10 @@ void bind_batch(py::module_& m) {
       .def_property_readonly("epoch", [](const BatchRef& b) { return held(b)->batch.epoch(); })
       .def_property_readonly("index", [](const BatchRef& b) { return held(b)->batch.index(); },
                              "The batch's position in its epoch.")
+      .def_property_readonly("padding", [](const BatchRef& b) { return held(b)->batch.padding(); },
+                             "How many of the batch's last samples repeat earlier ones: a rank short of samples at "
+                             "the end of an epoch pads its last batch so every rank yields as many batches "
+                             "(docs/distributed.md); 0 otherwise.")
       .def_property_readonly("device", [](const BatchRef& b) {
         const Batch& batch = held(b)->batch;
         return device_string(batch.on_device() ? batch.device() : host());

@@ -303,8 +303,8 @@ void bind_pipeline(py::module_& m) {
              const std::vector<std::uint8_t> s = locked(*p.core, [&] { return p.core->loader.state(); });
              return py::bytes(reinterpret_cast<const char*>(s.data()), s.size());
            },
-           "Where the consumer is (epoch and next batch) as bytes, for restore(); after restore() and "
-           "before the next epoch starts, the state it restored.")
+           "Where the whole job is (epoch, global steps delivered, global batch; not the rank or world size) "
+           "as bytes, for restore(); after restore() and before the next epoch starts, the state it restored.")
       .def(
           "restore",
           [](const PipelineRef& p, const py::object& state) {
@@ -318,8 +318,10 @@ void bind_pipeline(py::module_& m) {
             });
           },
           py::arg("state"),
-          "Resumes from state(): the saved epoch (next_epoch, and what iter() iterates) starts at the saved "
-          "batch. Raises ValueError for a state of another pipeline or a damaged one.")
+          "Resumes from state(), saved by any rank at any world size with the same global batch (batch x "
+          "world): the saved epoch (next_epoch, and what iter() iterates) delivers what the job had not "
+          "delivered of it (docs/distributed.md). Raises ValueError for a state of another pipeline, a global "
+          "batch this world size does not split, or a damaged one.")
       .def("__repr__", [](const PipelineRef& p) {
         return "<sluice.Pipeline " + std::to_string(p.core->loader.samples_per_epoch()) + " samples, " +
                std::to_string(p.core->loader.batches_per_epoch()) + " batches of " + p.batch_shape.to_string() + " " +

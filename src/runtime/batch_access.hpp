@@ -13,8 +13,8 @@ namespace sluice::runtime {
 class BatchAccess {
  public:
   static Batch make(TensorView data, std::span<const std::int32_t> labels, std::int64_t epoch, std::int64_t index,
-                    int slot, std::shared_ptr<BatchRecycler> recycler) {
-    return Batch(data, labels, epoch, index, slot, std::move(recycler));
+                    std::int64_t padding, int slot, std::shared_ptr<BatchRecycler> recycler) {
+    return Batch(data, labels, epoch, index, padding, slot, std::move(recycler));
   }
   static void set_device(Batch& batch, DeviceId device, TensorView data, const std::int32_t* labels,
                          void* ready_event) {

@@ -170,9 +170,7 @@ void LoaderImpl::create_slots() {
 }
 
 std::int64_t LoaderImpl::batches_per_epoch() const {
-  const std::int64_t n = order_.size();
-  const std::int64_t b = plan_.batch_size;
-  return plan_.drop_last ? n / b : (n + b - 1) / b;
+  return ring().epoch_started() ? ring().batches() : order_.batches();
 }
 
 Shape LoaderImpl::batch_shape() const {
@@ -204,12 +202,14 @@ std::vector<OutputDescription> LoaderImpl::outputs() const {
 void LoaderImpl::start_epoch(std::int64_t epoch) {
   if (epoch < 0) throw Error(ErrorCode::kInvalidArgument, "epoch must be >= 0, got " + std::to_string(epoch));
   abandon_epoch();
-  order_.compute(epoch, epoch_items_);
-  const std::int64_t batches = batches_per_epoch();
-  // A restored state starts its epoch at the saved batch: nothing before it is read or decoded.
-  const std::int64_t first = std::min(state_.take_first_batch(epoch), batches);
-  ring().start_epoch(epoch, batches, order_.size(), first);
-  submitter_->reset(first * plan_.batch_size);
+  // A restored state's epoch holds only what its earlier runs did not deliver: nothing before
+  // it is read or decoded. Batch indices (and ring positions) continue after the earlier runs'
+  // steps; position p of the ring is p - first_step * batch of the slice.
+  slice_ = order_.compute(epoch, state_.begin_epoch(epoch), epoch_items_);
+  const std::int64_t b = plan_.batch_size;
+  const std::int64_t first = slice_.first_step + slice_.skip;
+  ring().start_epoch(epoch, slice_.first_step + slice_.batches, slice_.first_step * b + slice_.positions, first);
+  submitter_->reset(first * b);
   tuning_->start_period(std::chrono::steady_clock::now(), task_->busy_seconds());
   issue_batches();
 }
@@ -239,7 +239,8 @@ void LoaderImpl::run_sample(int s, std::int64_t position) {
   const std::int64_t index = position - slot.batch * plan_.batch_size;
   const runtime::SampleTarget target{slot.data_ptr + static_cast<std::size_t>(index) * program_->sample_bytes(),
                                      slot.labels_ptr + index};
-  if (std::exception_ptr error = task_->run(slot.epoch, position, epoch_items_, target)) {
+  const std::int64_t local = position - slice_.first_step * plan_.batch_size;
+  if (std::exception_ptr error = task_->run(slot.epoch, local, epoch_items_, slice_.real, target)) {
     runtime::BatchRing::record_error(slot, position, std::move(error));
   }
   finish_sample(slot);
@@ -286,8 +287,11 @@ bool LoaderImpl::next(Batch& out) {
   tune();
   const Shape sample = program_->sample_shape();
   const TensorView view{slot.data_ptr, program_->dtype(), Shape{slot.size, sample[0], sample[1], sample[2]}};
+  // Padding: the batch's positions at or past the slice's last sample.
+  const std::int64_t start = (slot.batch - slice_.first_step) * plan_.batch_size;
+  const std::int64_t padding = std::clamp<std::int64_t>(start + slot.size - std::max(start, slice_.real), 0, slot.size);
   out = runtime::BatchAccess::make(view, std::span<const std::int32_t>(slot.labels_ptr, static_cast<std::size_t>(slot.size)),
-                                   slot.epoch, slot.batch, found, shared_);
+                                   slot.epoch, slot.batch, padding, found, shared_);
   if (shared_->device) shared_->device->hand_over(found, slot.size, out);
   return true;
 }

@@ -50,6 +50,8 @@ class LoaderImpl {
   bool next(Batch& out);
 
   std::int64_t samples_per_epoch() const { return order_.size(); }
+  // Of a whole epoch; of the epoch in progress once one started (a resume at another world size
+  // splits what was left anew).
   std::int64_t batches_per_epoch() const;
   // The host program's full batch (u8 NHWC when the device normalises).
   Shape batch_shape() const;
@@ -88,7 +90,8 @@ class LoaderImpl {
   stages::EpochOrder order_;
   Reservation order_reservation_;           // the epoch order's index arrays
   Reservation items_reservation_;           // the item table (plan_.dataset.items)
-  std::vector<std::int64_t> epoch_items_;   // (samples_per_epoch) item index per output position
+  std::vector<std::int64_t> epoch_items_;   // (slice_.positions) item index per position of the slice
+  stages::EpochSlice slice_;                // this rank's part of the epoch in progress
   double consumer_wait_seconds_ = 0;
   std::int64_t batches_done_ = 0;
 

@@ -1,6 +1,7 @@
 // One sample on a worker: the program run, the skip policy's replacements and the skip log.
 #include "runtime/sample_task.hpp"
 
+#include <algorithm>
 
 #include "runtime/executor.hpp"
 #include "sluice/core/error.hpp"
@@ -39,7 +40,7 @@ SampleTask::SampleTask(const stages::SampleProgram& program, const stages::ItemT
 }
 
 std::exception_ptr SampleTask::run(std::int64_t epoch, std::int64_t position, std::span<const std::int64_t> epoch_items,
-                                   const SampleTarget& target) {
+                                   std::int64_t real, const SampleTarget& target) {
   // oneTBB gives a one-thread arena two slots and its worker may use either; both map to the one
   // workspace (at concurrency 1 they never run at once), so its buffers stay warm.
   const int worker = Executor::current_worker() % options_.threads;
@@ -47,13 +48,15 @@ std::exception_ptr SampleTask::run(std::int64_t epoch, std::int64_t position, st
     return std::make_exception_ptr(Error(ErrorCode::kInternal,
         "sample task ran on worker slot " + std::to_string(worker) + " outside the pool"));
   }
-  std::exception_ptr error = run_on(*workspaces_[static_cast<std::size_t>(worker)], epoch, position, epoch_items, target);
-  samples_done_.fetch_add(1, std::memory_order_relaxed);
+  std::exception_ptr error =
+      run_on(*workspaces_[static_cast<std::size_t>(worker)], epoch, position, epoch_items, real, target);
+  if (position < real) samples_done_.fetch_add(1, std::memory_order_relaxed);
   return error;
 }
 
 std::exception_ptr SampleTask::run_on(stages::SampleProgram::Workspace& ws, std::int64_t epoch, std::int64_t position,
-                                      std::span<const std::int64_t> epoch_items, const SampleTarget& target) {
+                                      std::span<const std::int64_t> epoch_items, std::int64_t real,
+                                      const SampleTarget& target) {
   std::int64_t item = epoch_items[static_cast<std::size_t>(position)];
   CounterRng replacement(options_.skip_key, static_cast<std::uint64_t>(position), static_cast<std::uint32_t>(epoch));
   for (std::uint32_t attempt = 0;; ++attempt) {
@@ -65,17 +68,18 @@ std::exception_ptr SampleTask::run_on(stages::SampleProgram::Workspace& ws, std:
       const bool skippable = options_.on_error == OnError::kSkip && e.code() != ErrorCode::kInternal &&
                              e.code() != ErrorCode::kCancelled && e.code() != ErrorCode::kOutOfBudget;
       if (!skippable) return std::current_exception();
-      skips_.record(e.path(), e.cause());
+      if (position < real) skips_.record(e.path(), e.cause());
       if (attempt + 1 >= static_cast<std::uint32_t>(kMaxReplacements)) {
         return std::make_exception_ptr(Error(ErrorCode::kCorruptData,
                                              std::to_string(kMaxReplacements) +
                                                  " replacements in a row were bad too: the data set looks unreadable, "
                                                  "check it with `sluice inspect`; last error: " + e.what()));
       }
-      // Any other position of the epoch, never this one (whose item just failed).
-      const std::uint64_t positions = epoch_items.size();
-      std::uint64_t other = replacement.below(positions > 1 ? positions - 1 : 1);
-      if (positions > 1 && other >= static_cast<std::uint64_t>(position)) ++other;
+      // Any other sample position of the epoch, never this one (whose item just failed) nor padding.
+      const auto positions = static_cast<std::uint64_t>(std::max<std::int64_t>(real, 1));
+      const bool own = position < real;
+      std::uint64_t other = replacement.below(own && positions > 1 ? positions - 1 : positions);
+      if (own && positions > 1 && other >= static_cast<std::uint64_t>(position)) ++other;
       item = epoch_items[static_cast<std::size_t>(other)];
     } catch (...) {
       return std::current_exception();

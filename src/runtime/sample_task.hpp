@@ -72,11 +72,12 @@ class SampleTask {
   SampleTask& operator=(const SampleTask&) = delete;
 
   // Runs the sample at `position` of `epoch` (epoch_items maps positions to items) on the calling
-  // worker. Returns null, or the error for the consumer: any error under kFail, and under kSkip
+  // worker. Positions from `real` on are padding (stages/source/epoch_order.hpp): they are not
+  // counted as samples nor as skips, and a replacement is drawn from [0, real). Returns null, or the error for the consumer: any error under kFail, and under kSkip
   // one that replacing cannot cure (internal, cancelled, out of budget, or kMaxReplacements bad
   // replacements in a row). Allocates nothing unless a sample fails.
   std::exception_ptr run(std::int64_t epoch, std::int64_t position, std::span<const std::int64_t> epoch_items,
-                         const SampleTarget& target);
+                         std::int64_t real, const SampleTarget& target);
 
   // Busy time of every stage on every worker, in seconds: what the autotuner compares.
   double busy_seconds() const;
@@ -86,7 +87,7 @@ class SampleTask {
 
  private:
   std::exception_ptr run_on(stages::SampleProgram::Workspace& ws, std::int64_t epoch, std::int64_t position,
-                            std::span<const std::int64_t> epoch_items, const SampleTarget& target);
+                            std::span<const std::int64_t> epoch_items, std::int64_t real, const SampleTarget& target);
 
   const stages::SampleProgram& program_;
   const stages::ItemTable& items_;

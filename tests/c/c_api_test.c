@@ -381,6 +381,58 @@ static void test_errors(void) {
   CHECK(strcmp(sluice_status_string(SLUICE_NOT_FOUND), "not found") == 0);
 }
 
+/* A state saved by rank 1 of 4 (global batch 4000) after one step resumes at rank 0 of 2 (batch
+ * 2000): the batch indices continue at 1 and the rank gets half of the 6000 samples left; a world
+ * of 3 does not split 4000 and is refused, naming the sizes that do. */
+static sluice_loader_t* sharded_loader(int rank, int world, int batch) {
+  char spec[2048];
+  sluice_loader_t* loader = NULL;
+  snprintf(spec, sizeof spec,
+           "{\"source\": {\"folder\": \"%s\"}, \"shard\": {\"rank\": %d, \"world\": %d},"
+           " \"stages\": [\"read\", \"decode_jpeg\", {\"batch\": {\"size\": %d}}], \"build\": {\"threads\": 2}}",
+           cifar_dir, rank, world, batch);
+  REQUIRE(sluice_loader_create_from_json(spec, NULL, &loader) == SLUICE_OK);
+  return loader;
+}
+
+static void test_state_at_another_world_size(void) {
+  sluice_loader_t* four = sharded_loader(1, 4, 1000);
+  sluice_loader_t* two = sharded_loader(0, 2, 2000);
+  sluice_loader_t* three = sharded_loader(0, 3, 1000);
+  sluice_batch_t* batch = NULL;
+  const uint8_t* bytes = NULL;
+  size_t size = 0;
+  int64_t epoch = -1;
+  int64_t samples = 0, next_index = 1;
+  uint8_t* saved;
+  REQUIRE(sluice_loader_start_epoch(four, 0) == SLUICE_OK);
+  REQUIRE(sluice_loader_next(four, &batch) == SLUICE_OK);
+  sluice_batch_release(batch);
+  REQUIRE(sluice_loader_state(four, &bytes, &size) == SLUICE_OK);
+  saved = (uint8_t*)malloc(size);
+  REQUIRE(saved != NULL);
+  memcpy(saved, bytes, size);
+  CHECK(sluice_loader_restore(three, saved, size, &epoch) == SLUICE_INVALID_ARGUMENT);
+  CHECK(strstr(sluice_last_error(), "1, 2, 4, 5") != NULL);
+  CHECK(sluice_loader_restore(two, saved, size, &epoch) == SLUICE_OK);
+  CHECK(epoch == 0);
+  REQUIRE(sluice_loader_start_epoch(two, epoch) == SLUICE_OK);
+  while (sluice_loader_next(two, &batch) == SLUICE_OK) {
+    sluice_batch_info_t binfo = SLUICE_BATCH_INFO_INIT;
+    REQUIRE(sluice_batch_info(batch, &binfo) == SLUICE_OK);
+    CHECK(binfo.index == next_index++);
+    CHECK(binfo.padding == 0);
+    samples += binfo.size;
+    sluice_batch_release(batch);
+  }
+  CHECK(samples == 3000);
+  CHECK(next_index == 3);
+  free(saved);
+  sluice_loader_destroy(four);
+  sluice_loader_destroy(two);
+  sluice_loader_destroy(three);
+}
+
 int main(int argc, char** argv) {
   const char* env = getenv("SLUICE_DATASETS");
   const char* scratch = argc > 1 ? argv[1] : ".";
@@ -397,6 +449,7 @@ int main(int argc, char** argv) {
   CHECK(strlen(sluice_version()) > 0);
 
   test_epoch_f32_nchw();
+  test_state_at_another_world_size();
   check_first_batch("u8", "nhwc", kDLUInt, 8, 1);
   check_first_batch("f16", "nchw", kDLFloat, 16, 0);
   check_first_batch("bf16", "nhwc", kDLBfloat, 16, 1);

@@ -30,13 +30,14 @@ class CodedItems : public ::testing::Test {
     delete dir_;
   }
   // Collects (label, index decoded from the pixels) per sample, in delivery order.
+  // The samples of an epoch, without padding.
   static std::vector<std::pair<int, int>> run(Pipeline pipeline, BuildOptions options, std::int64_t epoch = 0) {
     Loader loader = pipeline.build(options);
     std::vector<std::pair<int, int>> seen;
     for (Batch& b : loader.epoch(epoch)) {
       const auto* px = static_cast<const std::uint8_t*>(b.data().data);
       const std::size_t sample = static_cast<std::size_t>(b.data().shape[1] * b.data().shape[2] * b.data().shape[3]);
-      for (std::int64_t i = 0; i < b.size(); ++i) {
+      for (std::int64_t i = 0; i < b.size() - b.padding(); ++i) {
         // Centre pixel of an NHWC u8 sample.
         const std::size_t centre = (static_cast<std::size_t>(b.data().shape[1] / 2) * b.data().shape[2] + b.data().shape[2] / 2) * 3;
         seen.emplace_back(b.labels()[static_cast<std::size_t>(i)], test::index_of_colour(px + i * sample + centre));

@@ -302,12 +302,54 @@ class LauncherShardTest(unittest.TestCase):
             os.environ["WORLD_SIZE"] = "3"
             loader = sluice_torch.Loader(spec, shard="launcher")
             self.assertEqual(loader.pipeline.spec["shard"], {"rank": rank, "world": 3})
-            mine = [label for _, batch_labels in loader for label in batch_labels.tolist()]
-            self.assertEqual(len(loader), (len(mine) + 7) // 8)
-            self.assertIn(len(mine), (16, 17))
+            mine = []
+            for _, batch_labels in loader:
+                kept = batch_labels.tolist()
+                mine += kept[:len(kept) - loader.last_padding]  # rank 2 repeats one of its 16
+            self.assertEqual(len(loader), 3)  # 17 positions of 8 on every rank
+            self.assertEqual(len(mine), 17 if rank < 2 else 16)
             labels.append(mine)
         union = [label for mine in labels for label in mine]
         self.assertEqual(sorted(union), list(range(50)))  # disjoint, and together the whole epoch
+
+
+@unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
+@unittest.skipUnless(torch is not None, "torch is not importable by this interpreter (use /usr/bin/python3)")
+class ResizeTest(unittest.TestCase):
+    """A job of 4 ranks (shard=(rank, 4), in one process) stopped mid-epoch and resumed at 2 and
+    at 3 ranks from rank 0's state_dict(): every label of the epoch once, equal len() per rank."""
+
+    def run_ranks(self, spec, world, global_batch, state=None, stop=None):
+        labels, states, lengths = [], [], []
+        for rank in range(world):
+            loader = sluice_torch.Loader(spec, shard=(rank, world), batch_size=global_batch // world)
+            if state is not None:
+                loader.load_state_dict(state)
+            lengths.append(len(loader))
+            for step, (_, batch_labels) in enumerate(loader):
+                kept = batch_labels.tolist()
+                labels += kept[:len(kept) - loader.last_padding]
+                if stop is not None and step + 1 == stop:
+                    break
+            states.append(loader.state_dict())
+        self.assertEqual(len(set(lengths)), 1, f"len() differs across {world} ranks: {lengths}")
+        self.assertTrue(all(s["pipeline"] == states[0]["pipeline"] for s in states), "ranks saved other states")
+        return labels, states[0]
+
+    def test_resume_at_another_world_size_delivers_every_sample_once(self):
+        items = cifar_items(5, distinct_labels=True)  # 50 images, labels 0..49
+        spec = train_spec(items, batch=12)
+        spec["stages"][2] = {"center_crop": {"size": 32}}
+        spec.setdefault("build", {})["threads"] = 1
+        before, state = self.run_ranks(spec, 4, 12, stop=2)
+        self.assertEqual(len(before), 24)
+        for world in (2, 3):
+            after, end = self.run_ranks(spec, world, 12, state=state)
+            self.assertEqual(sorted(before + after), list(range(50)), f"4 -> {world} ranks")
+            self.assertEqual(end["epoch"], 1)
+        with self.assertRaises(ValueError) as caught:  # 12 does not split over 5 ranks
+            sluice_torch.Loader(spec, shard=(0, 5), batch_size=2).load_state_dict(state)
+        self.assertIn("1, 2, 3, 4, 6, 12", str(caught.exception))
 
 
 @unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")

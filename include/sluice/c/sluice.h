@@ -143,6 +143,18 @@ sluice_status_t sluice_loader_next(sluice_loader_t* loader, sluice_batch_t** bat
  * loader and valid until the next call of this function on it or its destruction. */
 sluice_status_t sluice_loader_stats_json(sluice_loader_t* loader, const char** json);
 
+/* Resumable iteration (docs/distributed.md). sluice_loader_state: where the whole job is (the
+ * epoch, the global steps delivered in it, the global batch, a fingerprint of the pipeline; never
+ * the rank or world size: every rank at the same step writes the same bytes). *bytes is owned by
+ * the loader and valid until the next call of this function on it or its destruction.
+ * sluice_loader_restore: continues from such a state, written by any rank at any world size with
+ * the same global batch (batch size x world): the next sluice_loader_start_epoch(*epoch) delivers
+ * every sample of the saved epoch not delivered yet, exactly once over all ranks. Abandons the
+ * epoch in progress. epoch may be NULL. SLUICE_INVALID_ARGUMENT for a state of another pipeline,
+ * another global batch (the message names the world sizes that would work) or damaged bytes. */
+sluice_status_t sluice_loader_state(sluice_loader_t* loader, const uint8_t** bytes, size_t* size);
+sluice_status_t sluice_loader_restore(sluice_loader_t* loader, const uint8_t* bytes, size_t size, int64_t* epoch);
+
 typedef struct sluice_batch_info {
   size_t struct_size;     /* sizeof(sluice_batch_info_t) */
   int64_t size;           /* samples in the batch (the last one of an epoch may be short) */
@@ -152,9 +164,12 @@ typedef struct sluice_batch_info {
   /* With a CUDA device: the cudaEvent_t the batch's copy recorded (the loader's stream already
    * waits on it; other streams can wait too). NULL otherwise. */
   void* ready_event;
+  /* The batch's last `padding` samples repeat earlier ones (a rank short of samples at the end of
+   * an epoch pads its last batch so every rank yields as many batches); 0 otherwise. */
+  int64_t padding;
 } sluice_batch_info_t;
 
-#define SLUICE_BATCH_INFO_INIT { sizeof(sluice_batch_info_t), 0, 0, 0, {kDLCPU, 0}, NULL }
+#define SLUICE_BATCH_INFO_INIT { sizeof(sluice_batch_info_t), 0, 0, 0, {kDLCPU, 0}, NULL, 0 }
 sluice_status_t sluice_batch_info(const sluice_batch_t* batch, sluice_batch_info_t* info);
 
 /* The batch's data (N, C, H, W) or (N, H, W, C) in u8, f16, bf16 or f32, and its labels (N) in

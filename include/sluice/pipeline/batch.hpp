@@ -47,6 +47,7 @@ class Batch {
       labels_ = other.labels_;
       epoch_ = other.epoch_;
       index_ = other.index_;
+      padding_ = other.padding_;
       slot_ = other.slot_;
       recycler_ = std::move(other.recycler_);
       device_ = other.device_;
@@ -64,6 +65,11 @@ class Batch {
   std::int64_t size() const { return static_cast<std::int64_t>(labels_.size()); }
   std::int64_t epoch() const { return epoch_; }
   std::int64_t index() const { return index_; }  // position of the batch in its epoch
+  // The last padding() samples of the batch repeat earlier ones: with shard(rank, world) and
+  // without drop_last, a rank short of samples at the end of an epoch pads its last batch so
+  // every rank yields as many batches of the same size (docs/distributed.md). Stats never count
+  // them as samples. 0 for every other batch.
+  std::int64_t padding() const { return padding_; }
   bool valid() const { return recycler_ != nullptr; }
 
   // With to_device(): the batch on the device (normalised there when asked), its labels there,
@@ -101,8 +107,8 @@ class Batch {
   friend class runtime::BatchAccess;
 
   Batch(TensorView data, std::span<const std::int32_t> labels, std::int64_t epoch, std::int64_t index,
-        int slot, std::shared_ptr<BatchRecycler> recycler)
-      : data_(data), labels_(labels), epoch_(epoch), index_(index), slot_(slot),
+        std::int64_t padding, int slot, std::shared_ptr<BatchRecycler> recycler)
+      : data_(data), labels_(labels), epoch_(epoch), index_(index), padding_(padding), slot_(slot),
         recycler_(std::move(recycler)) {}
   // Where the batch is on the device, for a pipeline with to_device().
   void set_device(DeviceId device, TensorView data, const std::int32_t* labels, void* ready_event) {
@@ -116,6 +122,7 @@ class Batch {
   std::span<const std::int32_t> labels_;
   std::int64_t epoch_ = 0;
   std::int64_t index_ = 0;
+  std::int64_t padding_ = 0;
   int slot_ = -1;
   std::shared_ptr<BatchRecycler> recycler_;
   DeviceId device_ = host();

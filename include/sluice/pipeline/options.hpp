@@ -60,9 +60,21 @@ enum class ShardIndex : std::uint8_t {
   kMemoryOnly,  // rebuilt on every open, never written
 };
 
+// How shard(rank, world) splits tar shards among ranks (docs/distributed.md).
+enum class ShardBy : std::uint8_t {
+  // Each rank reads a contiguous run of the epoch's shard-ordered samples: whole shards, except
+  // the ones at its run's ends (locality; remote shards need it). A state resumed at another
+  // world size delivers the rest of the epoch exactly once, split anew among the new ranks.
+  kShards,
+  // Round robin over the epoch's samples, as for files: the same global steps at every world
+  // size, every rank reading members of every shard.
+  kSamples,
+};
+
 // Pipeline::from_shards(pattern, {...}).
 struct ShardOptions {
   ShardIndex index = ShardIndex::kBesideShard;
+  ShardBy shard_by = ShardBy::kShards;
 };
 
 struct ReadOptions {

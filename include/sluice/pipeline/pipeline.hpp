@@ -62,7 +62,8 @@ class Pipeline {
   // built on first open (docs/shards.md). With shuffle_files(seed) the shard order and the order
   // within each shard are shuffled every epoch; shard(rank, world) gives each rank a contiguous
   // run of the epoch's shard-ordered samples (whole shards when there are at least as many shards
-  // as ranks). A damaged member (cut, bad header checksum) is a bad sample, named shard:member.
+  // as ranks), or with {.shard_by = ShardBy::kSamples} every world-th sample as for files
+  // (docs/distributed.md). A damaged member (cut, bad header checksum) is a bad sample, named shard:member.
   static Pipeline from_shards(std::string pattern, ShardOptions options = {});
   static Pipeline from_shards(std::vector<std::string> patterns, ShardOptions options = {});
   // from_shards({"a-*.tar", "b.tar"}): without it, two string literals in braces could also be a
@@ -73,8 +74,12 @@ class Pipeline {
   explicit Pipeline(PipelineSpec spec) : spec_(std::move(spec)) {}
 
   // Keeps items i with i % world == rank of each epoch's order: disjoint slices covering the set
-  // (every rank must use the same seed). Tar shards: a contiguous run of the epoch's order per
-  // rank instead (from_shards).
+  // (every rank must use the same seed), so global step s (every rank's s-th batch) is the same at
+  // any world size for the same global batch (batch x world). Tar shards: a contiguous run of the
+  // epoch's order per rank instead, unless ShardBy::kSamples (from_shards). Every rank yields
+  // the same number of batches: without drop_last a rank short of samples repeats some in its
+  // last batch (Batch::padding()); with drop_last the end that does not fill a batch on every
+  // rank is dropped.
   Pipeline& shard(int rank, int world);
   // shard(rank, world) with the rank and world size the launcher (mpirun, srun) gave this process
   // (launcher_rank(), launcher.hpp); rank 0 of 1 when started without one. Read when called.

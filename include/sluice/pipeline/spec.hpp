@@ -44,6 +44,7 @@ struct Shards {
   // in order (a glob's matches sorted); every name must be a regular file.
   std::vector<std::string> patterns;
   ShardIndex index = ShardIndex::kBesideShard;
+  ShardBy shard_by = ShardBy::kShards;
 };
 using Source = std::variant<Folder, ListFile, Items, Shards>;
 

@@ -51,7 +51,9 @@ class Loader {
 
   EpochRange epoch(std::int64_t e);
 
-  std::int64_t samples_per_epoch() const;
+  std::int64_t samples_per_epoch() const;  // this rank's, padding not counted
+  // The same on every rank (docs/distributed.md). Once an epoch started, that epoch's: after a
+  // restore at another world size the indices continue past the steps delivered before it.
   std::int64_t batches_per_epoch() const;
   // The batch's outputs: "data" first, then "labels".
   std::vector<OutputDescription> outputs() const;
@@ -59,12 +61,17 @@ class Loader {
   DType dtype() const;        // outputs()[0].dtype
   Stats stats() const;
 
-  // Resumable iteration. state() is where the consumer is: the epoch and the next batch, with a
-  // fingerprint of the pipeline. Every order and random choice is a function of (seed, epoch,
-  // position), so that is all a resume needs: after restore(state), the next epoch(e) with the
-  // saved epoch starts at the saved batch, delivering exactly the batches the uninterrupted run
-  // would have, without decoding the ones before it. Throws sluice::Error(kInvalidArgument) for
-  // a state from another pipeline or a damaged one. Statistics and memory caches start afresh.
+  // Resumable iteration. state() is where the whole job is, not this rank: the epoch, the global
+  // steps delivered in it, the global batch (batch x world) and a fingerprint of the pipeline;
+  // every rank at the same step saves the same bytes. Every order and random choice is a function
+  // of (seed, epoch, position), so that is all a resume needs: after restore(state), the next
+  // epoch(e) with the saved epoch delivers what the job had not delivered of it, without decoding
+  // the rest; at the same world size exactly the batches the uninterrupted run would have. The
+  // state may come from another world size with the same global batch (docs/distributed.md):
+  // every remaining sample is then delivered once over the new ranks, in the uninterrupted run's
+  // global steps when split by samples. Throws sluice::Error(kInvalidArgument) for a state from
+  // another pipeline, a global batch this world size does not split (naming the sizes that
+  // would), or a damaged one. Statistics and memory caches start afresh.
   // Between restore(state) and the next epoch's start, state() is the restored state (where the
   // next epoch resumes), not where the abandoned epoch stopped.
   std::vector<std::uint8_t> state() const;

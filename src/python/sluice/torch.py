@@ -220,6 +220,7 @@ class Loader:
         self._active = None  # the _EpochIterator of the epoch in progress, once it started
         self._resume = None  # (epoch, batch) load_state_dict() set, until an epoch starts
         self.copied_batches = 0
+        self.last_padding = 0  # padding samples at the end of the last batch yielded (docs/distributed.md)
         self._warned_copy = False
 
     def __len__(self):
@@ -249,9 +250,11 @@ class Loader:
         return {"version": _STATE_VERSION, "epoch": epoch, "batch": batch, "pipeline": self._pipeline.state()}
 
     def load_state_dict(self, state_dict):
-        """Resumes from state_dict() of a loader with the same spec, shard and seed: the next iter()
-        iterates the saved epoch from the saved batch. Abandons an epoch in progress. Raises
-        ValueError for a state of another pipeline or a damaged one."""
+        """Resumes from state_dict() of a loader with the same spec and seed, saved by any rank of a
+        run at any world size with the same global batch (batch_size x world): the next iter()
+        iterates the rest of the saved epoch, every sample not yet delivered exactly once, split
+        among this run's ranks (docs/distributed.md). Abandons an epoch in progress. Raises
+        ValueError for a state of another pipeline, another global batch or a damaged one."""
         if not isinstance(state_dict, Mapping) or state_dict.get("version") != _STATE_VERSION:
             raise _invalid("load_state_dict: expected a dict from sluice.torch.Loader.state_dict() "
                            f"(version {_STATE_VERSION})")
@@ -348,4 +351,5 @@ class _EpochIterator:
                 loader._active = None
             raise
         self.position = batch.index + 1
+        loader.last_padding = batch.padding
         return loader._to_torch(batch)  # once it returns, the images tensor alone holds the slot

@@ -162,6 +162,12 @@ NormalizeOptions split_normalize(Chain& chain) {
   return chain.normalize->options;
 }
 
+// Tar shards split as their options say; every other source by samples.
+ShardSplit shard_split(const spec::Source& source) {
+  const auto* shards = std::get_if<spec::Shards>(&source);
+  return shards != nullptr && shards->shard_by == ShardBy::kShards ? ShardSplit::kShards : ShardSplit::kSamples;
+}
+
 }  // namespace
 
 ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& options, FileOps* file_ops) {
@@ -198,6 +204,9 @@ ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& 
       .shuffle_buffer = shuffle ? shuffle->buffer : 0,
       .shuffle_seed = shuffle ? shuffle->options.seed.value_or(options.seed) : 0,
       .groups = plan.dataset.items.shard_starts(),
+      .batch = batch->size,
+      .drop_last = batch->options.drop_last,
+      .split = shard_split(spec.source),
   };
   const EpochOrder order(plan.order);  // validates the shard
   if (order.size() == 0) {
@@ -206,9 +215,9 @@ ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& 
   }
   plan.batch_size = batch->size;
   plan.drop_last = batch->options.drop_last;
-  if (plan.drop_last && order.size() < plan.batch_size) {
+  if (plan.drop_last && order.batches() == 0) {
     bad("batch(" + std::to_string(plan.batch_size) + ", drop_last) leaves no batch: the epoch has only " +
-        std::to_string(order.size()) + " samples");
+        std::to_string(plan.dataset.items.size()) + " samples for " + std::to_string(spec.shard_world) + " rank(s)");
   }
   plan.prefetch = prefetch ? prefetch->depth : 2;
   plan.prefetch_set = prefetch.has_value();

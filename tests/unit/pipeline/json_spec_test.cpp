@@ -243,12 +243,13 @@ TEST(JsonSpec, ShardFromTheLauncher) {
   }
 }
 
-// {"source": {"shards": ...}}: a pattern, an array of them, or {"path", "index"};
+// {"source": {"shards": ...}}: a pattern, an array of them, or {"path", "index", "shard_by"};
 // round-trips; relative patterns resolve against a spec file's folder, before expansion.
 TEST(JsonSpec, ShardsSourceInEveryFormAndItsErrors) {
   for (Pipeline p : {Pipeline::from_shards("/d/train-{000000..000146}.tar").read().decode_jpeg().batch(4),
                      Pipeline::from_shards({"/a/*.tar", "/b/x.tar"}, {.index = ShardIndex::kMemoryOnly})
-                         .shuffle_files(3).read().decode_jpeg().batch(4)}) {
+                         .shuffle_files(3).read().decode_jpeg().batch(4),
+                     Pipeline::from_shards("/c/*.tar", {.shard_by = ShardBy::kSamples}).read().decode_jpeg().batch(4)}) {
     const std::string text = to_json(p.spec(), {});
     const PipelineDocument doc = parse_pipeline_json(text);
     EXPECT_EQ(to_json(doc), text);
@@ -256,6 +257,7 @@ TEST(JsonSpec, ShardsSourceInEveryFormAndItsErrors) {
     const auto& got = std::get<spec::Shards>(doc.spec.source);
     EXPECT_EQ(got.patterns, want.patterns);
     EXPECT_EQ(got.index, want.index);
+    EXPECT_EQ(got.shard_by, want.shard_by);
   }
   const std::string stages = R"(, "stages": ["read", "decode_jpeg", {"batch": {"size": 2}}]})";
   auto source = [&stages](const std::string& shards) {
@@ -268,6 +270,9 @@ TEST(JsonSpec, ShardsSourceInEveryFormAndItsErrors) {
   const spec::Shards object = std::get<spec::Shards>(source(R"({"path": "x.tar", "index": "memory"})").spec.source);
   EXPECT_EQ(object.patterns, std::vector<std::string>{"/base/x.tar"});
   EXPECT_EQ(object.index, ShardIndex::kMemoryOnly);
+  EXPECT_EQ(object.shard_by, ShardBy::kShards);  // the default: each rank reads whole shards
+  EXPECT_EQ(std::get<spec::Shards>(source(R"({"path": "x.tar", "shard_by": "samples"})").spec.source).shard_by,
+            ShardBy::kSamples);
   auto error = [&stages](const std::string& shards) {
     return error_of(R"({"source": {"shards": )" + shards + "}" + stages);
   };
@@ -277,7 +282,10 @@ TEST(JsonSpec, ShardsSourceInEveryFormAndItsErrors) {
   EXPECT_EQ(error(R"({"index": "memory"})"), "source.shards.path: missing (expected a shard pattern or an array of them)");
   EXPECT_EQ(error(R"({"path": "a.tar", "index": "disk"})"),
             "source.shards.index: expected one of beside_shard, memory, got \"disk\"");
-  EXPECT_EQ(error(R"({"path": "a.tar", "idx": "memory"})"), "source.shards: unknown key \"idx\" (known: path, index)");
+  EXPECT_EQ(error(R"({"path": "a.tar", "shard_by": "files"})"),
+            "source.shards.shard_by: expected one of shards, samples, got \"files\"");
+  EXPECT_EQ(error(R"({"path": "a.tar", "idx": "memory"})"),
+            "source.shards: unknown key \"idx\" (known: path, index, shard_by)");
 }
 
 TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {

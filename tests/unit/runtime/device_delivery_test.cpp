@@ -47,7 +47,7 @@ class DeviceDeliveryTest : public ::testing::Test {
     const Shape s = program.sample_shape();
     return BatchAccess::make(TensorView{d.host_data(slot), program.dtype(), Shape{samples, s[0], s[1], s[2]}},
                              std::span<const std::int32_t>(d.host_labels(slot), static_cast<std::size_t>(samples)),
-                             0, 0, slot, nullptr);
+                             0, 0, 0, slot, nullptr);
   }
 
   TempDir dir_;

@@ -58,7 +58,8 @@ class SampleTaskTest : public ::testing::Test {
       Executor executor(threads, [](void* c, std::int64_t, std::int64_t position) {
         auto* ctx = static_cast<Context*>(c);
         const auto p = static_cast<std::size_t>(position);
-        ctx->out->errors[p] = ctx->task->run(ctx->epoch, position, *ctx->epoch_items,
+        const auto real = static_cast<std::int64_t>(ctx->epoch_items->size());  // no padding
+        ctx->out->errors[p] = ctx->task->run(ctx->epoch, position, *ctx->epoch_items, real,
                                              SampleTarget{ctx->out->bytes[p].data(), &ctx->out->labels[p]});
       }, &context);
       for (std::size_t p = 0; p < n; ++p) executor.submit(0, static_cast<std::int64_t>(p));
