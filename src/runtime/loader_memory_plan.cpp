@@ -9,6 +9,7 @@
 #include "runtime/executor.hpp"
 #include "runtime/loader_tuning.hpp"
 #include "sluice/memory/aligned_buffer.hpp"
+#include "stages/decode/image_decoder.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/source/read_file.hpp"
 #include "stages/program/sample_program.hpp"
@@ -76,11 +77,23 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
   }
   AlignedBuffer bytes;
   stages::JpegDecoder decoder(config.decode);
+  stages::ImageDecoder others(config.decode);
   stages::DecoderShare decoder_share;
+  std::uint64_t formats_share = 0;  // the largest workspace another format's decoder states
   const std::int64_t header_step = std::max<std::int64_t>(1, n / kHeaderProbes);
   for (std::int64_t i = 0; i < n && m.probed < kHeaderProbes; i += header_step) {
     try {
-      const stages::JpegHeader h = decoder.read_header(reader.read(items, i, bytes, config.read.max_file_size));
+      const std::span<const std::uint8_t> file = reader.read(items, i, bytes, config.read.max_file_size);
+      if (stages::ImageDecoder::handles(file)) {
+        const stages::ImageProbe p = others.probe(file);
+        largest_image = std::max<std::uint64_t>(largest_image, static_cast<std::uint64_t>(p.width) * p.height * channels);
+        entry_sum += stages::SampleProgram::decoded_entry_bytes(static_cast<std::uint64_t>(p.width),
+                                                                static_cast<std::uint64_t>(p.height), channels);
+        formats_share = std::max(formats_share, others.workspace_requirements(p));
+        ++m.probed;
+        continue;
+      }
+      const stages::JpegHeader h = decoder.read_header(file);
       largest_image = std::max<std::uint64_t>(largest_image, static_cast<std::uint64_t>(h.width) * h.height * channels);
       entry_sum += stages::SampleProgram::decoded_entry_bytes(static_cast<std::uint64_t>(h.width),
                                                               static_cast<std::uint64_t>(h.height), channels);
@@ -107,6 +120,7 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
   // Coefficients are accounted, not allocated by us: the same headroom, no power-of-two rounding.
   decoder_share.coefficients = static_cast<std::uint64_t>(static_cast<double>(decoder_share.coefficients) * kHeadroom);
   m.share.decoder = decoder_share;
+  m.share.formats = formats_share > 0 ? with_headroom(formats_share) : 0;
   // Means times the items, rounded up: a cache sized so holds every item when the probes are
   // typical (uniform data sets such as CIFAR-10 and Fashion-MNIST: exactly).
   const auto item_count = static_cast<std::uint64_t>(n);
