@@ -31,6 +31,9 @@ struct Dataset {
 // index files are opened through.
 Dataset load_dataset(const spec::Source& source, FileOps* ops = nullptr);
 
-bool has_jpeg_extension(std::string_view filename);
+// Whether the name ends in an image extension the decode stage reads (any case): .jpg, .jpeg,
+// .png, .webp, .bmp, .gif, .tif, .tiff, .ppm, .pgm, .pbm and their kin (image_format.hpp). The
+// decoder goes by the file's first bytes; the name only says which files of a folder are images.
+bool has_image_extension(std::string_view filename);
 
 }  // namespace sluice::stages
