@@ -12,8 +12,8 @@ manifest OUT_DIR/corpus.txt has a line per variant:
 
 EXPECT is "pixels" (equal to Pillow's within TOLERANCE), "refused" (Pillow refuses it, and so
 must sluice), or "sluice-refuses" (Pillow decodes it but sluice refuses: a damaged file Pillow does
-not check, listed in docs/reliability.md). 16-bit grey is held to v / 257 rounded, not to Pillow's
-convert(), which clips it at 255 (docs/reliability.md).
+not check, listed in docs/reliability.md). 16-bit grey is held to (v * 255 + 32767) // 65535
+within 1, not to Pillow's convert(), which clips it at 255 (docs/reliability.md).
 """
 
 import io

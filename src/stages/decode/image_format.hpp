@@ -42,6 +42,9 @@ struct ImageProbe {
   bool animated = false;  // more than one frame (the decode takes the first)
   bool interlaced = false;
   int rows_per_band = 0;  // rows the decoder reads at a time, where the format sets it (TIFF)
+  // Set by a decoder that keeps its parsed header for the decode() that follows (PNG): a decode of
+  // the same bytes with this probe goes on from there instead of parsing the header again.
+  std::uint64_t token = 0;
 };
 
 // What a decoder warned about in its last call, when that call succeeded: counted as recovered.

@@ -11,6 +11,7 @@
 #include <spng.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "sluice/core/error.hpp"
@@ -71,7 +72,9 @@ class PngDecoder final : public FormatDecoder {
  public:
   ImageProbe probe(std::span<const std::uint8_t> bytes) override {
     clear_warnings();
-    Ctx c;
+    pending_.reset();
+    auto owned = std::make_unique<Ctx>();
+    Ctx& c = *owned;
     open(c, bytes);
     spng_ihdr ihdr{};
     check(spng_get_ihdr(c.ctx, &ihdr));
@@ -92,6 +95,12 @@ class PngDecoder final : public FormatDecoder {
     // tRNS sits between IHDR and IDAT: asking for it reads the chunks up to the image data.
     spng_trns trns{};
     if (spng_get_trns(c.ctx, &trns) == 0) p.alpha = true;
+    // Kept for the decode() that usually follows: the header and the chunks before the image data
+    // are parsed once (on small images a second parse was a good part of the decode).
+    pending_ = std::move(owned);
+    pending_data_ = bytes.data();
+    pending_size_ = bytes.size();
+    p.token = pending_token_ = ++next_token_;
     return p;
   }
 
@@ -104,8 +113,13 @@ class PngDecoder final : public FormatDecoder {
   void decode(std::span<const std::uint8_t> bytes, const ImageProbe& probe, ImageView out,
               AlignedBuffer& scratch) override {
     clear_warnings();
-    Ctx c;
-    open(c, bytes);
+    std::unique_ptr<Ctx> owned = std::move(pending_);
+    if (!owned || probe.token == 0 || probe.token != pending_token_ || pending_data_ != bytes.data() ||
+        pending_size_ != bytes.size()) {
+      owned = std::make_unique<Ctx>();
+      open(*owned, bytes);
+    }
+    Ctx& c = *owned;
     const std::size_t row = static_cast<std::size_t>(probe.width) * 3;
     const std::uint64_t need = workspace_requirements(probe, out.channels);
     if (need > 0) scratch.reserve(static_cast<std::size_t>(need));
@@ -133,6 +147,13 @@ class PngDecoder final : public FormatDecoder {
     const int code = spng_decode_chunks(c.ctx);
     if (code == SPNG_ECHUNK_CRC) fail(code);
   }
+
+  // The context probe() left, with the bytes and token it belongs to.
+  std::unique_ptr<Ctx> pending_;
+  const std::uint8_t* pending_data_ = nullptr;
+  std::size_t pending_size_ = 0;
+  std::uint64_t pending_token_ = 0;
+  std::uint64_t next_token_ = 0;
 };
 
 }  // namespace
