@@ -212,7 +212,7 @@ Bytes tiff(std::uint16_t compression, std::uint16_t photometric, int channels, b
     for (int y = 0; y < kH; ++y) std::memcpy(tile.data() + static_cast<std::size_t>(y) * 16 * channels, p.data() + static_cast<std::size_t>(y) * kW * channels, static_cast<std::size_t>(kW) * channels);
     TIFFWriteTile(t, tile.data(), 0, 0, 0, 0);
   } else {
-    TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, 4);
+    TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, compression == COMPRESSION_JPEG ? 16 : 4);  // JPEG strips: whole MCUs
     for (int y = 0; y < kH; ++y) TIFFWriteScanline(t, const_cast<std::uint8_t*>(p.data()) + static_cast<std::size_t>(y) * kW * channels, static_cast<std::uint32_t>(y), 0);
   }
   TIFFClose(t);
