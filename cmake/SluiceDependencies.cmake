@@ -5,6 +5,12 @@ find_package(libjpeg-turbo REQUIRED CONFIG)
 find_package(Boost 1.74 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# The decode stage's other formats (docs/decisions/image-formats.md): PNG, WebP (and its demuxer,
+# for animations), TIFF, GIF.
+pkg_check_modules(SPNG REQUIRED IMPORTED_TARGET spng)
+pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp libwebpdemux)
+pkg_check_modules(TIFF REQUIRED IMPORTED_TARGET libtiff-4)
+find_package(GIF 5 REQUIRED)
 
 if(SLUICE_BUILD_CLI)
   find_package(CLI11 REQUIRED CONFIG)

@@ -15,15 +15,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The extensions and the hidden-file rule of sluice's from_folder, so both scans find the same
-// files (loader_compare also checks the counts agree).
+// The extensions and the hidden-file rule of sluice's from_folder (the formats of
+// bench/formats/ included), so both scans find the same files (loader_compare also checks the
+// counts agree).
 bool is_jpeg_name(const fs::path& p) {
   const std::string name = p.filename().string();
   if (name.empty() || name[0] == '.') return false;
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".jpg" || ext == ".jpeg" || ext == ".jpe" || ext == ".jfif";
+  return ext == ".jpg" || ext == ".jpeg" || ext == ".jpe" || ext == ".jfif" || ext == ".png" || ext == ".webp" ||
+         ext == ".bmp" || ext == ".gif" || ext == ".tif" || ext == ".tiff" || ext == ".ppm" || ext == ".pgm";
 }
 
 // Sorted by file name, like ImageFolder (which sorts os.scandir results): the byte order of the
@@ -71,7 +73,7 @@ ImageList scan_image_folder(const fs::path& dir) {
     }
   }
   if (list.entries.empty()) {
-    throw std::runtime_error("no .jpg/.jpeg files in " + dir.string());
+    throw std::runtime_error("no image files in " + dir.string());
   }
   return list;
 }

@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-JPEG_EXTENSIONS = (".jpg", ".jpeg", ".jpe", ".jfif")
+JPEG_EXTENSIONS = (".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".ppm", ".pgm")
 
 
 def scan_folder(root):

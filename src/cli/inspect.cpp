@@ -1,8 +1,9 @@
 // `sluice inspect DIR [--json] [--decode] [--strict-decode]`: what an image folder holds before a
 // pipeline reads it: files and classes (labelled as from_folder labels them), bytes, file-size and
 // dimension histograms, greyscale / progressive / CMYK counts, every file that would fail, with its
-// cause, and every file read in spite of libjpeg warnings ("recovered"), with the first. Headers
-// are parsed with the pipeline's own JpegDecoder, so "fails here" means "fails there"; --decode
+// cause, every file read in spite of libjpeg warnings ("recovered"), with the first, the formats
+// (by content) and the files whose extension says another. Headers are parsed with the
+// pipeline's own JpegDecoder and ImageDecoder, so "fails here" means "fails there"; --decode
 // also runs the full decode, which catches truncated and corrupt scan data.
 // `sluice inspect --shards PATTERN` does the same for tar shards, read as from_shards reads them
 // (damaged members are failures at the "read" stage; indexing them writes their index files).
@@ -33,6 +34,8 @@
 #include "cli/number_flags.hpp"
 #include "core/numbers.hpp"
 #include "sluice/core/error.hpp"
+#include "cli/inspect_formats.hpp"
+#include "stages/decode/image_decoder.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/source/read_file.hpp"
 #include "stages/source/source.hpp"
@@ -65,7 +68,7 @@ struct Listing {
   bool flat = true;
   std::vector<fs::path> files;
   std::vector<int> labels;      // per file
-  std::uint64_t other_files = 0;  // not *.jpg/*.jpeg, or beside the class folders
+  std::uint64_t other_files = 0;  // not an image extension, or beside the class folders
   stages::ItemTable members;      // --shards: what files[i] names ("shard.tar:member")
   std::size_t shards = 0;
 };
@@ -73,7 +76,9 @@ struct Listing {
 struct FileReport {
   std::uint64_t bytes = 0;
   bool header_ok = false;
-  stages::JpegHeader header;
+  stages::JpegHeader header;  // for the other formats: their size, and 1 or 3 components
+  stages::ImageProbe probe;   // every format's: bit depth, alpha, animation
+  stages::ImageFormat content = stages::ImageFormat::kUnknown;
   const char* failed_at = nullptr;  // "read", "header" or "decode"; null when the file is fine
   std::string cause;
   std::string warning;  // libjpeg's first, for a file read in spite of warnings ("recovered")
@@ -160,21 +165,12 @@ Listing list_shards(const std::string& pattern) {
   return listing;
 }
 
-// What the bytes look like when they are not a JPEG: renamed files are the common case.
-const char* sniff_format(std::span<const std::uint8_t> bytes) {
-  auto starts = [&bytes](std::string_view magic) {
-    return bytes.size() >= magic.size() &&
-           std::memcmp(bytes.data(), magic.data(), magic.size()) == 0;
-  };
-  if (starts("\x89PNG")) return "PNG";
-  if (starts("GIF8")) return "GIF";
-  if (starts("BM")) return "BMP";
-  if (starts(std::string_view("II*\0", 4)) || starts(std::string_view("MM\0*", 4))) return "TIFF";
-  if (bytes.size() >= 12 && starts("RIFF") && std::memcmp(bytes.data() + 8, "WEBP", 4) == 0) {
-    return "WebP";
-  }
+// What the bytes look like when they are no image format sluice reads (those go to their decoder).
+const char* sniff_other(std::span<const std::uint8_t> bytes) {
   if (bytes.size() >= 12 && std::memcmp(bytes.data() + 4, "ftyp", 4) == 0) return "HEIF/AVIF/MP4";
-  if (starts("<") || starts("\xEF\xBB\xBF")) return "text";
+  if (!bytes.empty() && (bytes[0] == '<' || (bytes.size() >= 3 && std::memcmp(bytes.data(), "\xEF\xBB\xBF", 3) == 0))) {
+    return "text";
+  }
   return nullptr;
 }
 
@@ -214,21 +210,53 @@ bool read_whole_file(const fs::path& path, std::vector<std::uint8_t>& bytes, Fil
   return true;
 }
 
+// A PNG, WebP, GIF, BMP, PNM or TIFF file, through the pipeline's own ImageDecoder.
+void inspect_other_format(std::span<const std::uint8_t> bytes, bool decode, stages::ImageDecoder& decoder,
+                          std::vector<std::uint8_t>& pixels, FileReport& report) {
+  try {
+    report.probe = decoder.probe(bytes);
+    report.header.width = report.probe.width;
+    report.header.height = report.probe.height;
+    report.header.components = report.probe.channels <= 2 ? 1 : 3;
+    report.header_ok = true;
+    if (!decode) return;
+    report.failed_at = "decode";
+    const int channels = decoder.channels();
+    pixels.resize(static_cast<std::size_t>(report.probe.width) * report.probe.height * channels);
+    decoder.decode(bytes, report.probe, ImageView{pixels.data(), report.probe.width, report.probe.height, channels,
+                                                  static_cast<std::ptrdiff_t>(report.probe.width) * channels});
+    report.failed_at = nullptr;
+    if (const stages::FormatWarnings& w = decoder.warnings(); w.count > 0) report.warning = w.first;
+  } catch (const Error& e) {
+    if (report.failed_at == nullptr) report.failed_at = "header";
+    report.cause = e.cause();
+  }
+}
+
 void inspect_bytes(std::span<const std::uint8_t> bytes, bool decode, stages::JpegDecoder& decoder,
-                   std::vector<std::uint8_t>& pixels, FileReport& report) {
+                   stages::ImageDecoder& others, std::vector<std::uint8_t>& pixels, FileReport& report) {
   if (bytes.empty()) {
     report.failed_at = "header";
     report.cause = "empty file";
     return;
   }
+  report.content = stages::sniff_format(bytes);
+  if (stages::ImageDecoder::handles(bytes)) {
+    inspect_other_format(bytes, decode, others, pixels, report);
+    return;
+  }
   try {
     report.header = decoder.read_header(bytes);
     report.header_ok = true;
+    report.probe.format = stages::ImageFormat::kJpeg;
+    report.probe.width = report.header.width;
+    report.probe.height = report.header.height;
+    report.probe.channels = report.header.components;
     if (const stages::JpegWarnings w = decoder.warnings(); w.count > 0) report.warning = w.first;
   } catch (const Error& e) {
     report.failed_at = "header";
     report.cause = e.cause();
-    if (const char* format = sniff_format(bytes)) {
+    if (const char* format = sniff_other(bytes)) {
       report.cause += std::string(" (the data looks like ") + format + ")";
     }
     return;
@@ -251,9 +279,11 @@ void inspect_bytes(std::span<const std::uint8_t> bytes, bool decode, stages::Jpe
 
 // Item i of the listing: a file read whole, or a member read as the pipeline reads it.
 struct ItemInspector {
-  ItemInspector(bool decode, bool strict) : decode(decode), decoder(DecodeOptions{.strict = strict}) {}
+  ItemInspector(bool decode, bool strict)
+      : decode(decode), decoder(DecodeOptions{.strict = strict}), others(DecodeOptions{.strict = strict}) {}
   bool decode;
   stages::JpegDecoder decoder;
+  stages::ImageDecoder others;
   std::vector<std::uint8_t> bytes;
   std::vector<std::uint8_t> pixels;
   stages::ItemReader reader;
@@ -261,7 +291,7 @@ struct ItemInspector {
 
   void inspect(const Listing& listing, std::size_t i, FileReport& report) {
     if (listing.members.empty()) {
-      if (read_whole_file(listing.files[i], bytes, report)) inspect_bytes(bytes, decode, decoder, pixels, report);
+      if (read_whole_file(listing.files[i], bytes, report)) inspect_bytes(bytes, decode, decoder, others, pixels, report);
       return;
     }
     std::span<const std::uint8_t> data;
@@ -273,7 +303,7 @@ struct ItemInspector {
       return;
     }
     report.bytes = data.size();
-    inspect_bytes(data, decode, decoder, pixels, report);
+    inspect_bytes(data, decode, decoder, others, pixels, report);
   }
 };
 
@@ -389,6 +419,7 @@ struct Summary {
   int min_w = 0, max_w = 0, min_h = 0, max_h = 0;
   json failures = json::array();
   json recovered = json::array();  // files read in spite of libjpeg warnings
+  FormatTally formats;
 };
 
 Summary summarize(const Listing& listing, const std::vector<FileReport>& reports) {
@@ -403,6 +434,7 @@ Summary summarize(const Listing& listing, const std::vector<FileReport>& reports
     t.classes[listing.labels[i]].files += 1;
     t.classes[listing.labels[i]].bytes += r.bytes;
     t.bytes += r.bytes;
+    t.formats.add(listing.files[i].string(), r.bytes, r.content, r.header_ok ? &r.probe : nullptr);
     if (r.failed_at == nullptr || std::strcmp(r.failed_at, "read") != 0) count_into(t.sizes, r.bytes);
     if (r.failed_at != nullptr) {
       t.failures.push_back({{"path", listing.files[i].string()}, {"stage", r.failed_at},
@@ -460,6 +492,7 @@ void print_json(const InspectOptions& options, const Listing& listing, const Sum
   out["greyscale"] = t.grey;
   out["cmyk"] = t.cmyk;
   out["progressive"] = t.progressive;
+  out["formats"] = t.formats.to_json();
   out["decoded"] = options.decode;
   out["failed"] = t.failures.size();
   out["failures"] = t.failures;
@@ -479,7 +512,7 @@ void print_text(const InspectOptions& options, const Listing& listing, const Sum
   out << '\n';
   if (listing.other_files > 0) {
     out << "  (" << listing.other_files
-        << " other files ignored: not *.jpg/*.jpeg, or beside the class folders)\n";
+        << " other files ignored: not an image extension, or beside the class folders)\n";
   }
   out << (options.shards.empty() ? "classes (label = index of the sorted folder names):\n"
                                   : "classes (label = the key.cls number, or the index of the sorted key.class names):\n");
@@ -507,6 +540,7 @@ void print_text(const InspectOptions& options, const Listing& listing, const Sum
     out << "colour: " << t.colour << " colour, " << t.grey << " greyscale, " << t.cmyk << " CMYK; "
         << t.progressive << " progressive\n";
   }
+  t.formats.print(out, kListedFailures);
   out << "failures: " << t.failures.size();
   out << (options.decode ? " (headers and full decode)\n" : " (headers only; --decode decodes)\n");
   for (std::size_t i = 0; i < t.failures.size() && i < kListedFailures; ++i) {

@@ -1,6 +1,6 @@
 // `sluice prepare shards --data DIR --out DIR [--shard-size 1GiB] [--prefix NAME]`: an image folder
 // as uncompressed tar shards in WebDataset's layout, the samples in from_folder's order: for each
-// file, KEY.jpg (its bytes, unchanged) and KEY.cls (its label as from_folder gives it, an integer),
+// file, KEY.EXT (its bytes, unchanged, under its own lowercased extension: .jpg, .png, .webp, ...) and KEY.cls (its label as from_folder gives it, an integer),
 // KEY being its path inside the folder without the extension. from_shards on the result gives the
 // same items, labels and order as from_folder on DIR (tests/cli/shards_cli_test.cpp checks the
 // batches' checksums), and PREFIX-classes.txt lists the class names in label order.
@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -194,6 +195,14 @@ std::string shard_name(const std::string& out, const std::string& prefix, std::s
   return out + "/" + prefix + "-" + six_digits(index) + ".tar";
 }
 
+// The file's own extension, lowercased (".png", ".jpg"): each image keeps its format in the shard,
+// and from_shards takes the member as an image by that extension, as from_folder took the file.
+std::string image_extension(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
+
 // Largest file copied into a shard: a tar member's size field holds more, but a file this large
 // in an image folder is a mistake (or a device), not an image.
 constexpr std::uint64_t kMaxMemberBytes = std::uint64_t{4} << 30;
@@ -229,7 +238,7 @@ std::vector<std::uint8_t> read_to_end(const std::string& path) {
 // Appends the sample's two members; returns the image's bytes as copied.
 std::uint64_t append_sample(std::vector<std::uint8_t>& tar, const Sample& s) {
   const std::vector<std::uint8_t> bytes = read_to_end(s.path);
-  stages::tar::append_file_header(tar, s.key + ".jpg", bytes.size(), s.mtime);
+  stages::tar::append_file_header(tar, s.key + image_extension(s.path), bytes.size(), s.mtime);
   tar.insert(tar.end(), bytes.begin(), bytes.end());
   stages::tar::append_padding(tar, bytes.size());
   const std::string label = std::to_string(s.label);

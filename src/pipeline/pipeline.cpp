@@ -77,10 +77,12 @@ Pipeline& Pipeline::cache(DiskCache options) {
   return *this;
 }
 
-Pipeline& Pipeline::decode_jpeg(DecodeOptions options) {
+Pipeline& Pipeline::decode(DecodeOptions options) {
   spec_.stages.emplace_back(spec::DecodeJpeg{options});
   return *this;
 }
+
+Pipeline& Pipeline::decode_jpeg(DecodeOptions options) { return decode(options); }
 
 Pipeline& Pipeline::resize_shorter(int size, ResizeOptions options) {
   spec_.stages.emplace_back(spec::ResizeShorter{size, options});

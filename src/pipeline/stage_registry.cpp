@@ -31,6 +31,8 @@ std::span<const StageDescriptor* const> stage_descriptors() { return descriptors
 const StageDescriptor& descriptor_of(const spec::Stage& stage) { return *descriptors()[stage.index()]; }
 
 const StageDescriptor* find_stage(std::string_view name) {
+  // decode() reads every image format; decode_jpeg(), its older name, is the same stage.
+  if (name == "decode") name = "decode_jpeg";
   const auto& all = descriptors();
   const auto it = std::find_if(all.begin(), all.end(), [name](const StageDescriptor* d) { return d->name == name; });
   return it == all.end() ? nullptr : *it;

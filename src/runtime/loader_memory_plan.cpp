@@ -9,6 +9,7 @@
 #include "runtime/executor.hpp"
 #include "runtime/loader_tuning.hpp"
 #include "sluice/detail/memory/aligned_buffer.hpp"
+#include "stages/decode/image_decoder.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/source/read_file.hpp"
 #include "stages/program/sample_program.hpp"
@@ -72,10 +73,22 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
   }
   AlignedBuffer bytes;
   stages::JpegDecoder decoder(config.decode);
+  stages::ImageDecoder others(config.decode);
   const std::int64_t header_step = std::max<std::int64_t>(1, n / kHeaderProbes);
   for (std::int64_t i = 0; i < n && m.probed < kHeaderProbes; i += header_step) {
     try {
-      const stages::JpegHeader h = decoder.read_header(reader.read(items, i, bytes, config.read.max_file_size));
+      const std::span<const std::uint8_t> file = reader.read(items, i, bytes, config.read.max_file_size);
+      if (stages::ImageDecoder::handles(file)) {
+        const stages::ImageProbe p = others.probe(file);
+        probes.largest_image =
+            std::max<std::uint64_t>(probes.largest_image, static_cast<std::uint64_t>(p.width) * p.height * channels);
+        entry_sum += stages::SampleProgram::decoded_entry_bytes(static_cast<std::uint64_t>(p.width),
+                                                                static_cast<std::uint64_t>(p.height), channels);
+        probes.formats = std::max(probes.formats, others.workspace_requirements(p));
+        ++m.probed;
+        continue;
+      }
+      const stages::JpegHeader h = decoder.read_header(file);
       probes.largest_image =
           std::max<std::uint64_t>(probes.largest_image, static_cast<std::uint64_t>(h.width) * h.height * channels);
       entry_sum += stages::SampleProgram::decoded_entry_bytes(static_cast<std::uint64_t>(h.width),

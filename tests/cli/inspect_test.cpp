@@ -64,7 +64,7 @@ class InspectGeneratedFolder : public ::testing::Test {
   fs::path cut_data_, png_, empty_, cut_header_;
 };
 
-TEST_F(InspectGeneratedFolder, HeadersOnly_CountsClassesAndListsPngEmptyAndCutHeader) {
+TEST_F(InspectGeneratedFolder, HeadersOnly_CountsClassesListsEmptyAndCutHeaderAndFlagsThePngNamedJpg) {
   const json report = inspect_json();
   EXPECT_EQ(report["layout"], "class-folders");
   EXPECT_EQ(report["files"], 12 + 4 + 3);
@@ -77,19 +77,23 @@ TEST_F(InspectGeneratedFolder, HeadersOnly_CountsClassesAndListsPngEmptyAndCutHe
   for (const json& c : report["classes"]) bytes += c["bytes"].get<std::uint64_t>();
   EXPECT_EQ(report["bytes"].get<std::uint64_t>(), bytes);
 
-  EXPECT_EQ(report["greyscale"], 1);
+  EXPECT_EQ(report["greyscale"], 1 + 1);  // grey.jpg, and the grey PNG named .jpg (decoded by content)
   EXPECT_EQ(report["progressive"], 1);
   EXPECT_EQ(report["cmyk"], 1);
-  EXPECT_EQ(report["dimensions"]["headers_read"], 12 + 1 + 3);  // cut_data's header is whole
+  EXPECT_EQ(report["dimensions"]["headers_read"], 12 + 1 + 3 + 1);  // cut_data's header is whole; the PNG
   EXPECT_EQ(report["dimensions"]["max_width"], 64);
-  EXPECT_EQ(report["dimensions"]["min_height"], 30);
+  EXPECT_EQ(report["dimensions"]["min_height"], 16);
+  EXPECT_EQ(report["formats"]["by_content"]["PNG"]["files"], 1);
+  EXPECT_EQ(report["formats"]["by_content"]["JPEG"]["files"], 12 + 4 + 1);  // and cut_header (FF D8)
+  ASSERT_EQ(report["formats"]["extension_mismatches"], 1) << report["formats"].dump(2);
+  EXPECT_EQ(report["formats"]["mismatched_files"][0]["path"], png_.string());
+  EXPECT_EQ(report["formats"]["mismatched_files"][0]["content"], "PNG");
+  EXPECT_EQ(report["formats"]["mismatched_files"][0]["extension"], "JPEG");
 
   const auto failures = failures_by_path(report);
-  EXPECT_EQ(report["failed"], 3);
-  ASSERT_EQ(failures.size(), 3u) << report["failures"].dump(2);
-  ASSERT_TRUE(failures.count(png_.string()));
-  EXPECT_NE(failures.at(png_.string())["cause"].get<std::string>().find("PNG"), std::string::npos)
-      << failures.at(png_.string()).dump();
+  EXPECT_EQ(report["failed"], 2);
+  ASSERT_EQ(failures.size(), 2u) << report["failures"].dump(2);
+  EXPECT_FALSE(failures.count(png_.string()));
   ASSERT_TRUE(failures.count(empty_.string()));
   EXPECT_EQ(failures.at(empty_.string())["cause"], "empty file");
   ASSERT_TRUE(failures.count(cut_header_.string()));
@@ -101,7 +105,7 @@ TEST_F(InspectGeneratedFolder, Decode_AlsoListsTheFileWithCutScanData) {
   const json report = inspect_json({"--decode"});
   EXPECT_EQ(report["decoded"], true);
   const auto failures = failures_by_path(report);
-  EXPECT_EQ(failures.size(), 4u) << report["failures"].dump(2);
+  EXPECT_EQ(failures.size(), 3u) << report["failures"].dump(2);
   ASSERT_TRUE(failures.count(cut_data_.string())) << report["failures"].dump(2);
   EXPECT_EQ(failures.at(cut_data_.string())["stage"], "decode");
   EXPECT_FALSE(failures.at(cut_data_.string())["cause"].get<std::string>().empty());
@@ -110,9 +114,10 @@ TEST_F(InspectGeneratedFolder, Decode_AlsoListsTheFileWithCutScanData) {
 TEST_F(InspectGeneratedFolder, TextReport_NamesEveryBadFileWithItsCause) {
   const CliRun run = run_cli({"inspect", root_.string()});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  for (const fs::path& bad : {png_, empty_, cut_header_}) {
+  for (const fs::path& bad : {empty_, cut_header_}) {
     EXPECT_NE(run.out.find(bad.string() + ": "), std::string::npos) << run.out;
   }
+  EXPECT_NE(run.out.find(png_.string() + ": named JPEG, holds PNG"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("empty file"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("19 image files"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("3 classes"), std::string::npos) << run.out;

@@ -120,6 +120,32 @@ TEST_F(ShardsCli, GnuTarReadsThePreparedShards) {
   EXPECT_EQ(read_bytes(out / "airplane/0000.cls"), (std::vector<std::uint8_t>{'0'}));
 }
 
+// Each file keeps its own format in the shard, under its extension lowercased, and the shards
+// give the folder's batches.
+TEST(ShardsCliFormats, PrepareKeepsEachFilesOwnFormat) {
+  if (std::system("tar --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "GNU tar not found";
+  TempDir dir;
+  fs::create_directories(dir / "in" / "a");
+  write_bytes(dir / "in" / "a" / "x.PNG", make_png(16, 16));
+  write_bytes(dir / "in" / "a" / "y.jpg", encode_jpeg(make_pattern(16, 16, 3, 1), 16, 16, 3));
+  const CliRun run = run_cli({"prepare", "shards", "--data", (dir / "in").string(), "--out", (dir / "s").string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string list = (dir / "list.txt").string();
+  const std::string command = "tar -tf '" + (dir / "s" / "in-000000.tar").string() + "' > '" + list + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const std::vector<std::uint8_t> names = read_bytes(list);
+  EXPECT_EQ(std::string(names.begin(), names.end()), "a/x.png\na/x.cls\na/y.jpg\na/y.cls\n");
+  const std::vector<std::string> pipeline = {"--transform", "eval", "--size", "16", "--batch", "2", "--per-batch"};
+  std::vector<std::string> folder = {"--data", (dir / "in").string()};
+  std::vector<std::string> sharded = {"--shards", (dir / "s" / "in-*.tar").string()};
+  folder.insert(folder.end(), pipeline.begin(), pipeline.end());
+  sharded.insert(sharded.end(), pipeline.begin(), pipeline.end());
+  const json a = bench_json(folder);
+  const json b = bench_json(sharded);
+  ASSERT_EQ(a["batch_checksums"].size(), 1u) << a.dump();
+  EXPECT_EQ(a["batch_checksums"], b["batch_checksums"]);
+}
+
 TEST_F(ShardsCli, PrepareNeverOverwritesAFile) {
   const fs::path first = shards().front();
   const std::vector<std::uint8_t> before = read_bytes(first);

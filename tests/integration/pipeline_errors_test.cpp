@@ -34,7 +34,7 @@ const std::vector<BadFile>& bad_files() {
       {"SharedTruncated", shared_truncated, ErrorCode::kCorruptData, ""},
       {"OwnTruncated", test::write_truncated_jpeg, ErrorCode::kCorruptData, ""},
       {"Empty", test::write_empty_jpeg, ErrorCode::kCorruptData, "empty"},
-      {"PngNamedJpg", test::write_png_named_jpg, ErrorCode::kUnsupportedFormat, "PNG"},
+      {"CutPngNamedJpg", test::write_png_named_jpg, ErrorCode::kCorruptData, "PNG"},  // decoded by content: a cut PNG
       {"RandomBytes", test::write_random_bytes_jpg, ErrorCode::kUnsupportedFormat, ""},
       {"Missing", missing_file, ErrorCode::kNotFound, "no such file"},
       {"HugeHeader", test::write_huge_header_jpeg, ErrorCode::kTooLarge, "max_image_pixels"},

@@ -1,4 +1,4 @@
-"""Python driven as a careless user would (docs/reliability.md, issue 26): epochs past 2**63 - 1
+"""Python driven as a careless user would (docs/reliability.md): epochs past 2**63 - 1
 are a sluice.Error naming the range, not pybind's TypeError; a thread count past the bound is
 refused; after os.fork() a child whose parent had started a loader's workers fails at once with
 a message that says to use the spawn start method (it used to hang forever). Each forked child

@@ -90,6 +90,9 @@ class Pipeline {
   // taken from the cached full image, with no region decode or DCT scaling).
   Pipeline& cache(MemoryCache options);
   Pipeline& cache(DiskCache options);
+  // Decodes each file by its first bytes, whatever its name: JPEG, PNG, WebP, GIF, BMP, PNM, TIFF.
+  Pipeline& decode(DecodeOptions options = {});
+  // The same stage (its older name).
   Pipeline& decode_jpeg(DecodeOptions options = {});
   Pipeline& resize_shorter(int size, ResizeOptions options = {});
   Pipeline& resize(int width, int height, ResizeOptions options = {});

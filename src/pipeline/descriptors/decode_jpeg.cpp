@@ -1,4 +1,5 @@
-// decode_jpeg(): JPEG files into 8-bit RGB or grey images (stages/decode/jpeg_decoder.cpp).
+// decode() / decode_jpeg(): image files (JPEG, PNG, WebP, GIF, BMP, PNM, TIFF, told apart by their
+// first bytes) into 8-bit RGB or grey images (stages/decode/: jpeg_decoder.cpp, image_decoder.cpp).
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 

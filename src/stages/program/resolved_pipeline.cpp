@@ -10,6 +10,7 @@
 #include "pipeline/stage_registry.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/rng.hpp"
+#include "stages/decode/image_decoder.hpp"
 #include "stages/source/read_file.hpp"
 
 namespace sluice::stages {
@@ -27,7 +28,7 @@ std::string at(std::size_t index, const spec::Stage& stage) {
 constexpr int kMaxSizeProbes = 64;
 
 // The output size when no op fixes it: that of the first image the pipeline reads (epoch 0's
-// order) that gives a JPEG header; every other image must match. A file before it that gives none
+// order) that gives an image header (any format the decode stage reads); every other image must match. A file before it that gives none
 // is bad input like any other: under kFail build() fails naming it (epoch 0 would fail on it
 // first), under kSkip the probe goes on to the next (the epoch will skip and count it).
 Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_options, const DecodeOptions& decode,
@@ -36,12 +37,13 @@ Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_o
   EpochOrder(order_options).compute(0, order);
   AlignedBuffer bytes;
   JpegDecoder decoder(decode);
+  ImageDecoder others(decode);
   ItemReader reader(file_ops);
   const std::size_t probes = std::min<std::size_t>(order.size(), kMaxSizeProbes);
   for (std::size_t i = 0; i < probes; ++i) {
     const std::int64_t item = order[i];
     try {
-      const JpegHeader h = decoder.read_header(reader.read(dataset.items, item, bytes, read.max_file_size));
+      const ImageProbe h = probe_image(reader.read(dataset.items, item, bytes, read.max_file_size), decoder, others);
       return {h.width, h.height};
     } catch (const Error& e) {
       if (on_error == OnError::kFail) {
@@ -54,7 +56,7 @@ Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_o
       if (i + 1 == probes) {
         throw Error(e.code(),
                     "cannot fix the sample size: none of the first " + std::to_string(probes) +
-                        " images the pipeline reads gives a JPEG header (the last: " + e.cause() +
+                        " images the pipeline reads gives an image header (the last: " + e.cause() +
                         "); check the data set with `sluice inspect`",
                     dataset.items.path(item));
       }

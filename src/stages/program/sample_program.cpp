@@ -148,6 +148,7 @@ std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBu
   ws->resized.attach_share(budget, MemoryUse::kDecodeBuffers, share.resized);
   ws->scratch.attach_share(budget, MemoryUse::kDecodeBuffers, share.scratch);
   ws->decoder.attach(budget, MemoryUse::kDecodeBuffers, share.decoder);
+  ws->formats.attach(budget, MemoryUse::kDecodeBuffers, share.formats);
   return ws;
 }
 
@@ -170,6 +171,7 @@ WorkspaceShare SampleProgram::workspace_requirements(const SampleProgramConfig& 
   share.decoder = probes.decoder;
   // Coefficients are accounted, not allocated by us: the same headroom, no power-of-two rounding.
   share.decoder.coefficients = static_cast<std::uint64_t>(static_cast<double>(probes.decoder.coefficients) * kHeadroom);
+  share.formats = probes.formats > 0 ? with_headroom(probes.formats) : 0;
   return share;
 }
 
@@ -254,20 +256,35 @@ std::optional<ConstImageView> SampleProgram::cached_image(const ItemTable& items
   }
   MemoryCacheStore::Handle none;
   const std::span<const std::uint8_t> bytes = encoded_bytes(items, item, key, ws, none);
-  const JpegHeader header = ws.decoder.read_header(bytes);
-  if (!ws.decoded.try_reserve(kDecodedHeaderBytes + static_cast<std::size_t>(header.width) * header.height * channels_)) {
-    return std::nullopt;  // not cached: decoded in bands instead
+  const bool other = ImageDecoder::handles(bytes);
+  ImageProbe probe;
+  JpegHeader header;
+  if (other) {
+    probe = ws.formats.probe(bytes);
+  } else {
+    header = ws.decoder.read_header(bytes);
   }
-  const ImageView image = view_of(ws.decoded, header.width, header.height, channels_, kDecodedHeaderBytes);
-  ws.decoder.decode(bytes, header, JpegRequest{1, Rect{}}, image);
+  const int width = other ? probe.width : header.width;
+  const int height = other ? probe.height : header.height;
+  const std::size_t entry_bytes = kDecodedHeaderBytes + static_cast<std::size_t>(width) * height * channels_;
+  if (!ws.decoded.try_reserve(entry_bytes)) {
+    if (!other) return std::nullopt;  // not cached: decoded in bands instead
+    ws.decoded.reserve(entry_bytes);  // the other formats decode whole: wait for the memory
+  }
+  const ImageView image = view_of(ws.decoded, width, height, channels_, kDecodedHeaderBytes);
   // Cached as it is: recovered once, whatever later samples of it do.
-  if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
-  const DecodedHeader h{kDecodedMagic, static_cast<std::uint32_t>(header.width), static_cast<std::uint32_t>(header.height),
+  if (other) {
+    ws.formats.decode(bytes, probe, image);
+    if (const FormatWarnings& w = ws.formats.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
+  } else {
+    ws.decoder.decode(bytes, header, JpegRequest{1, Rect{}}, image);
+    if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
+  }
+  const DecodedHeader h{kDecodedMagic, static_cast<std::uint32_t>(width), static_cast<std::uint32_t>(height),
                         static_cast<std::uint32_t>(channels_)};
   std::memset(ws.decoded.data(), 0, kDecodedHeaderBytes);
   std::memcpy(ws.decoded.data(), &h, sizeof h);
-  const std::span<const std::uint8_t> entry(
-      ws.decoded.data(), kDecodedHeaderBytes + static_cast<std::size_t>(header.width) * header.height * channels_);
+  const std::span<const std::uint8_t> entry(ws.decoded.data(), entry_bytes);
   if (caches_.memory != nullptr) caches_.memory->insert(key.item, entry);
   if (caches_.disk != nullptr) caches_.disk->insert(disk, entry);
   return ConstImageView(image);
@@ -300,6 +317,10 @@ void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, con
 
   const std::span<const std::uint8_t> bytes = encoded_bytes(items, item, key, ws, held);
   ws.counters.add(StageCounters::kRead, elapsed_ns(t), static_cast<std::int64_t>(bytes.size()));
+  if (ImageDecoder::handles(bytes)) {
+    run_other_format(items, item, key, bytes, ws, out, t);
+    return;
+  }
   const JpegHeader header = ws.decoder.read_header(bytes);
   const Size2 image{header.width, header.height};
   SampleGeometry plan = plan_geometry(config_.geometry, image, key);
@@ -339,6 +360,20 @@ void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, con
   ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(region_bytes));
   finish(plan, decoded, region, copy ? ResamplerState::kNotSetUp : ResamplerState::kSetUp, ws, out, t);
   if (warnings.count > 0) recovered_.record(key.item, items.path(item), warnings.first);
+}
+
+void SampleProgram::run_other_format(const ItemTable& items, std::int64_t item, const SampleKey& key,
+                                     std::span<const std::uint8_t> bytes, Workspace& ws, void* out,
+                                     Clock::time_point& t) const {
+  const ImageProbe probe = ws.formats.probe(bytes);
+  ws.decoded.reserve(static_cast<std::size_t>(probe.width) * probe.height * channels_);
+  const ImageView decoded = view_of(ws.decoded, probe.width, probe.height, channels_);
+  ws.formats.decode(bytes, probe, decoded);
+  if (const FormatWarnings& w = ws.formats.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
+  ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
+                  static_cast<std::int64_t>(probe.width) * probe.height * channels_);
+  const SampleGeometry plan = plan_geometry(config_.geometry, {probe.width, probe.height}, key);
+  finish(plan, decoded, Rect{0, 0, probe.width, probe.height}, ResamplerState::kNotSetUp, ws, out, t);
 }
 
 bool SampleProgram::fast_upsample_for(const SampleGeometry& plan, const JpegHeader& header, int denom) const {

@@ -25,6 +25,7 @@
 #include "stages/source/file_ops.hpp"
 #include "stages/image/geometry.hpp"
 #include "stages/source/item_table.hpp"
+#include "stages/decode/image_decoder.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/cache/memory_cache.hpp"
 #include "stages/image/normalize.hpp"
@@ -85,7 +86,10 @@ struct WorkspaceShare {
   std::uint64_t resized = 0;       // the resampled sample
   std::uint64_t scratch = 0;       // the resampler's rows
   DecoderShare decoder;            // component planes, libjpeg's coefficient buffer
-  std::uint64_t total() const { return file + decoded + resized + scratch + decoder.planes + decoder.coefficients; }
+  std::uint64_t formats = 0;       // the other formats' workspace (ImageDecoder::workspace_requirements)
+  std::uint64_t total() const {
+    return file + decoded + resized + scratch + decoder.planes + decoder.coefficients + formats;
+  }
 };
 
 // What the memory plan learned by probing files (runtime/loader_memory_plan.cpp): the largest of
@@ -94,6 +98,7 @@ struct WorkspaceProbes {
   std::uint64_t largest_file = 0;   // encoded bytes
   std::uint64_t largest_image = 0;  // decoded bytes: width x height x channels
   DecoderShare decoder;             // JpegDecoder::workspace_requirements, the largest of each part
+  std::uint64_t formats = 0;        // ImageDecoder::workspace_requirements, the largest (other formats)
   ItemTable::Kind kind = ItemTable::Kind::kFile;
 };
 
@@ -113,12 +118,13 @@ struct SampleProgramConfig {
 class SampleProgram {
  public:
   struct Workspace {
-    Workspace(const DecodeOptions& decode, FileOps* ops) : decoder(decode), reader(ops) {}
+    Workspace(const DecodeOptions& decode, FileOps* ops) : decoder(decode), formats(decode), reader(ops) {}
     AlignedBuffer file;      // encoded bytes (or a disk cache entry)
     AlignedBuffer decoded;   // the decoded region, HWC u8 (after a header, see sample_program.cpp)
     AlignedBuffer resized;   // the resampled sample, HWC u8
     AlignedBuffer scratch;   // the resampler's intermediate rows
     JpegDecoder decoder;
+    ImageDecoder formats;    // PNG, WebP, GIF, BMP, PNM, TIFF (by their first bytes)
     ItemReader reader;       // the shards it keeps open, a file's path
     Resampler resampler;
     StageCounters counters;
@@ -170,6 +176,12 @@ class SampleProgram {
   // footprint.
   void decode_in_bands(const SampleGeometry& plan, std::span<const std::uint8_t> bytes, const JpegHeader& header,
                        const JpegRequest& decode, Workspace& ws, void* out) const;
+  // A PNG, WebP, GIF, BMP, PNM or TIFF file, whole, into ws.decoded (the decoded size reserved
+  // first: growth past the worker's share waits for memory or fails with kTooLarge), then
+  // resampled and normalised into `out` like a JPEG.
+  void run_other_format(const ItemTable& items, std::int64_t item, const SampleKey& key,
+                        std::span<const std::uint8_t> bytes, Workspace& ws, void* out,
+                        std::chrono::steady_clock::time_point& t) const;
   // The file's bytes, from the cache or read and inserted (kEncoded caches) or just read.
   std::span<const std::uint8_t> encoded_bytes(const ItemTable& items, std::int64_t item, const SampleKey& key,
                                               Workspace& ws, MemoryCacheStore::Handle& held) const;

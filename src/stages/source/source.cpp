@@ -14,23 +14,14 @@
 #include "core/binary_io.hpp"
 #include "core/numbers.hpp"
 #include "sluice/core/error.hpp"
+#include "stages/decode/image_format.hpp"
 #include "stages/tar/tar_source.hpp"
 
 namespace sluice::stages {
 
 namespace fs = std::filesystem;
 
-bool has_jpeg_extension(std::string_view filename) {
-  const auto dot = filename.rfind('.');
-  if (dot == std::string_view::npos) return false;
-  const std::string_view ext = filename.substr(dot + 1);
-  const auto is = [&ext](std::string_view want) {
-    return ext.size() == want.size() &&
-           std::equal(ext.begin(), ext.end(), want.begin(),
-                      [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
-  };
-  return is("jpg") || is("jpeg") || is("jpe") || is("jfif");
-}
+bool has_image_extension(std::string_view filename) { return format_of_extension(filename) != ImageFormat::kUnknown; }
 
 std::string escape_name(std::string_view name) {
   std::string out;
@@ -150,21 +141,21 @@ class TreeLister {
   void visit(std::string& path, unsigned char type, std::string_view name) {
     if (type == DT_DIR) return descend(path);
     if (type == DT_REG) {
-      if (has_jpeg_extension(name)) add(path);
+      if (has_image_extension(name)) add(path);
       return;
     }
     if (type != DT_LNK && type != DT_UNKNOWN) return;  // FIFO, socket, device
     struct stat st {};
     const bool symlink = type == DT_LNK || (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode));
     if (::stat(path.c_str(), &st) != 0) {
-      if (errno == ENOENT && symlink && has_jpeg_extension(name)) add(path);  // dangling
+      if (errno == ENOENT && symlink && has_image_extension(name)) add(path);  // dangling
       return;
     }
     if (S_ISDIR(st.st_mode)) {
       if (symlink) check_symlink(path, root_);  // before the walk enters it
       return descend(path);
     }
-    if (!S_ISREG(st.st_mode) || !has_jpeg_extension(name)) return;
+    if (!S_ISREG(st.st_mode) || !has_image_extension(name)) return;
     if (symlink) check_symlink(path, root_);
     add(path);
   }
@@ -249,7 +240,8 @@ Dataset load_folder(const spec::Folder& folder) {
   }
   if (dataset.items.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
-                "no JPEG files found (expected class sub-folders holding .jpg or .jpeg files)",
+                "no image files found (expected class sub-folders holding .jpg, .jpeg, .png, .webp, .bmp, .gif, .tif, "
+                ".tiff, .ppm, .pgm or .pbm files)",
                 folder.path);
   }
   return dataset;

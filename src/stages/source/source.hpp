@@ -34,7 +34,10 @@ struct Dataset {
 // index files are opened through.
 Dataset load_dataset(const spec::Source& source, FileOps* ops = nullptr);
 
-bool has_jpeg_extension(std::string_view filename);
+// Whether the name ends in an image extension the decode stage reads (any case): .jpg, .jpeg,
+// .png, .webp, .bmp, .gif, .tif, .tiff, .ppm, .pgm, .pbm and their kin (image_format.hpp). The
+// decoder goes by the file's first bytes; the name only says which files of a folder are images.
+bool has_image_extension(std::string_view filename);
 
 // A file or folder name as sluice writes it into a text file or message, losslessly and on one
 // line: a backslash as two, newline, carriage return and tab as \n, \r, \t, any other control

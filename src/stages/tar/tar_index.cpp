@@ -224,7 +224,7 @@ class Scanner {
     if (dot == std::string::npos || dot == base || name[base] == '.') return false;  // no key, or hidden
     const std::string key = name.substr(0, dot);
     const std::string ext = lower(std::string_view(name).substr(dot + 1));
-    const bool image = has_jpeg_extension("." + ext) && ext.find('.') == std::string::npos;
+    const bool image = has_image_extension("." + ext) && ext.find('.') == std::string::npos;
     if (!image && ext != "cls" && ext != "class") return false;
     if (!group_.open || group_.key != key) {
       flush();
@@ -294,7 +294,7 @@ class Scanner {
     ShardSample& s = group_.sample;
     if (!group_.image) {
       s.name = group_.label_member;
-      mark("no image member (.jpg, .jpeg) for key " + tar::printable(group_.key));
+      mark("no image member (.jpg, .png, .webp, ...) for key " + tar::printable(group_.key));
     }
     out_.push_back(std::move(s));
     group_ = {};

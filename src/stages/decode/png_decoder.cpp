@@ -1,0 +1,163 @@
+// PNG through libspng (docs/decisions/image-formats.md says why not libpng): every colour type,
+// 1/2/4/8/16-bit samples, palettes and tRNS, Adam7, and an APNG's default image (libspng skips
+// the animation chunks). libspng converts everything to 8-bit RGB itself (tRNS and alpha
+// dropped, 16-bit samples scaled to 8), which is Pillow's convert("RGB") for 8-bit data.
+// A progressive (non-interlaced) image is decoded row by row straight into the output, so its
+// workspace is one row at most; an interlaced one needs the whole image before any row is final.
+// libspng reports a CRC mismatch (the image data's too: the chunks after the last row are read),
+// a bad zlib stream or a file cut short as an error code and prints nothing. Pillow does not check
+// the image data's CRCs; a file whose IDAT CRC is wrong decodes there and fails here
+// (docs/reliability.md).
+#include <spng.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "sluice/core/error.hpp"
+#include "stages/decode/image_format.hpp"
+
+namespace sluice::stages {
+
+namespace {
+
+// The most an ancillary chunk (text, ICC profile, EXIF) may take, and all of them together:
+// libspng allocates them before the image data, so a lying length must not size an allocation.
+constexpr std::size_t kChunkLimit = 16u << 20;
+constexpr std::size_t kChunkCacheLimit = 64u << 20;
+
+struct Ctx {
+  spng_ctx* ctx = spng_ctx_new(0);
+  Ctx() = default;
+  Ctx(const Ctx&) = delete;
+  Ctx& operator=(const Ctx&) = delete;
+  ~Ctx() { spng_ctx_free(ctx); }
+};
+
+[[noreturn]] void fail(int code) {
+  const std::string message = spng_strerror(code);
+  if (code == SPNG_EOF || code == SPNG_IO_EOF) corrupt(ImageFormat::kPng, "truncated file (" + message + ")");
+  corrupt(ImageFormat::kPng, message);
+}
+
+void check(int code) {
+  if (code != 0) fail(code);
+}
+
+std::uint32_t be32(const std::uint8_t* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
+}
+
+// Whether an acTL chunk (an APNG's animation control) comes before the image data: a walk over
+// the chunk headers only.
+bool has_animation_chunk(std::span<const std::uint8_t> bytes) {
+  std::size_t at = 8;
+  while (at + 8 <= bytes.size()) {
+    const std::uint32_t length = be32(bytes.data() + at);
+    const char* type = reinterpret_cast<const char*>(bytes.data() + at + 4);
+    if (std::memcmp(type, "acTL", 4) == 0) return true;
+    if (std::memcmp(type, "IDAT", 4) == 0 || length > bytes.size()) return false;
+    at += std::size_t{length} + 12;
+  }
+  return false;
+}
+
+void open(Ctx& c, std::span<const std::uint8_t> bytes) {
+  if (c.ctx == nullptr) throw Error(ErrorCode::kInternal, "spng_ctx_new failed");
+  check(spng_set_png_buffer(c.ctx, bytes.data(), bytes.size()));
+  check(spng_set_chunk_limits(c.ctx, kChunkLimit, kChunkCacheLimit));
+}
+
+class PngDecoder final : public FormatDecoder {
+ public:
+  ImageProbe probe(std::span<const std::uint8_t> bytes) override {
+    clear_warnings();
+    pending_.reset();
+    auto owned = std::make_unique<Ctx>();
+    Ctx& c = *owned;
+    open(c, bytes);
+    spng_ihdr ihdr{};
+    check(spng_get_ihdr(c.ctx, &ihdr));
+    ImageProbe p;
+    p.format = ImageFormat::kPng;
+    p.width = static_cast<int>(ihdr.width);
+    p.height = static_cast<int>(ihdr.height);
+    p.bit_depth = ihdr.bit_depth;
+    p.interlaced = ihdr.interlace_method != 0;
+    switch (ihdr.color_type) {
+      case SPNG_COLOR_TYPE_GRAYSCALE: p.channels = 1; break;
+      case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: p.channels = 2; p.alpha = true; break;
+      case SPNG_COLOR_TYPE_INDEXED: p.channels = 3; p.palette = true; break;
+      case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA: p.channels = 4; p.alpha = true; break;
+      default: p.channels = 3; break;
+    }
+    p.animated = has_animation_chunk(bytes);
+    // tRNS sits between IHDR and IDAT: asking for it reads the chunks up to the image data.
+    spng_trns trns{};
+    if (spng_get_trns(c.ctx, &trns) == 0) p.alpha = true;
+    // Kept for the decode() that usually follows: the header and the chunks before the image data
+    // are parsed once (on small images a second parse was a good part of the decode).
+    pending_ = std::move(owned);
+    pending_data_ = bytes.data();
+    pending_size_ = bytes.size();
+    p.token = pending_token_ = ++next_token_;
+    return p;
+  }
+
+  std::uint64_t workspace_requirements(const ImageProbe& probe, int out_channels) const override {
+    const std::uint64_t row = std::uint64_t(probe.width) * 3;
+    if (probe.interlaced) return row * static_cast<std::uint64_t>(probe.height);  // whole image, then rows
+    return out_channels == 3 ? 0 : row;                                           // one RGB row for grey
+  }
+
+  void decode(std::span<const std::uint8_t> bytes, const ImageProbe& probe, ImageView out,
+              AlignedBuffer& scratch) override {
+    clear_warnings();
+    std::unique_ptr<Ctx> owned = std::move(pending_);
+    if (!owned || probe.token == 0 || probe.token != pending_token_ || pending_data_ != bytes.data() ||
+        pending_size_ != bytes.size()) {
+      owned = std::make_unique<Ctx>();
+      open(*owned, bytes);
+    }
+    Ctx& c = *owned;
+    const std::size_t row = static_cast<std::size_t>(probe.width) * 3;
+    const std::uint64_t need = workspace_requirements(probe, out.channels);
+    if (need > 0) scratch.reserve(static_cast<std::size_t>(need));
+    if (probe.interlaced) {
+      const std::size_t size = row * static_cast<std::size_t>(probe.height);
+      check(spng_decode_image(c.ctx, scratch.data(), size, SPNG_FMT_RGB8, 0));
+      for (int y = 0; y < probe.height; ++y) store_rgb_row(scratch.data() + row * y, probe.width, out.row(y), out.channels);
+      finish(c);
+      return;
+    }
+    check(spng_decode_image(c.ctx, nullptr, 0, SPNG_FMT_RGB8, SPNG_DECODE_PROGRESSIVE));
+    for (int y = 0; y < probe.height; ++y) {
+      std::uint8_t* target = out.channels == 3 ? out.row(y) : scratch.data();
+      const int code = spng_decode_row(c.ctx, target, row);
+      if (code != 0 && !(code == SPNG_EOI && y + 1 == probe.height)) fail(code);
+      if (out.channels != 3) store_rgb_row(target, probe.width, out.row(y), 1);
+    }
+    finish(c);
+  }
+
+ private:
+  // The image data ends with its zlib stream, before the last IDAT chunk's CRC: reading on to
+  // IEND checks it (a file that merely lacks IEND still decodes, as in Pillow).
+  static void finish(Ctx& c) {
+    const int code = spng_decode_chunks(c.ctx);
+    if (code == SPNG_ECHUNK_CRC) fail(code);
+  }
+
+  // The context probe() left, with the bytes and token it belongs to.
+  std::unique_ptr<Ctx> pending_;
+  const std::uint8_t* pending_data_ = nullptr;
+  std::size_t pending_size_ = 0;
+  std::uint64_t pending_token_ = 0;
+  std::uint64_t next_token_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<FormatDecoder> make_png_decoder() { return std::make_unique<PngDecoder>(); }
+
+}  // namespace sluice::stages

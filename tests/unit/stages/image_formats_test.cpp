@@ -1,0 +1,261 @@
+// The decode stage's other formats (PNG, WebP, GIF, BMP, PNM, TIFF) against Pillow, on a corpus
+// that tests/reference/image_corpus.py writes once for this test binary: every variant held to
+// Pillow's Image.open(f).convert("RGB") and convert("L") pixels, or refused where Pillow refuses
+// it (and where docs/reliability.md lists a refusal of ours); sniffing by first bytes; the
+// max_image_pixels check from the header before any pixel is allocated; the workspace each
+// decoder states against what it takes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sluice/core/error.hpp"
+#include "stages/decode/image_decoder.hpp"
+#include "stages/decode/jpeg_decoder.hpp"
+#include "test_support.hpp"
+
+namespace sluice::stages {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+struct Variant {
+  std::string name;
+  int width = 0;
+  int height = 0;
+  int tolerance = 0;
+  std::string expect;  // pixels, refused, sluice-refuses
+};
+
+// The corpus, written once per test binary into a folder that lives as long as the binary.
+class Corpus {
+ public:
+  static const Corpus& get() {
+    static const Corpus corpus;
+    return corpus;
+  }
+  const std::string& error() const { return error_; }
+  const std::vector<Variant>& variants() const { return variants_; }
+  std::filesystem::path path(const std::string& name) const { return dir_.path() / name; }
+
+ private:
+  Corpus() {
+    const std::string command = std::string("'") + SLUICE_SYSTEM_PYTHON + "' -W ignore '" + SLUICE_SOURCE_DIR +
+                                "/tests/reference/image_corpus.py' '" + dir_.path().string() + "' 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) {
+      error_ = "cannot start " + std::string(SLUICE_SYSTEM_PYTHON);
+      return;
+    }
+    std::string said;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, pipe) != nullptr) said += buf;
+    const int status = pclose(pipe);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      error_ = "the corpus script failed (it needs python3-pil and python3-numpy for " + std::string(SLUICE_SYSTEM_PYTHON) +
+               "): " + said;
+      return;
+    }
+    std::ifstream manifest(dir_.path() / "corpus.txt");
+    Variant v;
+    while (manifest >> v.name >> v.width >> v.height >> v.tolerance >> v.expect) variants_.push_back(v);
+  }
+
+  test::TempDir dir_;
+  std::string error_;
+  std::vector<Variant> variants_;
+};
+
+#define REQUIRE_CORPUS()                                                 \
+  const Corpus& corpus = Corpus::get();                                  \
+  if (!corpus.error().empty()) GTEST_SKIP() << corpus.error()
+
+struct Decoded {
+  bool ok = false;
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+  ImageProbe probe;
+  Bytes pixels;
+};
+
+Decoded decode_file(ImageDecoder& decoder, JpegDecoder& jpeg, const Bytes& bytes) {
+  Decoded d;
+  try {
+    d.probe = probe_image(bytes, jpeg, decoder);
+    d.pixels.resize(static_cast<std::size_t>(d.probe.width) * d.probe.height * decoder.channels());
+    decoder.decode(bytes, d.probe,
+                   ImageView{d.pixels.data(), d.probe.width, d.probe.height, decoder.channels(),
+                             static_cast<std::ptrdiff_t>(d.probe.width) * decoder.channels()});
+    d.ok = true;
+  } catch (const Error& e) {
+    d.code = e.code();
+    d.message = e.cause();
+  }
+  return d;
+}
+
+void check_corpus(Color color) {
+  const Corpus& corpus = Corpus::get();
+  DecodeOptions options;
+  options.color = color;
+  ImageDecoder decoder(options);
+  JpegDecoder jpeg(options);
+  const char* suffix = color == Color::kGrey ? ".l" : ".rgb";
+  int matched = 0;
+  int refused = 0;
+  for (const Variant& v : corpus.variants()) {
+    SCOPED_TRACE(v.name);
+    const Bytes bytes = test::read_bytes(corpus.path(v.name));
+    const Decoded d = decode_file(decoder, jpeg, bytes);
+    if (v.expect != "pixels") {
+      EXPECT_FALSE(d.ok) << v.name << ": Pillow refuses it (or docs/reliability.md says sluice does); sluice decoded it";
+      // Never an internal error or an argument error: the file's fault, named as such.
+      EXPECT_TRUE(d.code == ErrorCode::kCorruptData || d.code == ErrorCode::kUnsupportedFormat ||
+                  d.code == ErrorCode::kTooLarge)
+          << d.message;
+      ++refused;
+      continue;
+    }
+    ASSERT_TRUE(d.ok) << v.name << ": " << d.message;
+    ASSERT_EQ(d.probe.width, v.width);
+    ASSERT_EQ(d.probe.height, v.height);
+    const Bytes want = test::read_bytes(corpus.path(v.name + suffix));
+    ASSERT_EQ(d.pixels.size(), want.size());
+    int worst = 0;
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const int diff = std::abs(int{d.pixels[i]} - int{want[i]});
+      worst = std::max(worst, diff);
+      differ += diff > 0 ? 1 : 0;
+    }
+    EXPECT_LE(worst, v.tolerance) << v.name << ": " << differ << " of " << want.size() << " samples differ";
+    ++matched;
+  }
+  EXPECT_GT(matched, 60);
+  EXPECT_GT(refused, 15);
+}
+
+TEST(ImageFormats, EveryVariantEqualsPillowRgbOrIsRefused) {
+  REQUIRE_CORPUS();
+  check_corpus(Color::kRGB);
+}
+
+TEST(ImageFormats, EveryVariantEqualsPillowGreyOrIsRefused) {
+  REQUIRE_CORPUS();
+  check_corpus(Color::kGrey);
+}
+
+TEST(ImageFormats, SniffsByFirstBytesNotByName) {
+  REQUIRE_CORPUS();
+  EXPECT_EQ(sniff_format(test::read_bytes(corpus.path("png_rgb8.png"))), ImageFormat::kPng);
+  EXPECT_EQ(sniff_format(test::read_bytes(corpus.path("webp_lossy.webp"))), ImageFormat::kWebp);
+  EXPECT_EQ(sniff_format(test::read_bytes(corpus.path("gif_global.gif"))), ImageFormat::kGif);
+  EXPECT_EQ(sniff_format(test::read_bytes(corpus.path("bmp_24.bmp"))), ImageFormat::kBmp);
+  EXPECT_EQ(sniff_format(test::read_bytes(corpus.path("pnm_p1.pbm"))), ImageFormat::kPnm);
+  EXPECT_EQ(sniff_format(test::read_bytes(corpus.path("tiff_rgb_raw.tif"))), ImageFormat::kTiff);
+  const Bytes text{'h', 'e', 'l', 'l', 'o'};
+  EXPECT_EQ(sniff_format(text), ImageFormat::kUnknown);
+  EXPECT_FALSE(ImageDecoder::handles(text));  // to JpegDecoder, whose message names it
+  EXPECT_EQ(format_of_extension("a/b.PNG"), ImageFormat::kPng);
+  EXPECT_EQ(format_of_extension("x.TiF"), ImageFormat::kTiff);
+  EXPECT_EQ(format_of_extension("x.jpeg"), ImageFormat::kJpeg);
+  EXPECT_EQ(format_of_extension("dir.png/x"), ImageFormat::kUnknown);
+}
+
+TEST(ImageFormats, ProbeReportsDepthAlphaPaletteAnimation) {
+  REQUIRE_CORPUS();
+  ImageDecoder decoder(DecodeOptions{});
+  const auto probe = [&](const char* name) { return decoder.probe(test::read_bytes(corpus.path(name))); };
+  EXPECT_EQ(probe("png_rgb16.png").bit_depth, 16);
+  EXPECT_TRUE(probe("png_rgba8.png").alpha);
+  EXPECT_TRUE(probe("png_palette_trns.png").alpha);
+  EXPECT_TRUE(probe("png_palette4.png").palette);
+  EXPECT_TRUE(probe("png_apng.png").animated);
+  EXPECT_TRUE(probe("png_adam7_rgb8.png").interlaced);
+  EXPECT_TRUE(probe("webp_animated.webp").animated);
+  EXPECT_TRUE(probe("webp_lossless_alpha.webp").alpha);
+  EXPECT_TRUE(probe("gif_animated.gif").animated);
+  EXPECT_FALSE(probe("gif_global.gif").animated);
+  EXPECT_TRUE(probe("tiff_multipage.tif").animated);
+  EXPECT_EQ(probe("tiff_grey16.tif").bit_depth, 16);
+}
+
+// max_image_pixels is checked from the header, before any pixel is allocated: a 100000x100000
+// PNG, GIF screen and BMP are refused with kTooLarge naming the size, and the workspace has not
+// grown.
+TEST(ImageFormats, MaxImagePixelsRefusesABombFromItsHeader) {
+  REQUIRE_CORPUS();
+  DecodeOptions options;
+  options.max_image_pixels = 1000;
+  ImageDecoder small(options);
+  for (const char* name : {"png_rgb8.png", "webp_lossy.webp", "gif_global.gif", "bmp_24.bmp", "pnm_p6.ppm",
+                           "tiff_rgb_raw.tif"}) {
+    SCOPED_TRACE(name);
+    try {
+      small.probe(test::read_bytes(corpus.path(name)));
+      ADD_FAILURE() << "a 37x29 image passed max_image_pixels = 1000";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kTooLarge);
+      EXPECT_NE(e.cause().find("37x29"), std::string::npos) << e.cause();
+    }
+  }
+  ImageDecoder decoder(DecodeOptions{});
+  try {
+    decoder.probe(test::read_bytes(corpus.path("png_huge.png")));
+    ADD_FAILURE() << "a 100000x100000 PNG header passed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTooLarge);
+    EXPECT_NE(e.cause().find("100000x100000"), std::string::npos) << e.cause();
+  }
+}
+
+// Each decoder takes no more workspace than it states for the image, and the workspace is what
+// a budget sees: decoding every variant with the workspace attached to a budget leaves it holding
+// no more than the largest statement, rounded as AlignedBuffer rounds.
+TEST(ImageFormats, WorkspaceStaysWithinWhatTheDecoderStates) {
+  REQUIRE_CORPUS();
+  for (const Color color : {Color::kRGB, Color::kGrey}) {
+    DecodeOptions options;
+    options.color = color;
+    ImageDecoder decoder(options);
+    MemoryBudget budget(64u << 20);
+    decoder.attach(budget, MemoryUse::kDecodeBuffers, 0);
+    JpegDecoder jpeg(options);
+    std::uint64_t stated = 0;
+    for (const Variant& v : corpus.variants()) {
+      if (v.expect != "pixels") continue;
+      const Bytes bytes = test::read_bytes(corpus.path(v.name));
+      const Decoded d = decode_file(decoder, jpeg, bytes);
+      ASSERT_TRUE(d.ok) << v.name << ": " << d.message;
+      stated = std::max(stated, decoder.workspace_requirements(d.probe));
+      EXPECT_LE(budget.used(), AlignedBuffer::rounded_capacity(static_cast<std::size_t>(stated))) << v.name;
+    }
+    EXPECT_GT(budget.used(), 0u);
+  }
+}
+
+// A budget too small for the stated workspace: the decode fails with a budget error before the
+// library runs, never allocating past it.
+TEST(ImageFormats, WorkspacePastTheBudgetIsRefused) {
+  REQUIRE_CORPUS();
+  DecodeOptions options;
+  options.color = Color::kGrey;  // WebP's grey output needs the whole RGB image
+  ImageDecoder decoder(options);
+  MemoryBudget budget(1024);  // below the 37x29x3 bytes it states
+  decoder.attach(budget, MemoryUse::kDecodeBuffers, 0);
+  JpegDecoder jpeg(options);
+  const Bytes bytes = test::read_bytes(corpus.path("webp_lossy.webp"));
+  EXPECT_EQ(decoder.workspace_requirements(decoder.probe(bytes)), 37u * 29u * 3u);
+  const Decoded d = decode_file(decoder, jpeg, bytes);
+  EXPECT_FALSE(d.ok);
+  EXPECT_TRUE(d.code == ErrorCode::kTooLarge || d.code == ErrorCode::kOutOfBudget) << d.message;
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice::stages
