@@ -5,6 +5,8 @@ find_package(libjpeg-turbo REQUIRED CONFIG)
 find_package(Boost 1.74 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+# Shards named by URL (src/stages/remote): libcurl's multi interface and CURLOPT_AWS_SIGV4 (7.75+).
+find_package(CURL 7.75 REQUIRED)
 
 if(SLUICE_BUILD_CLI)
   find_package(CLI11 REQUIRED CONFIG)

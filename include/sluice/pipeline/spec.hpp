@@ -41,6 +41,7 @@ struct Shards {
   // in order (a glob's matches sorted); every name must be a regular file.
   std::vector<std::string> patterns;
   ShardIndex index = ShardIndex::kBesideShard;
+  RemoteOptions remote;  // for patterns that are URLs
 };
 using Source = std::variant<Folder, ListFile, Items, Shards>;
 
