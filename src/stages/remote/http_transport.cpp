@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -52,6 +53,7 @@ struct Transfer {
   bool write_failed = false;
   int attempts = 0;
   Clock::time_point not_before{};
+  Clock::time_point last_progress{};  // the last header or body byte received
   char curl_error[CURL_ERROR_SIZE] = {};
 };
 
@@ -63,6 +65,7 @@ long status_of(CURL* easy) {
 
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
+  t->last_progress = Clock::now();
   t->headers.add_line(std::string_view(data, size * count), static_cast<std::int64_t>(std::time(nullptr)));
   return size * count;
 }
@@ -77,6 +80,7 @@ void restart_from_zero(Transfer& t) {
 std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::size_t n = size * count;
+  t->last_progress = Clock::now();
   const long status = status_of(t->easy);
   if (status != 200 && status != 206) {
     if (t->error_body.size() < kErrorBodyBytes) t->error_body.append(data, std::min(n, kErrorBodyBytes - t->error_body.size()));
@@ -85,7 +89,10 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   if (t->first_chunk) {
     // First bytes of this attempt. A 200 to a Range request is the whole object again.
     t->first_chunk = false;
-    if (status == 200 && t->have > 0) restart_from_zero(*t);
+    if (status == 200 && t->have > 0) {
+      restart_from_zero(*t);
+      t->requested_from = 0;
+    }
     if (status == 206 && t->headers.range_start.value_or(~std::uint64_t{0}) != t->have) return 0;  // wrong range: cut
     if (!t->first_etag.empty() && !t->headers.etag.empty() && t->headers.etag != t->first_etag) {
       t->etag_changed = true;
@@ -254,29 +261,66 @@ struct MultiDeleter {
   void operator()(CURLM* m) const { curl_multi_cleanup(m); }
 };
 
-// Runs every transfer to completion (done or given up), `limits.connections` at a time.
+// A transfer's attempt ended (`code`): done, given up, or put on `waiting` for its retry.
+void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const TransferLimits& limits, std::mt19937_64& rng,
+                    std::vector<Transfer*>& waiting) {
+  const Verdict v = judge(t, code, aws);
+  ++t.attempts;
+  if (v.outcome == Outcome::kRetry && t.attempts <= limits.retries) {
+    remote_stats().add_retry(v.cause);
+    const double delay = backoff_s(t, limits, rng);
+    t.not_before = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
+    waiting.push_back(&t);
+    return;
+  }
+  Downloaded& r = *t.result;
+  if (v.outcome == Outcome::kDone) {
+    r.ok = true;
+    r.not_modified = status_of(t.easy) == 304;
+    r.etag = r.not_modified ? t.download->cached_etag : t.first_etag;
+    r.bytes = t.have;
+  } else {
+    remote_stats().add_failure();
+    r.fatal = v.outcome == Outcome::kFail;
+    r.error = t.download->name + ": " + v.why +
+              (v.outcome == Outcome::kRetry ? " (gave up after " + std::to_string(t.attempts) + " attempts)" : "");
+  }
+}
+
+// Runs every transfer to completion (done or given up), `limits.connections` at a time. A
+// transfer that receives nothing (not a header, not a body byte) for timeout_s is cut here: the
+// low-speed check of libcurl averages over seconds of history, this is the "no byte for N
+// seconds" deadline itself.
 void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const TransferLimits& limits) {
   global_init();
   const std::unique_ptr<CURLM, MultiDeleter> multi(curl_multi_init());
   if (!multi) throw Error(ErrorCode::kIo, "libcurl: cannot create a transfer pool");
   curl_multi_setopt(multi.get(), CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(limits.connections));
   const std::string sigv4 = "aws:amz:" + aws.region + ":s3";
+  const auto deadline = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.timeout_s));
   std::mt19937_64 rng(std::random_device{}());
   const auto started = Clock::now();
   std::size_t next = 0;
-  int active = 0;
+  std::vector<Transfer*> active;
   std::vector<Transfer*> waiting;  // retries waiting out their delay
   const auto start = [&](Transfer& t) {
     if (t.easy == nullptr) t.easy = curl_easy_init();
     if (t.easy == nullptr) throw Error(ErrorCode::kIo, "libcurl: cannot create a transfer");
     configure(t, aws, limits, sigv4);
+    t.last_progress = Clock::now();
     curl_multi_add_handle(multi.get(), t.easy);
     remote_stats().add_request();
-    ++active;
+    active.push_back(&t);
   };
-  while (next < transfers.size() || active > 0 || !waiting.empty()) {
+  const auto end = [&](Transfer& t, CURLcode code) {
+    curl_multi_remove_handle(multi.get(), t.easy);
+    active.erase(std::find(active.begin(), active.end(), &t));
+    finish_attempt(t, code, aws, limits, rng, waiting);
+  };
+  const int connections = limits.connections;
+  while (next < transfers.size() || !active.empty() || !waiting.empty()) {
     const auto now = Clock::now();
-    for (auto it = waiting.begin(); it != waiting.end() && active < limits.connections;) {
+    for (auto it = waiting.begin(); it != waiting.end() && static_cast<int>(active.size()) < connections;) {
       if ((*it)->not_before <= now) {
         start(**it);
         it = waiting.erase(it);
@@ -284,7 +328,7 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
         ++it;
       }
     }
-    while (next < transfers.size() && active < limits.connections) start(transfers[next++]);
+    while (next < transfers.size() && static_cast<int>(active.size()) < connections) start(transfers[next++]);
     int running = 0;
     curl_multi_perform(multi.get(), &running);
     int left = 0;
@@ -292,33 +336,15 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
       if (msg->msg != CURLMSG_DONE) continue;
       Transfer* t = nullptr;
       curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
-      const CURLcode code = msg->data.result;
-      curl_multi_remove_handle(multi.get(), msg->easy_handle);
-      --active;
-      const Verdict v = judge(*t, code, aws);
-      ++t->attempts;
-      if (v.outcome == Outcome::kRetry && t->attempts <= limits.retries) {
-        remote_stats().add_retry(v.cause);
-        const double delay = backoff_s(*t, limits, rng);
-        t->not_before = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
-        waiting.push_back(t);
-        continue;
-      }
-      Downloaded& r = *t->result;
-      if (v.outcome == Outcome::kDone) {
-        r.ok = true;
-        r.not_modified = status_of(t->easy) == 304;
-        r.etag = r.not_modified ? t->download->cached_etag : t->first_etag;
-        r.bytes = t->have;
-      } else {
-        remote_stats().add_failure();
-        r.fatal = v.outcome == Outcome::kFail;
-        r.error = t->download->name + ": " + v.why +
-                  (v.outcome == Outcome::kRetry ? " (gave up after " + std::to_string(t->attempts) + " attempts)" : "");
-      }
+      end(*t, msg->data.result);
     }
-    if (next < transfers.size() || active > 0 || !waiting.empty()) {
-      curl_multi_poll(multi.get(), nullptr, 0, active > 0 ? 100 : 10, nullptr);
+    const auto stalled = std::find_if(active.begin(), active.end(), [&](const Transfer* t) { return Clock::now() - t->last_progress > deadline; });
+    if (stalled != active.end()) {
+      std::snprintf((*stalled)->curl_error, CURL_ERROR_SIZE, "no byte for %.1f s", limits.timeout_s);
+      end(**stalled, CURLE_OPERATION_TIMEDOUT);
+    }
+    if (next < transfers.size() || !active.empty() || !waiting.empty()) {
+      curl_multi_poll(multi.get(), nullptr, 0, active.empty() ? 10 : 100, nullptr);
     }
   }
   for (Transfer& t : transfers) {

@@ -135,6 +135,12 @@ std::string ShardCache::cached_etag(const std::string& url) const {
 void ShardCache::commit(const std::string& url, const std::string& temp, const std::string& etag, std::uint64_t size) {
   const std::string meta = dir_ + "/" + hash_name(url) + ".meta";
   const std::string meta_temp = dir_ + "/." + hash_name(url) + ".meta.tmp-" + std::to_string(::getpid());
+  if (!etag.empty() && cached_etag(url) == etag) {
+    // Another process (a rank on this node) kept the same object meanwhile: its copy stays, so
+    // that a copy someone has indexed is never replaced under them.
+    ::unlink(temp.c_str());
+    return;
+  }
   if (::rename(temp.c_str(), path_of(url).c_str()) != 0) {
     ::unlink(temp.c_str());
     throw Error(ErrorCode::kIo, std::string("cannot keep the shard's local copy: ") + std::strerror(errno), path_of(url));
