@@ -22,6 +22,9 @@
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
 #include "stages/source/source.hpp"
+#include "cli/remote_options.hpp"
+#include "stages/remote/remote_stats.hpp"
+#include "stages/remote/remote_url.hpp"
 #include "stages/tar/tar_source.hpp"
 
 namespace sluice::cli {
@@ -34,7 +37,8 @@ struct BenchOptions {
   bool threads_given = false;
   std::string data;
   std::string list;
-  std::string shards;        // --shards PATTERN: tar shards (brace ranges, globs)
+  std::string shards;        // --shards PATTERN: tar shards (brace ranges, globs; URLs too)
+  RemoteFlags remote;        // --remote-cache, --remote-cache-limit, --no-sign-request
   std::string transform = "eval";
   int size = 224;
   int padding = 4;
@@ -77,7 +81,8 @@ void drop_page_cache(const PipelineSpec& spec) {
     ::close(fd);
   };
   if (const auto* shards = std::get_if<spec::Shards>(&spec.source)) {
-    for (const std::string& shard : stages::expand_shard_patterns(shards->patterns)) {
+    for (const std::string& shard : stages::expand_shard_patterns(shards->patterns, shards->remote)) {
+      if (stages::remote::is_remote_url(shard)) continue;  // its copy is in the remote cache, not here
       drop(shard);
       drop(stages::shard_index_path(shard));
     }
@@ -143,7 +148,7 @@ DeviceId parse_device(const std::string& text) {
 }
 
 Pipeline make_pipeline(const BenchOptions& o) {
-  Pipeline p = !o.shards.empty() ? Pipeline::from_shards(o.shards)
+  Pipeline p = !o.shards.empty() ? Pipeline::from_shards(o.shards, {.remote = remote_options(o.remote)})
                : o.list.empty()   ? Pipeline::from_folder(o.data)
                                   : Pipeline::from_list(o.list);
   if (o.shuffle) p.shuffle_files(o.seed);
@@ -336,6 +341,8 @@ json bench_json(const BenchOptions& o, const Stats& stats, const EpochsRun& run,
       {"stopped_early", run.stopped},
   };
   if (o.per_batch) result["batch_checksums"] = run.batch_checksums;
+  // Shards named by URL: what the transport did (requests, bytes, retries by cause, cache hits).
+  if (stages::remote::remote_stats().snapshot().requests > 0) result["remote"] = remote_stats_json();
   return result;
 }
 
@@ -432,6 +439,7 @@ void add_bench_command(CLI::App& app) {
                                  "Tar shards: a pattern with brace ranges or globs, e.g. 'train-{000000..000146}.tar'");
   data->excludes(list);
   shards->excludes(data)->excludes(list);
+  add_remote_options(cmd, options->remote);
   cmd->add_option("--transform", options->transform,
                   "eval: resize shorter side to size*256/224, center crop; train: random resized crop + flip; "
                   "pad-crop: random crop with --padding + flip; none")

@@ -9,6 +9,7 @@ differs.
 Faults are switched at run time by PUT /__faults with a JSON object (missing keys: off):
   latency_ms       delay before each response's first byte
   bandwidth        body bytes per second per transfer (a cap)
+  bandwidth_total  body bytes per second over all transfers together (a cap on the server's pipe)
   reset_every      GETs 1, N+1, 2N+1, ... of each object are cut half-way by a TCP reset
   short_every      ... close cleanly half-way (a body shorter than its Content-Length)
   stall_every      ... stop sending half-way for stall_s seconds
@@ -40,6 +41,7 @@ from xml.sax.saxutils import escape
 LOCK = threading.Lock()
 FAULTS = {}
 PER_PATH = {}
+PIPE = {"start": 0.0, "sent": 0}  # bandwidth_total's account, reset with the faults
 STATS = {"requests": 0, "object_gets": 0, "range_gets": 0, "not_modified": 0, "faults": 0, "bytes": 0,
          "bad_signatures": 0, "listings": 0}
 ARGS = None
@@ -96,6 +98,7 @@ class Handler(BaseHTTPRequestHandler):
                 FAULTS.clear()
                 FAULTS.update(json.loads(body or b"{}"))
                 PER_PATH.clear()
+                PIPE.update(start=time.monotonic(), sent=0)
             return self.reply(200)
         self.reply(405)
 
@@ -221,6 +224,12 @@ class Handler(BaseHTTPRequestHandler):
                 count("bytes", len(chunk))
                 if rate:
                     ahead = (pos - start) / rate - (time.monotonic() - began)
+                    if ahead > 0:
+                        time.sleep(ahead)
+                if faults.get("bandwidth_total"):
+                    with LOCK:
+                        PIPE["sent"] += len(chunk)
+                        ahead = PIPE["sent"] / faults["bandwidth_total"] - (time.monotonic() - PIPE["start"])
                     if ahead > 0:
                         time.sleep(ahead)
 
