@@ -256,6 +256,19 @@ TEST_F(RemoteShards, ACacheFolderHoldingForeignFilesIsRefused) {
   EXPECT_EQ(server.stat("object_gets"), 0);
 }
 
+TEST_F(RemoteShards, ADownloadCutByAKillLeavesNothingBehindTheNextBuild) {
+  const RemoteServer server(dir_ / "root");
+  (void)remote_hashes(server.url("/shards/train-000000.tar"), remote());
+  // What a process killed mid-download leaves (its pid is gone), and one of a live process (ours).
+  const fs::path orphan = dir_ / "cache" / ".0123456789abcdef.tar.tmp-999999999-0";
+  const fs::path live = dir_ / "cache" / (".0123456789abcdef.tar.tmp-" + std::to_string(::getpid()) + "-77");
+  test::write_bytes(orphan, {1, 2, 3});
+  test::write_bytes(live, {1, 2, 3});
+  (void)remote_hashes(server.url("/shards/train-000000.tar"), remote());
+  EXPECT_FALSE(fs::exists(orphan));
+  EXPECT_TRUE(fs::exists(live));
+}
+
 TEST_F(RemoteShards, NoThreadOrSocketIsLeftAfterTheLoader) {
   const RemoteServer server(dir_ / "root");
   server.faults(R"({"reset_every": 2})");

@@ -41,7 +41,7 @@ from xml.sax.saxutils import escape
 LOCK = threading.Lock()
 FAULTS = {}
 PER_PATH = {}
-PIPE = {"start": 0.0, "sent": 0}  # bandwidth_total's account, reset with the faults
+PIPE = {"free_at": 0.0}  # bandwidth_total: when the server's pipe is next free
 STATS = {"requests": 0, "object_gets": 0, "range_gets": 0, "not_modified": 0, "faults": 0, "bytes": 0,
          "bad_signatures": 0, "listings": 0}
 ARGS = None
@@ -98,7 +98,7 @@ class Handler(BaseHTTPRequestHandler):
                 FAULTS.clear()
                 FAULTS.update(json.loads(body or b"{}"))
                 PER_PATH.clear()
-                PIPE.update(start=time.monotonic(), sent=0)
+                PIPE.update(free_at=0.0)
             return self.reply(200)
         self.reply(405)
 
@@ -227,9 +227,12 @@ class Handler(BaseHTTPRequestHandler):
                     if ahead > 0:
                         time.sleep(ahead)
                 if faults.get("bandwidth_total"):
+                    # The pipe is free again once what went before it has passed at the cap's rate;
+                    # time it stood idle is not saved up for a burst.
                     with LOCK:
-                        PIPE["sent"] += len(chunk)
-                        ahead = PIPE["sent"] / faults["bandwidth_total"] - (time.monotonic() - PIPE["start"])
+                        now = time.monotonic()
+                        PIPE["free_at"] = max(PIPE["free_at"], now) + len(chunk) / faults["bandwidth_total"]
+                        ahead = PIPE["free_at"] - now
                     if ahead > 0:
                         time.sleep(ahead)
 

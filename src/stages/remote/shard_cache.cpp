@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -66,6 +67,16 @@ void make_dirs(const std::string& dir) {
   }
 }
 
+// Temporaries of processes that are gone (killed mid-download, Ctrl-C): ".<hash>...tmp-PID-N".
+void remove_orphans_of(const std::string& dir, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    const std::size_t tmp = name.find(".tmp-");
+    if (name[0] != '.' || tmp == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + tmp + 5, nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::unlink((dir + "/" + name).c_str());
+  }
+}
+
 }  // namespace
 
 bool is_cache_file_name(const std::string& name) {
@@ -107,6 +118,7 @@ ShardCache::ShardCache(std::string dir, std::uint64_t limit) : dir_(std::move(di
     std::ifstream in(marker);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (text != kMarkerText) foreign(dir_, kMarker);
+    remove_orphans(names);
     return;
   }
   const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -150,6 +162,8 @@ void ShardCache::commit(const std::string& url, const std::string& temp, const s
   out.close();
   if (!out || ::rename(meta_temp.c_str(), meta.c_str()) != 0) ::unlink(meta_temp.c_str());  // no ETag: fetched again next time
 }
+
+void ShardCache::remove_orphans(const std::vector<std::string>& names) const { remove_orphans_of(dir_, names); }
 
 void ShardCache::touch(const std::string& url) const {
   // The access time only: the tar index beside the copy is keyed on its mtime.

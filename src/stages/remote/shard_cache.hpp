@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace sluice::stages::remote {
 
@@ -40,6 +41,9 @@ class ShardCache {
   static constexpr const char* kMarker = ".sluice-remote-cache";
 
  private:
+  // Removes the temporaries of processes no longer running (a download cut by Ctrl-C or a kill).
+  void remove_orphans(const std::vector<std::string>& names) const;
+
   std::string dir_;
   std::uint64_t limit_;
 };

@@ -276,7 +276,7 @@ TEST(JsonSpec, ShardsSourceInEveryFormAndItsErrors) {
   EXPECT_EQ(error(R"({"index": "memory"})"), "source.shards.path: missing (expected a shard pattern or an array of them)");
   EXPECT_EQ(error(R"({"path": "a.tar", "index": "disk"})"),
             "source.shards.index: expected one of beside_shard, memory, got \"disk\"");
-  EXPECT_EQ(error(R"({"path": "a.tar", "idx": "memory"})"), "source.shards: unknown key \"idx\" (known: path, index)");
+  EXPECT_EQ(error(R"({"path": "a.tar", "idx": "memory"})"), "source.shards: unknown key \"idx\" (known: path, index, remote)");
 }
 
 TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
