@@ -11,6 +11,8 @@ pkg_check_modules(SPNG REQUIRED IMPORTED_TARGET spng)
 pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp libwebpdemux)
 pkg_check_modules(TIFF REQUIRED IMPORTED_TARGET libtiff-4)
 find_package(GIF 5 REQUIRED)
+# Shards named by URL (src/stages/remote): libcurl's multi interface and CURLOPT_AWS_SIGV4 (7.75+).
+find_package(CURL 7.75 REQUIRED)
 
 if(SLUICE_BUILD_CLI)
   find_package(CLI11 REQUIRED CONFIG)

@@ -28,6 +28,9 @@
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
 #include "stages/source/source.hpp"
+#include "cli/remote_options.hpp"
+#include "stages/remote/remote_stats.hpp"
+#include "stages/remote/remote_url.hpp"
 #include "stages/tar/tar_source.hpp"
 
 namespace sluice::cli {
@@ -40,8 +43,9 @@ struct BenchOptions {
   bool threads_given = false;
   std::string data;
   std::string list;
-  std::string shards;        // --shards PATTERN: tar shards (brace ranges, globs)
+  std::string shards;        // --shards PATTERN: tar shards (brace ranges, globs; URLs too)
   std::string shard_by = "shards";  // --shard-by: how shard(rank, world) splits them
+  RemoteFlags remote;        // --remote-cache, --remote-cache-limit, --no-sign-request
   std::string transform = "eval";
   int size = 224;
   int padding = 4;
@@ -87,7 +91,8 @@ void drop_page_cache(const PipelineSpec& spec) {
     ::close(fd);
   };
   if (const auto* shards = std::get_if<spec::Shards>(&spec.source)) {
-    for (const std::string& shard : stages::expand_shard_patterns(shards->patterns)) {
+    for (const std::string& shard : stages::expand_shard_patterns(shards->patterns, shards->remote)) {
+      if (stages::remote::is_remote_url(shard)) continue;  // its copy is in the remote cache, not here
       drop(shard);
       drop(stages::shard_index_path(shard));
     }
@@ -163,8 +168,8 @@ DeviceId parse_device(const std::string& text) {
 }
 
 Pipeline make_pipeline(const BenchOptions& o) {
-  Pipeline p = !o.shards.empty() ? Pipeline::from_shards(o.shards, {.shard_by = o.shard_by == "samples" ? ShardBy::kSamples
-                                                                                                      : ShardBy::kShards})
+  Pipeline p = !o.shards.empty() ? Pipeline::from_shards(o.shards, {.shard_by = o.shard_by == "samples" ? ShardBy::kSamples : ShardBy::kShards,
+                                                                   .remote = remote_options(o.remote)})
                : o.list.empty()   ? Pipeline::from_folder(o.data, {.allow_outside_root = o.allow_outside_root,
                                                                    .allow_empty_classes = o.allow_empty_classes})
                                   : Pipeline::from_list(o.list, {.allow_outside_root = o.allow_outside_root});
@@ -348,6 +353,8 @@ nlohmann::ordered_json bench_json(const BenchOptions& o, const Stats& stats, con
   result["device"] = o.device;
   result["stopped_early"] = run.stopped;
   if (o.per_batch) result["batch_checksums"] = run.batch_checksums;
+  // Shards named by URL: what the transport did (requests, bytes, retries by cause, cache hits).
+  if (stages::remote::remote_stats().snapshot().requests > 0) result["remote"] = remote_stats_json();
   return result;
 }
 
@@ -462,6 +469,7 @@ void add_bench_command(CLI::App& app) {
                   "With --shards: shards (each rank a contiguous run of whole shards) or samples (every rank every "
                   "world-th sample: the same global steps at every world size); docs/distributed.md")
       ->check(CLI::IsMember({"shards", "samples"}))->needs(shards)->capture_default_str();
+  add_remote_options(cmd, options->remote);
   cmd->add_option("--transform", options->transform,
                   "eval: resize shorter side to size*256/224, center crop; train: random resized crop + flip; "
                   "pad-crop: random crop with --padding + flip; none")

@@ -6,7 +6,8 @@
 // pipeline's own JpegDecoder and ImageDecoder, so "fails here" means "fails there"; --decode
 // also runs the full decode, which catches truncated and corrupt scan data.
 // `sluice inspect --shards PATTERN` does the same for tar shards, read as from_shards reads them
-// (damaged members are failures at the "read" stage; indexing them writes their index files).
+// (damaged members are failures at the "read" stage; indexing them writes their index files); a
+// pattern of URLs is fetched into the remote shard cache first.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -33,6 +34,7 @@
 #include "pipeline/json_text.hpp"
 #include "cli/number_flags.hpp"
 #include "core/numbers.hpp"
+#include "cli/remote_options.hpp"
 #include "sluice/core/error.hpp"
 #include "cli/inspect_formats.hpp"
 #include "stages/decode/image_decoder.hpp"
@@ -52,7 +54,8 @@ constexpr std::size_t kListedClasses = 40;
 
 struct InspectOptions {
   fs::path dir;
-  std::string shards;  // --shards PATTERN instead of DIR
+  std::string shards;  // --shards PATTERN instead of DIR (URLs too: docs/remote.md)
+  RemoteFlags remote;
   bool json = false;
   bool decode = false;
   bool strict_decode = false;  // libjpeg warnings are failures, as with DecodeOptions::strict
@@ -139,8 +142,8 @@ Listing list_folder(const fs::path& root, const InspectOptions& options) {
 
 // What from_shards would read: the samples of every shard, labelled as it labels them (class
 // names, or the distinct label numbers in order).
-Listing list_shards(const std::string& pattern) {
-  stages::Dataset dataset = stages::load_dataset(spec::Shards{{pattern}, ShardIndex::kBesideShard});
+Listing list_shards(const std::string& pattern, const RemoteOptions& remote) {
+  stages::Dataset dataset = stages::load_dataset(spec::Shards{{pattern}, ShardIndex::kBesideShard, remote});
   Listing listing;
   listing.flat = false;
   listing.shards = dataset.items.shards().size();
@@ -578,7 +581,7 @@ void run_inspect(const InspectOptions& options) {
   Stopwatch clock;
   Listing listing;
   try {
-    listing = options.shards.empty() ? list_folder(options.dir, options) : list_shards(options.shards);
+    listing = options.shards.empty() ? list_folder(options.dir, options) : list_shards(options.shards, remote_options(options.remote));
   } catch (const fs::filesystem_error& e) {
     // A folder we may not list is an input problem like any other: name it.
     throw Error(e.code() == std::errc::permission_denied ? ErrorCode::kPermissionDenied
@@ -599,6 +602,7 @@ void add_inspect_command(CLI::App& app) {
   auto* shards = cmd->add_option("--shards", options->shards,
                                  "Tar shards instead of a folder: a pattern with brace ranges or globs");
   shards->excludes(dir);
+  add_remote_options(cmd, options->remote);
   cmd->add_flag("--json", options->json, "Print one JSON object (the last line of stdout)");
   cmd->add_flag("--decode", options->decode,
                 "Decode every file too (finds truncated or corrupt image data; slower)");

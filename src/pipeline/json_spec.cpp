@@ -74,21 +74,40 @@ std::vector<spec::Stage> read_preset(const json& v, const std::string& path) {
   return entry->make(size, out).stages;
 }
 
-// Relative paths in a spec file mean "next to the spec", not "next to whoever runs it".
+// Relative paths in a spec file mean "next to the spec", not "next to whoever runs it"; a URL
+// (s3://, http://, https://) is no path.
 std::string resolve_path(const std::string& base_dir, const std::string& path) {
   namespace fs = std::filesystem;
-  if (base_dir.empty() || fs::path(path).is_absolute()) return path;
+  const bool url = path.starts_with("s3://") || path.starts_with("http://") || path.starts_with("https://");
+  if (base_dir.empty() || url || fs::path(path).is_absolute()) return path;
   return (fs::path(base_dir) / path).lexically_normal().string();
 }
 
+// {"cache_dir": DIR, "cache_limit": SIZE, "anonymous": BOOL, "timeout_s": S, "retries": N}.
+RemoteOptions read_remote(const json& v, const std::string& where, const std::string& base_dir) {
+  const Object o(v, where, {"cache_dir", "cache_limit", "anonymous", "timeout_s", "retries"});
+  RemoteOptions r;
+  if (const json* dir = o.find("cache_dir")) r.cache_dir = resolve_path(base_dir, as_string(*dir, o.path("cache_dir")));
+  r.cache_limit = o.get("cache_limit", r.cache_limit, as_size);
+  r.anonymous = o.flag("anonymous", r.anonymous);
+  r.timeout_s = o.get("timeout_s", r.timeout_s, [](const json& x, const std::string& xp) {
+    return as_number(x, xp, 0.5, 3600, "seconds from 0.5 to 3600");
+  });
+  r.retries = o.get("retries", r.retries, [](const json& x, const std::string& xp) {
+    return static_cast<int>(as_integer(x, xp, 0, 100, "an integer from 0 to 100"));
+  });
+  return r;
+}
+
 // "PATTERN", ["PATTERN", ...], or {"path": PATTERN or [...], "index": "beside_shard" | "memory",
-// "shard_by": "shards" | "samples"}.
+// "shard_by": "shards" | "samples", "remote": {...}}. Patterns may be URLs (docs/remote.md).
 spec::Shards read_shards(const json& v, const std::string& base_dir) {
   spec::Shards out;
   const json* patterns = &v;
   std::string where = "source.shards";
   if (v.is_object()) {
-    const Object o(v, where, {"path", "index", "shard_by"});
+    const Object o(v, where, {"path", "index", "shard_by", "remote"});
+    if (const json* remote = o.find("remote")) out.remote = read_remote(*remote, o.path("remote"), base_dir);
     patterns = o.find("path");
     if (patterns == nullptr) bad("source.shards.path: missing (expected a shard pattern or an array of them)");
     where = o.path("path");

@@ -29,9 +29,19 @@ ordered_json write_source(const spec::Source& source) {
   if (const auto* s = std::get_if<spec::Shards>(&source)) {
     ordered_json patterns = ordered_json::array();
     for (const std::string& p : s->patterns) patterns.push_back(p);
-    return {{"shards", {{"path", std::move(patterns)},
-                        {"index", s->index == ShardIndex::kBesideShard ? "beside_shard" : "memory"},
-                        {"shard_by", s->shard_by == ShardBy::kShards ? "shards" : "samples"}}}};
+    ordered_json shards = {{"path", std::move(patterns)},
+                           {"index", s->index == ShardIndex::kBesideShard ? "beside_shard" : "memory"},
+                           {"shard_by", s->shard_by == ShardBy::kShards ? "shards" : "samples"}};
+    const RemoteOptions& r = s->remote;
+    const RemoteOptions defaults;
+    if (!r.cache_dir.empty() || r.cache_limit != defaults.cache_limit || r.anonymous != defaults.anonymous ||
+        r.timeout_s != defaults.timeout_s || r.retries != defaults.retries) {
+      ordered_json remote = {{"cache_limit", r.cache_limit}, {"anonymous", r.anonymous},
+                             {"timeout_s", r.timeout_s}, {"retries", r.retries}};
+      if (!r.cache_dir.empty()) remote["cache_dir"] = r.cache_dir;
+      shards["remote"] = std::move(remote);
+    }
+    return {{"shards", std::move(shards)}};
   }
   ordered_json items = ordered_json::array();
   for (const Item& item : std::get<spec::Items>(source).items) {

@@ -31,7 +31,7 @@ Pipeline Pipeline::from_shards(std::string pattern, ShardOptions options) {
 
 Pipeline Pipeline::from_shards(std::vector<std::string> patterns, ShardOptions options) {
   PipelineSpec spec;
-  spec.source = spec::Shards{std::move(patterns), options.index, options.shard_by};
+  spec.source = spec::Shards{std::move(patterns), options.index, options.shard_by, std::move(options.remote)};
   return Pipeline(std::move(spec));
 }
 

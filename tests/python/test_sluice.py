@@ -459,6 +459,50 @@ def np_bytes(batch):
     return memoryview(np.from_dlpack(batch.data)).tobytes() + memoryview(np.from_dlpack(batch.labels)).tobytes()
 
 
+class RemoteShardsTest(unittest.TestCase):
+    """A spec whose shards are http:// URLs (docs/remote.md) gives the batches of the same shards
+    on disk; the shards are served on 127.0.0.1 by tests/support/remote_server.py."""
+
+    def test_url_shards_give_the_local_batches(self):
+        if np is None:
+            self.skipTest("numpy not installed")
+        import io
+        import subprocess
+        import tarfile
+        from PIL import Image
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(os.path.join(tmp, "root"))
+            for shard in range(3):
+                with tarfile.open(os.path.join(tmp, "root", "s-%d.tar" % shard), "w", format=tarfile.USTAR_FORMAT) as tar:
+                    for i in range(8):
+                        jpeg = io.BytesIO()
+                        Image.new("RGB", (36, 28), (shard * 80, i * 30, 90)).save(jpeg, "JPEG")
+                        for name, data in (("k%d_%d.jpg" % (shard, i), jpeg.getvalue()), ("k%d_%d.cls" % (shard, i), b"%d" % (i % 3))):
+                            info = tarfile.TarInfo(name)
+                            info.size = len(data)
+                            tar.addfile(info, io.BytesIO(data))
+            server = subprocess.Popen(["/usr/bin/python3", os.path.join(os.path.dirname(__file__), "..", "support", "remote_server.py"),
+                                       "--root", os.path.join(tmp, "root")], stdout=subprocess.PIPE)
+            try:
+                port = int(server.stdout.readline())
+
+                def batches(shards):
+                    spec = {"source": {"shards": shards}, "shuffle_files": {"seed": 4},
+                            "stages": ["read", "decode_jpeg", {"center_crop": {"size": 24}},
+                                       {"normalize": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}}, {"batch": {"size": 5}}],
+                            "build": {"threads": 2, "seed": 1}}
+                    return [bytes(np_bytes(b)) for b in sluice.Pipeline(spec).epoch(0)]
+
+                local = batches({"path": os.path.join(tmp, "root", "s-{0..2}.tar"), "index": "memory"})
+                remote = batches({"path": "http://127.0.0.1:%d/s-{0..2}.tar" % port,
+                                  "remote": {"cache_dir": os.path.join(tmp, "cache"), "cache_limit": "16MiB"}})
+                self.assertEqual(len(local), 5)
+                self.assertEqual(remote, local)
+            finally:
+                server.terminate()
+                server.wait()
+
+
 class BadSpecTest(unittest.TestCase):
     """Bad specs raise ValueError (sluice.InvalidArgumentError) naming the field; missing files
     FileNotFoundError (sluice.NotFoundError). Parsing fails before any data is touched."""

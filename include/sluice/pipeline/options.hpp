@@ -71,10 +71,25 @@ enum class ShardBy : std::uint8_t {
   kSamples,
 };
 
+// Shards named by URL (s3://bucket/key, https://..., http://...): the local folder their copies
+// are kept in and how S3 requests are signed (docs/remote.md).
+struct RemoteOptions {
+  // A folder of sluice's own files (one that holds other files is refused). Empty:
+  // $XDG_CACHE_HOME/sluice/remote, else ~/.cache/sluice/remote.
+  std::string cache_dir;
+  // The folder's bytes at most: copies of shards this data set does not name are evicted, least
+  // recently used first; shards that need more than this fail build().
+  std::uint64_t cache_limit = 20_GiB;
+  bool anonymous = false;  // unsigned S3 requests (a public bucket); else credentials as the AWS CLI finds them
+  double timeout_s = 30;   // no byte for this long: the request failed (it is retried)
+  int retries = 6;         // attempts after the first, with exponential backoff and jitter
+};
+
 // Pipeline::from_shards(pattern, {...}).
 struct ShardOptions {
   ShardIndex index = ShardIndex::kBesideShard;
   ShardBy shard_by = ShardBy::kShards;
+  RemoteOptions remote;
 };
 
 struct ReadOptions {

@@ -45,6 +45,7 @@ struct Shards {
   std::vector<std::string> patterns;
   ShardIndex index = ShardIndex::kBesideShard;
   ShardBy shard_by = ShardBy::kShards;
+  RemoteOptions remote;  // for patterns that are URLs
 };
 using Source = std::variant<Folder, ListFile, Items, Shards>;
 

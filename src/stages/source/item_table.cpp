@@ -186,7 +186,7 @@ std::uint64_t ItemTable::compute_fingerprint() const {
     const Run& run = runs_[r];
     const std::int64_t end = r + 1 < runs_.size() ? runs_[r + 1].first : size();
     const std::string_view container = kind_ == Kind::kFile ? std::string_view(folders_[static_cast<std::size_t>(run.container)])
-                                                            : std::string_view(shards_[static_cast<std::size_t>(run.container)].path);
+                                                            : std::string_view(shards_[static_cast<std::size_t>(run.container)].name());
     for (std::int64_t i = run.first; i < end; ++i) {
       hash(container);
       if (kind_ == Kind::kMember) hash(":");
@@ -227,7 +227,7 @@ void ItemTable::append_path(std::int64_t item, std::string& out) const {
   if (kind_ == Kind::kFile) {
     out += folders_[static_cast<std::size_t>(run.container)];
   } else {
-    out += shards_[static_cast<std::size_t>(run.container)].path;
+    out += shards_[static_cast<std::size_t>(run.container)].name();
     out += ':';
   }
   out += name_of(item);

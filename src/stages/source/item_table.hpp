@@ -63,9 +63,11 @@ class ItemTable {
 
   // A tar shard the table's members live in, as it was when indexed.
   struct Shard {
-    std::string path;
+    std::string path;        // the file read (a remote shard's local copy)
     std::uint64_t size = 0;
     std::int64_t mtime_ns = 0;
+    std::string origin;      // a remote shard's URL: what messages and the data set's identity name
+    const std::string& name() const { return origin.empty() ? path : origin; }
   };
 
   // Where item i's bytes are. The views point into the table and live as long as it does.

@@ -164,15 +164,15 @@ int ItemReader::shard_fd(const ItemTable& items, std::int32_t shard) {
   }
   const ItemTable::Shard& s = items.shards()[static_cast<std::size_t>(shard)];
   const int fd = ops_->open(s.path.c_str(), kOpenFlags, 0);
-  if (fd < 0) throw_errno(errno, "cannot open shard", s.path);
+  if (fd < 0) throw_errno(errno, "cannot open shard", s.name());
   FileDescriptor guard(*ops_, fd);
   struct stat st {};
-  if (ops_->fstat(fd, &st) != 0) throw_errno(errno, "cannot stat shard", s.path);
+  if (ops_->fstat(fd, &st) != 0) throw_errno(errno, "cannot stat shard", s.name());
   const std::int64_t mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != s.size || mtime_ns != s.mtime_ns) {
     throw Error(ErrorCode::kCorruptData,
                 "the shard changed since it was indexed (its size or mtime differs): build the pipeline again",
-                s.path);
+                s.name());
   }
   if (victim->fd >= 0) ops_->close(victim->fd);
   *victim = OpenShard{&items, shard, guard.release(), uses_};

@@ -17,6 +17,8 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/detail/core/log.hpp"
+#include "stages/remote/remote_shards.hpp"
+#include "stages/remote/remote_url.hpp"
 #include "stages/source/file_ops.hpp"
 #include "stages/tar/shard_manifest.hpp"
 #include "stages/tar/tar_index.hpp"
@@ -107,8 +109,13 @@ void expand_braces(const std::string& pattern, std::vector<std::string>& out) {
   push_name(pattern, out);
 }
 
-void expand_glob(const std::string& pattern, std::vector<std::string>& out) {
-  if (pattern.find_first_of("*?[") == std::string::npos) return push_name(pattern, out);
+void expand_glob(const std::string& pattern, const RemoteOptions& remote_options, std::vector<std::string>& out) {
+  if (remote::is_s3_url(pattern) && pattern.find_first_of("*?[") != std::string::npos) {
+    for (std::string& url : remote::list_s3_glob(pattern, remote_options)) push_name(std::move(url), out);
+    return;
+  }
+  // An http(s) URL is taken as written ('?' starts its query): a web server has no listing.
+  if (remote::is_remote_url(pattern) || pattern.find_first_of("*?[") == std::string::npos) return push_name(pattern, out);
   glob_t found{};
   const int rc = ::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &found);
   std::vector<std::string> matches;
@@ -300,7 +307,7 @@ void resolve_labels(Dataset& dataset, const Labels& labels) {
 
 }  // namespace
 
-std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& patterns) {
+std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& patterns, const RemoteOptions& remote) {
   if (patterns.empty()) bad("from_shards() was given no shard pattern");
   std::vector<std::string> braced;
   for (const std::string& pattern : patterns) {
@@ -308,7 +315,7 @@ std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& p
     expand_braces(pattern, braced);
   }
   std::vector<std::string> names;
-  for (const std::string& b : braced) expand_glob(b, names);
+  for (const std::string& b : braced) expand_glob(b, remote, names);
   std::set<std::string_view> seen;
   for (const std::string& n : names) {
     if (!seen.insert(n).second) bad("the shard patterns name this shard twice", n);
@@ -320,16 +327,33 @@ std::string shard_index_path(const std::string& shard) { return shard + ".sluice
 
 Dataset load_shards(const spec::Shards& shards, FileOps* ops_or_null) {
   FileOps& ops = ops_or_null != nullptr ? *ops_or_null : real_file_ops();
-  const std::vector<std::string> names = expand_shard_patterns(shards.patterns);
-  check_shard_manifests(names);  // a set that a killed prepare run left is refused, not read as whole
+  const std::vector<std::string> names = expand_shard_patterns(shards.patterns, shards.remote);
+  std::vector<std::string> urls;
+  std::vector<std::string> local;
+  for (const std::string& name : names) (remote::is_remote_url(name) ? urls : local).push_back(name);
+  // A local set that a killed prepare run left is refused, not read as whole.
+  check_shard_manifests(local);
+  // Remote shards are fetched into the shard cache first, all at once, then read as local ones.
+  std::vector<remote::RemoteShard> fetched = urls.empty() ? std::vector<remote::RemoteShard>{}
+                                                          : remote::fetch_remote_shards(urls, shards.remote);
+  std::size_t next_remote = 0;
   Dataset dataset;
   Labels labels;
   int from_files = 0;
   for (const std::string& name : names) {
-    Loaded indexed = index_of(ops, name, shards.index);
+    const remote::RemoteShard* copy = remote::is_remote_url(name) ? &fetched[next_remote++] : nullptr;
+    if (copy != nullptr && copy->local_path.empty()) {
+      // Still failing after its retries: one damaged sample in the shard's place, so the error
+      // policy decides (kSkip goes on without it, kFail stops at it naming the URL and cause).
+      const std::int32_t shard = dataset.items.add_shard(ItemTable::Shard{name, 0, 0, name});
+      dataset.items.add_damaged_member(shard, "*", 0, "the shard could not be fetched: " + copy->error);
+      continue;
+    }
+    const std::string& path = copy != nullptr ? copy->local_path : name;
+    Loaded indexed = index_of(ops, path, shards.index);
     from_files += indexed.from_file ? 1 : 0;
-    const std::int32_t shard =
-        dataset.items.add_shard(ItemTable::Shard{name, indexed.index.shard_size, indexed.index.mtime_ns});
+    const std::int32_t shard = dataset.items.add_shard(
+        ItemTable::Shard{path, indexed.index.shard_size, indexed.index.mtime_ns, copy != nullptr ? name : std::string()});
     add_samples(dataset.items, shard, name, indexed.index, labels);
   }
   if (dataset.items.empty()) {

@@ -35,7 +35,10 @@ inline constexpr std::size_t kMaxShards = 1'000'000;
 // sorted byte-wise, regular files only; a name without glob characters is taken as it is (it
 // must exist, load_shards says so). Throws kInvalidArgument for more than kMaxShards names, a
 // name given twice, or a glob that matches nothing.
-std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& patterns);
+// URLs (stages/remote/remote_url.hpp) take part in the brace expansion; an s3:// URL with a glob
+// in its key is listed (ListObjectsV2) with `remote`'s credentials; an http(s) one is taken as it is.
+std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& patterns,
+                                               const RemoteOptions& remote = {});
 
 std::string shard_index_path(const std::string& shard);
 

@@ -285,7 +285,7 @@ TEST(JsonSpec, ShardsSourceInEveryFormAndItsErrors) {
   EXPECT_EQ(error(R"({"path": "a.tar", "shard_by": "files"})"),
             "source.shards.shard_by: expected one of shards, samples, got \"files\"");
   EXPECT_EQ(error(R"({"path": "a.tar", "idx": "memory"})"),
-            "source.shards: unknown key \"idx\" (known: path, index, shard_by)");
+            "source.shards: unknown key \"idx\" (known: path, index, shard_by, remote)");
 }
 
 TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {

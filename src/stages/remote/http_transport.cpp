@@ -1,0 +1,404 @@
+// libcurl multi transfers with retries, Range resume and ETag checks (http_transport.hpp).
+#include "stages/remote/http_transport.hpp"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <random>
+
+#include "sluice/core/error.hpp"
+#include "stages/remote/http_headers.hpp"
+#include "stages/remote/remote_stats.hpp"
+
+namespace sluice::stages::remote {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// SHA-256 of the empty body: what a GET signs as its payload hash.
+constexpr const char* kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+constexpr std::size_t kErrorBodyBytes = 4096;
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct Transfer {
+  const Download* download = nullptr;
+  Downloaded* result = nullptr;
+  std::string* text = nullptr;      // memory sink (fetch_text) instead of a file
+  std::uint64_t max_bytes = 0;
+  int fd = -1;
+  CURL* easy = nullptr;
+  curl_slist* headers_out = nullptr;
+  ResponseHeaders headers;
+  std::uint64_t have = 0;           // body bytes kept so far (the resume point)
+  std::uint64_t requested_from = 0; // the Range start of the current attempt
+  std::string first_etag;           // the object's ETag when the first bytes were kept
+  std::string error_body;           // a non-2xx response's body (S3's <Error> document)
+  bool etag_changed = false;
+  bool first_chunk = true;
+  bool too_large = false;
+  bool write_failed = false;
+  int attempts = 0;
+  Clock::time_point not_before{};
+  Clock::time_point last_progress{};  // the last header or body byte received
+  char curl_error[CURL_ERROR_SIZE] = {};
+};
+
+long status_of(CURL* easy) {
+  long status = 0;
+  curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+  return status;
+}
+
+std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  t->last_progress = Clock::now();
+  t->headers.add_line(std::string_view(data, size * count), static_cast<std::int64_t>(std::time(nullptr)));
+  return size * count;
+}
+
+void restart_from_zero(Transfer& t) {
+  t.have = 0;
+  t.first_etag.clear();
+  if (t.text != nullptr) t.text->clear();
+  if (t.fd >= 0 && ::ftruncate(t.fd, 0) != 0) t.write_failed = true;
+}
+
+std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const std::size_t n = size * count;
+  t->last_progress = Clock::now();
+  const long status = status_of(t->easy);
+  if (status != 200 && status != 206) {
+    if (t->error_body.size() < kErrorBodyBytes) t->error_body.append(data, std::min(n, kErrorBodyBytes - t->error_body.size()));
+    return n;
+  }
+  if (t->first_chunk) {
+    // First bytes of this attempt. A 200 to a Range request is the whole object again.
+    t->first_chunk = false;
+    if (status == 200 && t->have > 0) {
+      restart_from_zero(*t);
+      t->requested_from = 0;
+    }
+    if (status == 206 && t->headers.range_start.value_or(~std::uint64_t{0}) != t->have) return 0;  // wrong range: cut
+    if (!t->first_etag.empty() && !t->headers.etag.empty() && t->headers.etag != t->first_etag) {
+      t->etag_changed = true;
+      return 0;
+    }
+    if (t->first_etag.empty()) t->first_etag = t->headers.etag;
+  }
+  if (t->have + n > t->max_bytes) {
+    t->too_large = true;
+    return 0;
+  }
+  if (t->text != nullptr) {
+    t->text->append(data, n);
+  } else {
+    std::size_t done = 0;
+    while (done < n) {
+      const ssize_t w = ::pwrite(t->fd, data + done, n - done, static_cast<off_t>(t->have + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        t->write_failed = true;
+        return 0;
+      }
+      done += static_cast<std::size_t>(w);
+    }
+  }
+  t->have += n;
+  remote_stats().add_bytes(n);
+  return n;
+}
+
+void configure(Transfer& t, const AwsConfig& aws, const TransferLimits& limits, const std::string& sigv4) {
+  CURL* e = t.easy;
+  curl_easy_setopt(e, CURLOPT_URL, t.download->http_url.c_str());
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+  const long timeout = std::max(1L, static_cast<long>(std::lround(limits.timeout_s)));
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, timeout);
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, timeout);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t.curl_error);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(e, CURLOPT_PRIVATE, &t);
+  curl_slist_free_all(t.headers_out);
+  t.headers_out = nullptr;
+  t.requested_from = t.have;
+  std::string range;
+  if (t.have > 0) {
+    range = std::to_string(t.have) + "-";
+    curl_easy_setopt(e, CURLOPT_RANGE, range.c_str());  // copied by libcurl
+  } else {
+    curl_easy_setopt(e, CURLOPT_RANGE, nullptr);
+    if (!t.download->cached_etag.empty()) {
+      t.headers_out = curl_slist_append(t.headers_out, ("If-None-Match: " + t.download->cached_etag).c_str());
+    }
+  }
+  if (t.download->sign && aws.signs()) {
+    curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4.c_str());
+    curl_easy_setopt(e, CURLOPT_USERNAME, aws.access_key_id.c_str());
+    curl_easy_setopt(e, CURLOPT_PASSWORD, aws.secret_access_key.c_str());
+    t.headers_out = curl_slist_append(t.headers_out, (std::string("x-amz-content-sha256: ") + kEmptySha256).c_str());
+    if (!aws.session_token.empty()) {
+      t.headers_out = curl_slist_append(t.headers_out, ("x-amz-security-token: " + aws.session_token).c_str());
+    }
+  }
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, t.headers_out);
+  t.headers.reset();
+  t.error_body.clear();
+  t.etag_changed = false;
+  t.first_chunk = true;
+  t.curl_error[0] = '\0';
+}
+
+// S3's <Code> from an error document, else nothing: the body may be anything, never echoed whole.
+std::string s3_code(const std::string& body) {
+  const std::size_t a = body.find("<Code>");
+  const std::size_t b = body.find("</Code>");
+  if (a == std::string::npos || b == std::string::npos || b < a || b - a > 80) return {};
+  std::string code = body.substr(a + 6, b - a - 6);
+  for (char& c : code) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+  }
+  return " (" + code + ")";
+}
+
+std::string what_to_check(long status, const Download& d, const AwsConfig& aws) {
+  const bool s3 = d.name.starts_with("s3://");
+  std::string out = "HTTP " + std::to_string(status);
+  if (status == 404) out += s3 ? ": no such bucket or key; check the URL, the region and the endpoint" : ": not found; check the URL";
+  if (status == 403 || status == 401) {
+    out += s3 ? ": access denied; check the credentials, the region and the endpoint, or use anonymous access for a public bucket"
+              : ": access denied; check that the URL is public or carries its token";
+  }
+  if (status == 400) out += ": bad request; check the region and the endpoint";
+  if (s3) out += " [" + aws.describe() + "]";
+  return out;
+}
+
+enum class Outcome : std::uint8_t { kDone, kRetry, kFail };
+
+struct Verdict {
+  Outcome outcome = Outcome::kDone;
+  RetryCause cause = RetryCause::kOther;
+  std::string why;
+};
+
+Verdict judge(Transfer& t, CURLcode code, const AwsConfig& aws) {
+  const long status = status_of(t.easy);
+  if (t.write_failed) return {Outcome::kFail, RetryCause::kOther, std::string("cannot write the local copy: ") + std::strerror(errno)};
+  if (t.too_large) return {Outcome::kFail, RetryCause::kOther, "larger than " + std::to_string(t.max_bytes) + " bytes"};
+  if (t.etag_changed) {
+    restart_from_zero(t);
+    return {Outcome::kRetry, RetryCause::kEtagChanged, "the object changed (its ETag) between requests"};
+  }
+  if (code == CURLE_OK) {
+    if (status == 304 && !t.download->cached_etag.empty()) return {Outcome::kDone, {}, {}};
+    if (status == 200 || status == 206) {
+      std::optional<std::uint64_t> expected = t.headers.total_size;
+      if (!expected && t.headers.content_length) expected = t.requested_from + *t.headers.content_length;
+      if (expected && t.have < *expected) {
+        return {Outcome::kRetry, RetryCause::kShortBody,
+                "a short body (" + std::to_string(t.have) + " of " + std::to_string(*expected) + " bytes)"};
+      }
+      return {Outcome::kDone, {}, {}};
+    }
+    if (status == 429 || status >= 500) return {Outcome::kRetry, RetryCause::kHttpStatus, "HTTP " + std::to_string(status) + s3_code(t.error_body)};
+    if (status == 416) {
+      restart_from_zero(t);
+      return {Outcome::kRetry, RetryCause::kShortBody, "HTTP 416 to a resumed range"};
+    }
+    return {Outcome::kFail, RetryCause::kOther, what_to_check(status, *t.download, aws) + s3_code(t.error_body)};
+  }
+  const std::string curl_says = t.curl_error[0] != '\0' ? t.curl_error : curl_easy_strerror(code);
+  switch (code) {
+    case CURLE_COULDNT_CONNECT: return {Outcome::kRetry, RetryCause::kRefused, "connection refused: " + curl_says};
+    case CURLE_OPERATION_TIMEDOUT: return {Outcome::kRetry, RetryCause::kTimeout, "timed out: " + curl_says};
+    case CURLE_PARTIAL_FILE: return {Outcome::kRetry, RetryCause::kShortBody, "a short body: " + curl_says};
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_WRITE_ERROR: return {Outcome::kRetry, RetryCause::kReset, "connection reset: " + curl_says};
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL: return {Outcome::kFail, RetryCause::kOther, curl_says};
+    default: return {Outcome::kRetry, RetryCause::kOther, curl_says};
+  }
+}
+
+double backoff_s(const Transfer& t, const TransferLimits& limits, std::mt19937_64& rng) {
+  const double base = std::min(limits.max_backoff_s, limits.backoff_s * std::ldexp(1.0, std::min(t.attempts - 1, 30)));
+  double delay = base * std::uniform_real_distribution<double>(0.5, 1.0)(rng);  // jitter: ranks do not retry in step
+  if (t.headers.retry_after_s) delay = std::max(delay, std::min(*t.headers.retry_after_s, limits.max_backoff_s));
+  return delay;
+}
+
+struct MultiDeleter {
+  void operator()(CURLM* m) const { curl_multi_cleanup(m); }
+};
+
+// A transfer's attempt ended (`code`): done, given up, or put on `waiting` for its retry.
+void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const TransferLimits& limits, std::mt19937_64& rng,
+                    std::vector<Transfer*>& waiting) {
+  const Verdict v = judge(t, code, aws);
+  ++t.attempts;
+  if (v.outcome == Outcome::kRetry && t.attempts <= limits.retries) {
+    remote_stats().add_retry(v.cause);
+    const double delay = backoff_s(t, limits, rng);
+    t.not_before = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
+    waiting.push_back(&t);
+    return;
+  }
+  Downloaded& r = *t.result;
+  if (v.outcome == Outcome::kDone) {
+    r.ok = true;
+    r.not_modified = status_of(t.easy) == 304;
+    r.etag = r.not_modified ? t.download->cached_etag : t.first_etag;
+    r.bytes = t.have;
+  } else {
+    remote_stats().add_failure();
+    r.fatal = v.outcome == Outcome::kFail;
+    r.error = t.download->name + ": " + v.why +
+              (v.outcome == Outcome::kRetry ? " (gave up after " + std::to_string(t.attempts) + " attempts)" : "");
+  }
+}
+
+// Runs every transfer to completion (done or given up), `limits.connections` at a time. A
+// transfer that receives nothing (not a header, not a body byte) for timeout_s is cut here: the
+// low-speed check of libcurl averages over seconds of history, this is the "no byte for N
+// seconds" deadline itself.
+void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const TransferLimits& limits) {
+  global_init();
+  const std::unique_ptr<CURLM, MultiDeleter> multi(curl_multi_init());
+  if (!multi) throw Error(ErrorCode::kIo, "libcurl: cannot create a transfer pool");
+  curl_multi_setopt(multi.get(), CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(limits.connections));
+  const std::string sigv4 = "aws:amz:" + aws.region + ":s3";
+  const auto deadline = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.timeout_s));
+  std::mt19937_64 rng(std::random_device{}());
+  const auto started = Clock::now();
+  std::size_t next = 0;
+  std::vector<Transfer*> active;
+  std::vector<Transfer*> waiting;  // retries waiting out their delay
+  const auto start = [&](Transfer& t) {
+    if (t.easy == nullptr) t.easy = curl_easy_init();
+    if (t.easy == nullptr) throw Error(ErrorCode::kIo, "libcurl: cannot create a transfer");
+    configure(t, aws, limits, sigv4);
+    t.last_progress = Clock::now();
+    curl_multi_add_handle(multi.get(), t.easy);
+    remote_stats().add_request();
+    active.push_back(&t);
+  };
+  const auto end = [&](Transfer& t, CURLcode code) {
+    curl_multi_remove_handle(multi.get(), t.easy);
+    active.erase(std::find(active.begin(), active.end(), &t));
+    finish_attempt(t, code, aws, limits, rng, waiting);
+  };
+  const int connections = limits.connections;
+  while (next < transfers.size() || !active.empty() || !waiting.empty()) {
+    const auto now = Clock::now();
+    for (auto it = waiting.begin(); it != waiting.end() && static_cast<int>(active.size()) < connections;) {
+      if ((*it)->not_before <= now) {
+        start(**it);
+        it = waiting.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    while (next < transfers.size() && static_cast<int>(active.size()) < connections) start(transfers[next++]);
+    int running = 0;
+    curl_multi_perform(multi.get(), &running);
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi.get(), &left)) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      Transfer* t = nullptr;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
+      end(*t, msg->data.result);
+    }
+    const auto stalled = std::find_if(active.begin(), active.end(), [&](const Transfer* t) { return Clock::now() - t->last_progress > deadline; });
+    if (stalled != active.end()) {
+      std::snprintf((*stalled)->curl_error, CURL_ERROR_SIZE, "no byte for %.1f s", limits.timeout_s);
+      end(**stalled, CURLE_OPERATION_TIMEDOUT);
+    }
+    if (next < transfers.size() || !active.empty() || !waiting.empty()) {
+      curl_multi_poll(multi.get(), nullptr, 0, active.empty() ? 10 : 100, nullptr);
+    }
+  }
+  for (Transfer& t : transfers) {
+    if (t.easy != nullptr) curl_easy_cleanup(t.easy);
+    curl_slist_free_all(t.headers_out);
+    t.easy = nullptr;
+    t.headers_out = nullptr;
+  }
+  remote_stats().add_wait_ns(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count()));
+}
+
+}  // namespace
+
+std::vector<Downloaded> download_all(const std::vector<Download>& downloads, const AwsConfig& aws,
+                                     const TransferLimits& limits) {
+  std::vector<Downloaded> results(downloads.size());
+  std::vector<Transfer> transfers(downloads.size());
+  struct Closer {
+    std::vector<Transfer>& t;
+    ~Closer() {
+      for (Transfer& x : t) {
+        if (x.fd >= 0) ::close(x.fd);
+        if (x.easy != nullptr) curl_easy_cleanup(x.easy);
+        curl_slist_free_all(x.headers_out);
+      }
+    }
+  } closer{transfers};
+  for (std::size_t i = 0; i < downloads.size(); ++i) {
+    Transfer& t = transfers[i];
+    t.download = &downloads[i];
+    t.result = &results[i];
+    t.max_bytes = ~std::uint64_t{0};
+    t.fd = ::open(downloads[i].path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (t.fd < 0) {
+      throw Error(ErrorCode::kIo, std::string("cannot create the shard's local copy: ") + std::strerror(errno), downloads[i].path);
+    }
+  }
+  run_transfers(transfers, aws, limits);
+  return results;
+}
+
+std::string fetch_text(const std::string& name, const std::string& http_url, bool sign, const AwsConfig& aws,
+                       const TransferLimits& limits, std::uint64_t max_bytes) {
+  const Download d{name, http_url, sign, {}, {}};
+  Downloaded result;
+  std::string text;
+  std::vector<Transfer> transfers(1);
+  transfers[0].download = &d;
+  transfers[0].result = &result;
+  transfers[0].text = &text;
+  transfers[0].max_bytes = max_bytes;
+  run_transfers(transfers, aws, limits);
+  if (!result.ok) throw Error(ErrorCode::kIo, result.error);
+  return text;
+}
+
+}  // namespace sluice::stages::remote

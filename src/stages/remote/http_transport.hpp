@@ -1,0 +1,57 @@
+// The transport: objects fetched over HTTP(S) with libcurl's multi interface, several at once on
+// one connection pool (HTTP/1.1 keep-alive, HTTP/2 where the server offers it; TLS verified;
+// proxies from the usual environment variables, as libcurl reads them). s3:// requests are signed
+// with SigV4 (CURLOPT_AWS_SIGV4, x-amz-content-sha256 sent) unless the config is anonymous.
+//
+// Faults are retried with exponential backoff and full jitter: a refused connection, a reset, no
+// byte for `timeout_s` seconds, 429 and 5xx (Retry-After honoured, capped at max_backoff_s), a
+// body shorter than its Content-Length, an ETag that changed between requests (the object is
+// fetched again from its start); a cut transfer resumes with a Range request from the bytes it
+// has. 400/401/403/404 fail at once. Every wait has a deadline: the connect and no-progress
+// timeouts bound each attempt, `retries` bounds the attempts. libcurl stays in the .cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stages/remote/aws_credentials.hpp"
+
+namespace sluice::stages::remote {
+
+struct TransferLimits {
+  int connections = 8;          // transfers in flight at once
+  int retries = 6;              // attempts after the first
+  double timeout_s = 30;        // no byte for this long (or no connection): the attempt failed
+  double backoff_s = 0.2;       // first retry's delay before jitter; doubles per attempt
+  double max_backoff_s = 20;    // a delay (Retry-After included) never exceeds this
+};
+
+struct Download {
+  std::string name;             // the URL as the user wrote it: messages name it
+  std::string http_url;         // what is requested (an s3:// URL's endpoint form)
+  bool sign = false;            // SigV4 with the config's credentials
+  std::string path;             // the file the body is written to (created or truncated)
+  std::string cached_etag;      // non-empty: If-None-Match; a 304 leaves `path` untouched
+};
+
+struct Downloaded {
+  bool ok = false;
+  bool not_modified = false;    // 304: the cached copy is current
+  std::string etag;
+  std::uint64_t bytes = 0;      // the object's size (written to path)
+  std::string error;            // when !ok: the URL, the status or curl's error, what to check
+  bool fatal = false;           // when !ok: not worth retrying (403, 404, a bad URL)
+};
+
+// Fetches every download, `limits.connections` at a time; never throws for a failed object (its
+// result says why), only for a file it cannot create.
+std::vector<Downloaded> download_all(const std::vector<Download>& downloads, const AwsConfig& aws,
+                                     const TransferLimits& limits);
+
+// One object's body into memory (a list file, a ListObjectsV2 page), at most max_bytes. Throws
+// sluice::Error naming `name` when it fails after the retries, or at once on 403/404.
+std::string fetch_text(const std::string& name, const std::string& http_url, bool sign, const AwsConfig& aws,
+                       const TransferLimits& limits, std::uint64_t max_bytes);
+
+}  // namespace sluice::stages::remote

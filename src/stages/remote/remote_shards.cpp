@@ -1,0 +1,141 @@
+// Remote shards into the local cache: listing, fetching, revalidation, the cache limit.
+#include "stages/remote/remote_shards.hpp"
+
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "sluice/core/error.hpp"
+#include "sluice/detail/core/log.hpp"
+#include "stages/remote/aws_credentials.hpp"
+#include "stages/remote/http_transport.hpp"
+#include "stages/remote/remote_stats.hpp"
+#include "stages/remote/remote_url.hpp"
+#include "stages/remote/s3_listing.hpp"
+#include "stages/remote/shard_cache.hpp"
+
+namespace sluice::stages::remote {
+
+namespace {
+
+constexpr std::uint64_t kMaxListingPage = 64ULL << 20;
+constexpr std::size_t kMaxListedKeys = 1'000'000;
+
+TransferLimits limits_of(const RemoteOptions& o) {
+  TransferLimits l;
+  l.timeout_s = o.timeout_s;
+  l.retries = o.retries;
+  return l;
+}
+
+// An http(s) URL stays as it is; an s3:// one becomes its endpoint's URL, signed.
+Download request_for(const std::string& url, const AwsConfig& aws) {
+  Download d;
+  d.name = url;
+  if (is_s3_url(url)) {
+    d.http_url = s3_http_url(parse_s3_url(url), aws.endpoint, aws.region);
+    d.sign = true;
+  } else {
+    d.http_url = url;
+  }
+  return d;
+}
+
+std::string size_text(std::uint64_t bytes) {
+  char out[32];
+  std::snprintf(out, sizeof out, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> list_s3_glob(const std::string& pattern, const RemoteOptions& options) {
+  const AwsConfig aws = load_aws_config(options.anonymous);
+  const S3Location where = parse_s3_url(pattern);
+  const std::string prefix = where.key.substr(0, where.key.find_first_of("*?["));
+  const std::string bucket_url = s3_http_url({where.bucket, ""}, aws.endpoint, aws.region);
+  std::vector<std::string> out;
+  std::string token;
+  do {
+    // Parameters in SigV4's canonical (sorted) order, so the signed query is the one sent.
+    std::string query = "?";
+    if (!token.empty()) query += "continuation-token=" + uri_encode(token, false) + "&";
+    query += "list-type=2&prefix=" + uri_encode(prefix, false);
+    const std::string xml = fetch_text(pattern, bucket_url + query, true, aws, limits_of(options), kMaxListingPage);
+    ListPage page = parse_list_objects_v2(xml);
+    for (const std::string& key : page.keys) {
+      if (::fnmatch(where.key.c_str(), key.c_str(), FNM_PATHNAME) != 0) continue;
+      if (out.size() >= kMaxListedKeys) throw Error(ErrorCode::kInvalidArgument, "the listing names over a million shards", pattern);
+      out.push_back("s3://" + where.bucket + "/" + key);
+    }
+    token = page.truncated ? page.next_token : std::string();
+  } while (!token.empty());
+  if (out.empty()) throw Error(ErrorCode::kInvalidArgument, "no object matches this pattern (listed with ListObjectsV2)", pattern);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& urls, const RemoteOptions& options) {
+  if (options.cache_limit == 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "remote cache_limit 0 (streaming without a local copy) is not supported: sluice keeps a copy of each "
+                "remote shard in the cache folder; give a cache_limit that holds the shards");
+  }
+  const bool any_s3 = std::any_of(urls.begin(), urls.end(), [](const std::string& u) { return is_s3_url(u); });
+  const AwsConfig aws = any_s3 ? load_aws_config(options.anonymous) : AwsConfig{.anonymous = true};
+  ShardCache cache(options.cache_dir, options.cache_limit);
+  std::vector<Download> downloads;
+  downloads.reserve(urls.size());
+  for (const std::string& url : urls) {
+    Download d = request_for(url, aws);
+    d.path = cache.temp_path_of(url);
+    d.cached_etag = cache.cached_etag(url);
+    downloads.push_back(std::move(d));
+  }
+  std::vector<Downloaded> got;
+  try {
+    got = download_all(downloads, aws, limits_of(options));
+  } catch (...) {
+    for (const Download& d : downloads) ::unlink(d.path.c_str());
+    throw;
+  }
+  std::vector<RemoteShard> out(urls.size());
+  std::set<std::string> keep;
+  std::string fatal;
+  for (std::size_t i = 0; i < urls.size(); ++i) {
+    out[i].url = urls[i];
+    const Downloaded& r = got[i];
+    if (!r.ok || r.not_modified) ::unlink(downloads[i].path.c_str());
+    if (!r.ok) {
+      out[i].error = r.error;
+      if (r.fatal && fatal.empty()) fatal = r.error;
+      continue;
+    }
+    remote_stats().add_cache(r.not_modified);
+    if (!r.not_modified) cache.commit(urls[i], downloads[i].path, r.etag, r.bytes);
+    cache.touch(urls[i]);
+    out[i].local_path = cache.path_of(urls[i]);
+    keep.insert(out[i].local_path);
+  }
+  if (!fatal.empty()) throw Error(ErrorCode::kNotFound, fatal);
+  cache.evict(keep);
+  const std::uint64_t used = cache.used();
+  if (used > cache.limit()) {
+    throw Error(ErrorCode::kOutOfBudget,
+                "the remote shards' copies take " + size_text(used) + ", over the remote cache_limit of " +
+                    size_text(cache.limit()) + ": raise cache_limit (sluice keeps every shard of the data set)",
+                cache.dir());
+  }
+  if (log_enabled(LogLevel::kInfo)) log(LogLevel::kInfo, "remote shards: " + describe(remote_stats().snapshot()));
+  return out;
+}
+
+std::string fetch_remote_text(const std::string& url, const RemoteOptions& options, std::uint64_t max_bytes) {
+  const AwsConfig aws = is_s3_url(url) ? load_aws_config(options.anonymous) : AwsConfig{.anonymous = true};
+  const Download d = request_for(url, aws);
+  return fetch_text(url, d.http_url, d.sign, aws, limits_of(options), max_bytes);
+}
+
+}  // namespace sluice::stages::remote

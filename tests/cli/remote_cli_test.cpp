@@ -1,0 +1,66 @@
+// Shards named by URL from the command line (docs/remote.md): `bench --shards URL` gives the
+// checksum of the same shards on disk and reports what the transport did under "remote" (a cold
+// cache, then a warm one revalidated with 304s); `inspect --shards URL` reads them;
+// --remote-cache-limit that is not a size is refused. The shards are served on 127.0.0.1 by
+// tests/support/remote_server.py.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_test_support.hpp"
+#include "remote_server.hpp"
+#include "shard_support.hpp"
+#include "test_support.hpp"
+
+namespace sluice::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json run_json(std::vector<std::string> args) {
+  args.push_back("--json");
+  const CliRun run = run_cli(args);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  return run.exit_code == 0 ? json::parse(run.last_line()) : json{{"err", run.err}};
+}
+
+TEST(RemoteCli, BenchAndInspectTakeUrls) {
+  const TempDir dir;
+  make_image_folder(dir / "folder", 3, 20, 40, 30);
+  shard_folder(dir / "folder", dir / "root" / "shards", 10);
+  const RemoteServer server(dir / "root");
+  const std::string local = (dir / "root" / "shards" / "train-{000000..000005}.tar").string();
+  const std::string url = server.url("/shards/train-{000000..000005}.tar");
+  const std::vector<std::string> common = {"--transform", "pad-crop", "--size", "24", "--threads", "2", "--batch", "8"};
+  std::vector<std::string> on_disk = {"bench", "--shards", local};
+  std::vector<std::string> remote = {"bench", "--shards", url, "--remote-cache", (dir / "cache").string(),
+                                     "--remote-cache-limit", "64MiB"};
+  on_disk.insert(on_disk.end(), common.begin(), common.end());
+  remote.insert(remote.end(), common.begin(), common.end());
+  const json expected = run_json(on_disk);
+  const json cold = run_json(remote);
+  EXPECT_EQ(cold["checksum"], expected["checksum"]);
+  EXPECT_EQ(cold["remote"]["requests"], 6);
+  EXPECT_EQ(cold["remote"]["cache_misses"], 6);
+  EXPECT_GT(cold["remote"]["bytes"].get<std::int64_t>(), 0);
+  EXPECT_FALSE(expected.contains("remote"));
+  const json warm = run_json(remote);
+  EXPECT_EQ(warm["checksum"], expected["checksum"]);
+  EXPECT_EQ(warm["remote"]["cache_hits"], 6);
+  EXPECT_EQ(warm["remote"]["bytes"], 0);
+
+  const json inspected = run_json({"inspect", "--shards", url, "--remote-cache", (dir / "cache").string()});
+  EXPECT_EQ(inspected["shards"], 6);
+  EXPECT_EQ(inspected["files"], 60);
+
+  const CliRun bad = run_cli({"bench", "--shards", url, "--remote-cache-limit", "lots"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--remote-cache-limit"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace sluice::test

@@ -1,0 +1,309 @@
+// Shards named by URL (docs/remote.md), against tests/support/remote_server.py on 127.0.0.1:
+// the batches of the same shards on disk (1 and 3 threads, shuffled, resumed mid-epoch) over
+// http:// and over s3:// (a ListObjectsV2 glob, every request's SigV4 signature checked with
+// botocore's signer); each fault the server injects retried to the local checksum, or, past the
+// retries, a bad sample under kSkip and kFail naming the URL; 403 and 404 failing at once; the
+// shard cache (revalidated copies, its limit, refusing a foreign folder, nothing written outside
+// it); no thread or socket left once the loader is gone.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "remote_server.hpp"
+#include "shard_support.hpp"
+#include "sluice/pipeline/json_spec.hpp"
+#include "sluice/sluice.hpp"
+#include "stages/remote/remote_stats.hpp"
+#include "stages/source/source.hpp"
+#include "test_support.hpp"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+using stages::remote::RetryCause;
+using test::RemoteServer;
+using test::TempDir;
+
+std::uint64_t hash_bytes(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const std::uint8_t*>(data);
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+std::vector<std::uint64_t> batch_hashes(Loader& loader, std::int64_t epoch) {
+  std::vector<std::uint64_t> out;
+  for (Batch& b : loader.epoch(epoch)) {
+    out.push_back(hash_bytes(b.labels().data(), b.labels().size_bytes(), hash_bytes(b.data().data, b.data().bytes())));
+  }
+  return out;
+}
+
+Pipeline& augment(Pipeline& p) {
+  return p.read().decode_jpeg().random_crop(24, {.padding = 4}).flip_horizontal().normalize(
+      {.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8});
+}
+
+std::uint64_t retries(RetryCause cause) {
+  return stages::remote::remote_stats().snapshot().retries[static_cast<std::size_t>(cause)];
+}
+
+int count_entries(const char* dir, const char* link_prefix = nullptr) {
+  int n = 0;
+  DIR* d = ::opendir(dir);
+  while (const dirent* e = d != nullptr ? ::readdir(d) : nullptr) {
+    if (e->d_name[0] == '.') continue;
+    if (link_prefix == nullptr) {
+      ++n;
+      continue;
+    }
+    char target[256] = {};
+    if (::readlinkat(dirfd(d), e->d_name, target, sizeof target - 1) > 0 && std::string(target).starts_with(link_prefix)) ++n;
+  }
+  if (d != nullptr) ::closedir(d);
+  return n;
+}
+
+// 4 classes of 30 generated images as 8 shards of 15, served from root/shards.
+class RemoteShards : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::make_image_folder(dir_ / "folder", 4, 30, 40, 30);
+    test::shard_folder(dir_ / "folder", dir_ / "root" / "shards", 15);
+  }
+  std::string local_pattern() const { return (dir_ / "root" / "shards" / "train-{000000..000007}.tar").string(); }
+  std::string http_pattern(const RemoteServer& server) const { return server.url("/shards/train-{000000..000007}.tar"); }
+  RemoteOptions remote(double timeout_s = 30, int retries = 6) const {
+    return {.cache_dir = (dir_ / "cache").string(), .cache_limit = 64 << 20, .timeout_s = timeout_s, .retries = retries};
+  }
+  std::vector<std::uint64_t> local_hashes(int threads = 2) const {
+    Pipeline p = Pipeline::from_shards(local_pattern(), {.index = ShardIndex::kMemoryOnly});
+    Loader loader = augment(p.shuffle_files(5)).batch(8).build({.threads = threads, .seed = 3});
+    return batch_hashes(loader, 1);
+  }
+  std::vector<std::uint64_t> remote_hashes(const std::string& pattern, const RemoteOptions& options, int threads = 2,
+                                           OnError on_error = OnError::kFail) const {
+    Pipeline p = Pipeline::from_shards(pattern, {.remote = options});
+    Loader loader = augment(p.shuffle_files(5)).batch(8).build({.threads = threads, .on_error = on_error, .seed = 3});
+    return batch_hashes(loader, 1);
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(RemoteShards, HttpShardsGiveTheLocalBatches_1And3Threads) {
+  const RemoteServer server(dir_ / "root");
+  const auto expected = local_hashes();
+  EXPECT_EQ(remote_hashes(http_pattern(server), remote(), 1), expected);
+  EXPECT_EQ(remote_hashes(http_pattern(server), remote(), 3), expected);
+}
+
+TEST_F(RemoteShards, ResumeMidEpochGivesTheUninterruptedBatches) {
+  const RemoteServer server(dir_ / "root");
+  const auto expected = local_hashes();
+  auto build = [&](int threads) {
+    Pipeline p = Pipeline::from_shards(http_pattern(server), {.remote = remote()});
+    return augment(p.shuffle_files(5)).batch(8).build({.threads = threads, .seed = 3});
+  };
+  Loader first = build(3);
+  std::vector<std::uint64_t> got;
+  for (Batch& b : first.epoch(1)) {
+    got.push_back(hash_bytes(b.labels().data(), b.labels().size_bytes(), hash_bytes(b.data().data, b.data().bytes())));
+    if (got.size() == 5) break;
+  }
+  const std::vector<std::uint8_t> state = first.state();
+  Loader second = build(1);
+  second.restore(state);
+  const std::int64_t gets = server.stat("object_gets");
+  for (auto h : batch_hashes(second, 1)) got.push_back(h);
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(server.stat("object_gets"), gets);  // the restored epoch read the cached copies
+}
+
+TEST_F(RemoteShards, S3GlobIsListedAndEveryRequestIsSignedAsBotocoreSigns) {
+  const RemoteServer server(dir_ / "root", {"--s3", "bucket", "--access-key", "AKIDTESTKEY0001", "--secret-key",
+                                            "s3cr3t/Key+value", "--region", "eu-west-3"});
+  ::setenv("AWS_ACCESS_KEY_ID", "AKIDTESTKEY0001", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t/Key+value", 1);
+  ::setenv("AWS_SESSION_TOKEN", "token/with+chars=", 1);
+  ::setenv("AWS_REGION", "eu-west-3", 1);
+  ::setenv("AWS_ENDPOINT_URL", server.url("").c_str(), 1);
+  const auto expected = local_hashes();
+  EXPECT_EQ(remote_hashes("s3://bucket/shards/train-*.tar", remote()), expected);
+  EXPECT_EQ(server.stat("bad_signatures"), 0);
+  EXPECT_GE(server.stat("listings"), 4);  // 8 keys, 2 a page: the continuation tokens were followed
+  // A wrong secret: 403 at once (no retries), naming the URL and what to check, never the secret.
+  ::setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value", 1);
+  try {
+    (void)remote_hashes("s3://bucket/shards/train-{000000..000001}.tar", remote());
+    ADD_FAILURE() << "a wrong secret built";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("s3://bucket/shards/train-00000"), std::string::npos) << what;
+    EXPECT_NE(what.find("HTTP 403"), std::string::npos) << what;
+    EXPECT_NE(what.find("check the credentials"), std::string::npos) << what;
+    EXPECT_EQ(what.find("wrong-secret-value"), std::string::npos) << what;
+  }
+  EXPECT_EQ(server.stat("bad_signatures"), 2);
+  for (const char* name : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_ENDPOINT_URL"}) {
+    ::unsetenv(name);
+  }
+}
+
+TEST_F(RemoteShards, NotFoundFailsAtOnceNamingTheUrl) {
+  const RemoteServer server(dir_ / "root");
+  try {
+    (void)remote_hashes(server.url("/shards/train-{000000..000008}.tar"), remote());
+    ADD_FAILURE() << "a missing shard built";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/shards/train-000008.tar: HTTP 404"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(server.stat("object_gets"), 9);  // no retry of the 404
+}
+
+struct Fault {
+  const char* name;
+  const char* json;
+  RetryCause cause;
+};
+
+class RemoteFaults : public RemoteShards, public ::testing::WithParamInterface<Fault> {};
+
+TEST_P(RemoteFaults, AreRetriedToTheLocalBatches) {
+  const RemoteServer server(dir_ / "root");
+  server.faults(GetParam().json);
+  const auto expected = local_hashes();
+  const std::uint64_t before = retries(GetParam().cause);
+  EXPECT_EQ(remote_hashes(http_pattern(server), remote(2.0)), expected);
+  EXPECT_GE(retries(GetParam().cause) - before, 8u);  // once per shard at least
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachFault, RemoteFaults,
+    ::testing::Values(Fault{"Reset", R"({"reset_every": 2})", RetryCause::kReset},
+                      Fault{"ShortBody", R"({"short_every": 2})", RetryCause::kShortBody},
+                      Fault{"Stall", R"({"stall_every": 2, "stall_s": 3})", RetryCause::kTimeout},
+                      Fault{"Status503RetryAfter", R"({"status_every": 2})", RetryCause::kHttpStatus},
+                      Fault{"Status429", R"({"status_every": 2, "status": 429})", RetryCause::kHttpStatus},
+                      Fault{"EtagChangedMidTransfer", R"({"reset_every": 2, "etag_change": true})", RetryCause::kEtagChanged}),
+    [](const ::testing::TestParamInfo<Fault>& info) { return std::string(info.param.name); });
+
+TEST_F(RemoteShards, ResumedTransfersUseRangeRequests) {
+  const RemoteServer server(dir_ / "root");
+  server.faults(R"({"reset_every": 2})");
+  (void)remote_hashes(http_pattern(server), remote());
+  EXPECT_EQ(server.stat("range_gets"), 8);  // each shard cut once, resumed once from where it was cut
+}
+
+TEST_F(RemoteShards, AShardFailingPastItsRetriesIsABadSampleUnderBothPolicies) {
+  const RemoteServer server(dir_ / "root");
+  server.faults(R"({"reset_every": 1, "only": "train-000003"})");
+  try {
+    (void)remote_hashes(http_pattern(server), remote(30, 2), 2, OnError::kFail);
+    ADD_FAILURE() << "kFail went past a shard that could not be fetched";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/shards/train-000003.tar:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("gave up after 3 attempts"), std::string::npos) << e.what();
+  }
+  Pipeline p = Pipeline::from_shards(http_pattern(server), {.remote = remote(30, 2)});
+  Loader loader = augment(p).batch(8).build({.threads = 2, .on_error = OnError::kSkip});
+  EXPECT_EQ(batch_hashes(loader, 0).size(), 14u);  // 105 samples and the stand-in for the lost shard, in full batches
+  EXPECT_EQ(loader.stats().skipped, 1);
+}
+
+TEST_F(RemoteShards, TheCacheRevalidatesItsCopiesAndHoldsItsLimit) {
+  const RemoteServer server(dir_ / "root");
+  const auto expected = local_hashes();
+  const std::uint64_t hits = stages::remote::remote_stats().snapshot().cache_hits;
+  EXPECT_EQ(remote_hashes(http_pattern(server), remote()), expected);
+  EXPECT_EQ(remote_hashes(http_pattern(server), remote()), expected);
+  EXPECT_EQ(server.stat("not_modified"), 8);
+  EXPECT_EQ(stages::remote::remote_stats().snapshot().cache_hits - hits, 8u);
+  // Nothing written outside the cache folder: the served folder holds the 8 shards alone.
+  EXPECT_EQ(count_entries((dir_ / "root" / "shards").c_str()), 8);
+
+  // A limit that holds five shards' copies (and their index files): the first four shards'
+  // copies make way for the last four's.
+  const std::uint64_t shard_bytes = fs::file_size(dir_ / "root" / "shards" / "train-000000.tar");
+  RemoteOptions small = remote();
+  small.cache_dir = (dir_ / "small").string();
+  small.cache_limit = shard_bytes * 5 + shard_bytes / 2;
+  (void)remote_hashes(server.url("/shards/train-{000000..000003}.tar"), small);
+  (void)remote_hashes(server.url("/shards/train-{000004..000007}.tar"), small);
+  std::uint64_t used = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "small")) used += fs::file_size(e.path());
+  EXPECT_LE(used, small.cache_limit);
+  // A data set larger than the limit fails build() saying so.
+  small.cache_limit = shard_bytes * 2;
+  EXPECT_THROW((void)remote_hashes(http_pattern(server), small), Error);
+}
+
+TEST_F(RemoteShards, ACacheFolderHoldingForeignFilesIsRefused) {
+  const RemoteServer server(dir_ / "root");
+  fs::create_directories(dir_ / "cache");
+  test::write_bytes(dir_ / "cache" / "notes.txt", {'h', 'i'});
+  try {
+    (void)remote_hashes(http_pattern(server), remote());
+    ADD_FAILURE() << "a foreign folder was used";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("notes.txt"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(count_entries((dir_ / "cache").c_str()), 1);
+  EXPECT_EQ(server.stat("object_gets"), 0);
+}
+
+TEST_F(RemoteShards, ADownloadCutByAKillLeavesNothingBehindTheNextBuild) {
+  const RemoteServer server(dir_ / "root");
+  (void)remote_hashes(server.url("/shards/train-000000.tar"), remote());
+  // What a process killed mid-download leaves (its pid is gone), and one of a live process (ours).
+  const fs::path orphan = dir_ / "cache" / ".0123456789abcdef.tar.tmp-999999999-0";
+  const fs::path live = dir_ / "cache" / (".0123456789abcdef.tar.tmp-" + std::to_string(::getpid()) + "-77");
+  test::write_bytes(orphan, {1, 2, 3});
+  test::write_bytes(live, {1, 2, 3});
+  (void)remote_hashes(server.url("/shards/train-000000.tar"), remote());
+  EXPECT_FALSE(fs::exists(orphan));
+  EXPECT_TRUE(fs::exists(live));
+}
+
+TEST_F(RemoteShards, NoThreadOrSocketIsLeftAfterTheLoader) {
+  const RemoteServer server(dir_ / "root");
+  server.faults(R"({"reset_every": 2})");
+  // The transport alone (the loader's worker pool is TBB's, kept for the process).
+  const int threads = count_entries("/proc/self/task");
+  const int sockets = count_entries("/proc/self/fd", "socket:");
+  const stages::Dataset fetched = stages::load_dataset(spec::Shards{{http_pattern(server)}, ShardIndex::kBesideShard, remote()});
+  EXPECT_EQ(fetched.items.size(), 120);
+  EXPECT_EQ(count_entries("/proc/self/task"), threads);
+  EXPECT_EQ(count_entries("/proc/self/fd", "socket:"), sockets);
+  (void)remote_hashes(http_pattern(server), remote());
+  EXPECT_EQ(count_entries("/proc/self/fd", "socket:"), sockets);
+}
+
+TEST_F(RemoteShards, JsonSpecTakesUrlsAndTheRemoteObject) {
+  const std::string url = "s3://bucket/shards/train-{000000..000007}.tar";
+  const std::string json = R"({"source": {"shards": {"path": ")" + url +
+                           R"(", "remote": {"cache_dir": "cache", "cache_limit": "64MiB", "anonymous": true,
+                                            "timeout_s": 5, "retries": 2}}},
+      "stages": ["read", "decode_jpeg", {"center_crop": {"size": 24}}, {"batch": {"size": 8}}]})";
+  const PipelineDocument parsed = parse_pipeline_json(json, "/base");
+  const auto& shards = std::get<spec::Shards>(parsed.spec.source);
+  EXPECT_EQ(shards.patterns.front(), url);  // a URL is no path: not resolved against the spec's folder
+  EXPECT_EQ(shards.remote.cache_dir, "/base/cache");
+  EXPECT_EQ(shards.remote.cache_limit, 64u << 20);
+  EXPECT_TRUE(shards.remote.anonymous);
+  EXPECT_EQ(shards.remote.timeout_s, 5.0);
+  EXPECT_EQ(shards.remote.retries, 2);
+  const auto again = std::get<spec::Shards>(parse_pipeline_json(to_json(parsed)).spec.source);
+  EXPECT_EQ(again.remote.cache_dir, "/base/cache");
+  EXPECT_EQ(again.remote.cache_limit, 64u << 20);
+  EXPECT_TRUE(again.remote.anonymous);
+  EXPECT_THROW((void)parse_pipeline_json(R"({"source": {"shards": {"path": "x.tar", "remote": {"cache": 1}}}, "stages": []})"),
+               Error);
+}
+
+}  // namespace
+}  // namespace sluice
