@@ -5,7 +5,10 @@
 // so `except ValueError` and `except FileNotFoundError` work as Python programs expect, and
 // `except sluice.Error` catches everything sluice raises. Each exception carries `code` (the
 // ErrorCode's name: "corrupt data", ...), `path` (the input it concerns, or "") and `cause` (the
-// message without the path).
+// message without the path). Messages name stages by their JSON names and the host as
+// device="cpu" (python_speaking), as a Python user writes them.
+#include <cerrno>
+#include <regex>
 #include <string>
 
 #include "python_module.hpp"
@@ -28,18 +31,41 @@ PyObject* new_exception(py::module_& m, const char* name, PyObject* bases, const
   return type;
 }
 
+// The library's messages name stages and devices as the C++ builder spells them; a Python user
+// writes the JSON stage names and device="cpu". "batch(n)" -> {"batch": {"size": n}},
+// "decode_jpeg()" -> "decode_jpeg", "sluice::host()" -> device="cpu".
+std::string python_speaking(std::string message) {
+  static const std::regex host(R"(sluice::host\(\))");
+  static const std::regex batch_drop(R"(\bbatch\(([0-9]+|n), drop_last\))");
+  static const std::regex batch(R"(\bbatch\(([0-9]+|n)\))");
+  static const std::regex call = [] {
+    std::string names;  // every stage's name, from the stages themselves
+    for (const spec::Stage& stage : every_stage()) names += (names.empty() ? "" : "|") + std::string(spec::name_of(stage));
+    return std::regex("\\b(" + names + ")\\(\\)");
+  }();
+  message = std::regex_replace(message, host, "device=\"cpu\"");
+  message = std::regex_replace(message, batch_drop, "{\"batch\": {\"size\": $1, \"drop_last\": true}}");
+  message = std::regex_replace(message, batch, "{\"batch\": {\"size\": $1}}");
+  return std::regex_replace(message, call, "\"$1\"");
+}
+
 void raise(const Error& e) {
   PyObject* type = error_type;
   if (e.code() == ErrorCode::kInvalidArgument) type = invalid_argument_type;
   if (e.code() == ErrorCode::kNotFound) type = not_found_type;
-  // Built as an object first so the attributes can be set before it is raised.
-  py::object exception = py::reinterpret_borrow<py::object>(type)(py::str(e.what()));
+  const std::string what = python_speaking(e.what());
+  const std::string cause = python_speaking(e.cause());
+  // Built as an object first so the attributes can be set before it is raised. A missing file
+  // is raised as Python raises one, OSError(errno, strerror, filename), so str() reads
+  // "[Errno 2] <cause>: '<path>'" (a filename set after a one-argument construction made it
+  // "[Errno None] None: '<path>'").
+  py::object exception =
+      e.code() == ErrorCode::kNotFound && !e.path().empty()
+          ? py::reinterpret_borrow<py::object>(type)(ENOENT, py::str(cause.empty() ? what : cause), py::str(e.path()))
+          : py::reinterpret_borrow<py::object>(type)(py::str(what));
   exception.attr("code") = py::str(std::string(to_string(e.code())));
   exception.attr("path") = py::str(e.path());
-  exception.attr("cause") = py::str(e.cause());
-  if (e.code() == ErrorCode::kNotFound && !e.path().empty()) {
-    exception.attr("filename") = py::str(e.path());  // OSError's own field
-  }
+  exception.attr("cause") = py::str(cause);
   PyErr_SetObject(type, exception.ptr());
 }
 
