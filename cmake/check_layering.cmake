@@ -1,5 +1,5 @@
 # Layering check, run as a test: a module may include only the modules it is allowed to depend on
-# (DESIGN.md): core <- memory <- pipeline <- stages <- runtime, and core, memory <- device <- train;
+# (docs/design.md): core <- memory <- pipeline <- stages <- runtime, and core, memory <- device <- train;
 # runtime may use device; c (the C API), cli (the command line) and python (the Python module)
 # sit on top. Scans include/sluice/<module> and src/<module> for #include "sluice/<m>/..." (a
 # public header) and "<m>/..." (a private one, src/<m>/) and fails naming each violation.

@@ -1,4 +1,4 @@
-// decode_fuzzer: the libFuzzer target over decode_jpeg and the image ops (issue 8). Each input is
+// decode_fuzzer: the libFuzzer target over decode_jpeg and the image ops. Each input is
 // kParamBytes of parameters followed by the bytes of a would-be JPEG; the parameters choose a
 // chain of image ops, the decode and normalize options, a DCT scale and a region, so one input
 // drives the same paths a pipeline does:

@@ -1,5 +1,5 @@
 // disk_cache_fuzzer: DiskCacheStore opening a data file and an index file it did not write
-// (issue 14), then looking up, inserting and closing. Checksums would stop random bytes at the
+// then looking up, inserting and closing. Checksums would stop random bytes at the
 // first header, so the target can repair them before writing the files (flags below): then the
 // sizes, offsets and paths inside checksummed headers and index records are what gets fuzzed.
 //

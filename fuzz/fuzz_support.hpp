@@ -1,4 +1,4 @@
-// What the file-format fuzzers share (issue 14): aborting on a finding, a scratch folder for
+// What the file-format fuzzers share: aborting on a finding, a scratch folder for
 // targets whose code under test reads files by path, and writing a target's seed corpus.
 //
 // Seeds: each target defines write_seeds(folder); scripts/fuzz runs the target once with

@@ -1,5 +1,5 @@
 // idx_fuzzer: the IDX reader of `sluice prepare` (src/cli/idx_reader.cpp) on crafted files
-// (issue 14): parse_idx_images / parse_idx_labels on the bytes as they are, and read_gzip_file on
+// parse_idx_images / parse_idx_labels on the bytes as they are, and read_gzip_file on
 // them as a file (zlib passes non-gzip data through), capped at 1 MiB of output.
 //
 // Input: [0] flags: bit 0 labels instead of images, bit 1 through read_gzip_file   [1..] the file

@@ -1,4 +1,4 @@
-// json_spec_fuzzer: parse_pipeline_json on arbitrary text (issue 14). Expected: a document or a
+// json_spec_fuzzer: parse_pipeline_json on arbitrary text. Expected: a document or a
 // sluice::Error; a finding is a crash, a sanitizer report, any other exception (nlohmann's own
 // type or parse errors escaping), an Error with kInternal, a message longer than the bounds allow
 // (a value dumped whole), or a document whose to_json does not parse back to the same text.

@@ -1,4 +1,4 @@
-// tar_index_fuzzer: the tar-shard source on shards and index files it did not write (issue 19):
+// tar_index_fuzzer: the tar-shard source on shards and index files it did not write:
 // indexing a shard from its headers, the index file's decoder, building the item table from
 // either, and reading every member as a worker does (ItemReader, which checks each member's own
 // header against the index).

@@ -1,4 +1,4 @@
-// weights_fuzzer: the weights file formats' readers on crafted files (issue 14): the container
+// weights_fuzzer: the weights file formats' readers on crafted files: the container
 // (read_container, both magics) and the pruned-weights table (CompressedWeights::load, which reads
 // by path: the bytes go to a scratch file). The CRC would stop random bytes at the container, so
 // the target can repair it (flags) and the table's sizes, dims and offsets get fuzzed.

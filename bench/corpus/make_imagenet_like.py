@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""make_imagenet_like.py: writes sluice's ImageNet-like benchmark corpus (issue 18), outside the
+"""make_imagenet_like.py: writes sluice's ImageNet-like benchmark corpus, outside the
 repository, from the JPEG and PNG wallpapers of four Debian packages and from imagenette-val,
 without copying ImageNet.
 

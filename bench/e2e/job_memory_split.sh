@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One memory limit for the whole training job (issue 15, docs/memory.md): does the planned split
+# One memory limit for the whole training job (docs/memory.md): does the planned split
 # of the limit train as fast as the best split a person could choose by hand?
 #
 # At a limit where the caches can hold part of the data set (the job's minimum at accumulation 1,

@@ -59,7 +59,7 @@ const std::map<std::string, std::string> kSystemTitles = {
 // ratios: both resize with plain bilinear (no antialiasing).
 const std::vector<std::pair<std::string, std::string>> kLikeForLike = {{"sluice-bilinear", "opencv-bilinear"}};
 
-// The acceptance targets of issue 18 (sluice / system >= min), per transform: what sluice is tuned
+// The acceptance targets (sluice / system >= min), per transform: what sluice is tuned
 // to meet. Printed next to the measured ratio; they never change what is measured. cifar's two
 // are alternatives: the decode limit (2 x one thread), or the decode the 2 threads sustain.
 struct Target {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the many-files benchmark set of issue 18: 1000 class folders named like ImageNet's
+"""Writes the many-files benchmark set: 1000 class folders named like ImageNet's
 WordNet ids, each holding 1281 hardlinks to the JPEGs of a source folder (cifar10/test), with
 ImageNet-style file names (n01440764/n01440764_10026.JPEG): 1,281,000 files, no extra bytes.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The many-files measurement of issue 18: the 1,281,000-file set (1000 class folders of hardlinks
+# The many-files measurement: the 1,281,000-file set (1000 class folders of hardlinks
 # to cifar10/test JPEGs with ImageNet-style names; bench/e2e/make_many_files.py makes it) against
 # cifar10/test itself (the same 10,000 JPEGs), with `sluice bench --transform pad-crop --size 32`'s
 # pipeline, by one or two builds of sluice (before and after a change):

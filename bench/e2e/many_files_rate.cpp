@@ -1,5 +1,5 @@
 // many_files_rate: the epoch rate of a large image folder against a small one that holds the same
-// JPEGs (issue 18: 1,281,000 hardlinks to cifar10/test, bench/e2e/make_many_files.py, against
+// JPEGs (1,281,000 hardlinks to cifar10/test, bench/e2e/make_many_files.py, against
 // cifar10/test), measured in one process with the two pipelines taking turns: the next --chunk
 // images of the large set's epoch, then as many images of the small set (whole epochs), and so
 // on to the end of the large epoch. On a shared machine whose load changes from minute to minute,

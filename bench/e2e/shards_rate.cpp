@@ -1,4 +1,4 @@
-// shards_rate: tar shards against the same images as a folder (issue 19), with the same pipeline,
+// shards_rate: tar shards against the same images as a folder, with the same pipeline,
 // in one process, taking turns: an epoch from the folder, then one from the shards (the order
 // alternating every turn), so the load of a shared machine falls on both alike. With
 // --drop-cache, the pages of the folder's files and of the shards (and their index files) are

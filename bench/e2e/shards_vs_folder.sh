@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tar shards against the same images as a folder (issue 19), each ratio measured in one process
+# Tar shards against the same images as a folder, each ratio measured in one process
 # by bench/e2e/shards_rate (the two pipelines take turns, an epoch each; the first turn cold after
 # dropping both sources' pages, the others warm), RUNS processes per case:
 #   cifar10/train, pad-crop 32, shuffled every epoch (globally for the folder, shard-wise for the

@@ -1,4 +1,4 @@
-// The training job under one memory limit (--memory-limit, issue 15) for `sluice train` and
+// The training job under one memory limit (--memory-limit) for `sluice train` and
 // `sluice plan`: the data folders and the pipelines both commands describe, the pipelines' needs
 // from their memory plans (sluice/train/job_plan.hpp's input), the job's configuration for the
 // options, and the plan's and each epoch's reports as text and JSON.

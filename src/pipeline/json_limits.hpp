@@ -1,4 +1,4 @@
-// Bounds on JSON pipeline specs (issue 14): what a spec from elsewhere may cost to parse and to
+// Bounds on JSON pipeline specs: what a spec from elsewhere may cost to parse and to
 // report. Checked on the text before nlohmann-json sees it (a single pass, no allocation), so a
 // hostile or broken spec fails with a short message instead of exhausting the stack or memory,
 // and messages quote a bounded prefix of a bad value instead of serialising it whole.

@@ -1,6 +1,6 @@
 // SharedSlots: the part of a loader that its batches keep alive. A Batch holds a shared reference
 // to it, so a batch the consumer still holds after destroying its Loader stays readable and
-// returns its slot into living memory (issue 14): the batch ring, the device delivery whose
+// returns its slot into living memory: the batch ring, the device delivery whose
 // page-locked and device memory the ring's slots may be, and the memory budget both are
 // accounted in (the loader's own, or its part of a training job's). Everything else (workers,
 // caches, workspaces) goes with the Loader.

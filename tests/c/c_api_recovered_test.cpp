@@ -1,4 +1,4 @@
-// The C API's statistics report files decoded in spite of libjpeg warnings ("recovered", issue 14)
+// The C API's statistics report files decoded in spite of libjpeg warnings ("recovered")
 // with their paths and warnings, as Stats does.
 #include <gtest/gtest.h>
 

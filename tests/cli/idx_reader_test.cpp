@@ -1,4 +1,4 @@
-// The IDX reader on crafted files (issue 14): headers whose counts and sizes would overflow or
+// The IDX reader on crafted files: headers whose counts and sizes would overflow or
 // exceed the bytes present, a FIFO in place of the file, a gzip bomb cap; each is an Error naming
 // the file, never a crash, a hang or an allocation sized by the header.
 #include "cli/idx_reader.hpp"

@@ -55,7 +55,7 @@ TEST(CliPlan, APlanThatDoesNotFitExitsOneAfterItsReport) {
   EXPECT_FALSE(p["failure"].is_null());
 }
 
-// --device cuda:0 is planned without a GPU (issue 17: it used to be refused): the CUDA backend's
+// --device cuda:0 is planned without a GPU (it used to be refused): the CUDA backend's
 // workspaces plus cuBLAS's, which the CPU plan of the same flags does not have; the weights,
 // gradients and optimizer state are the same tensors either way.
 TEST(CliPlan, PlansForACudaDeviceWithoutAGpu) {

@@ -1,4 +1,4 @@
-// Tar shards from the command line (issue 19): `sluice prepare shards` writes an image folder as
+// Tar shards from the command line: `sluice prepare shards` writes an image folder as
 // shards that give exactly the folder's batches (`bench --shards` against `bench --data`, batch by
 // batch), that GNU tar reads, and never over a file it did not create; resume mid-shard; damaged
 // shards under both error policies in bench and as failures in inspect.

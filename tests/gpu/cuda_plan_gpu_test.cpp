@@ -1,5 +1,5 @@
 // The CUDA training backend's memory against its model, and the trainer's input ordering, on a
-// real GPU (issue 17). cuBLAS's workspace is taken from the training allocator when the context
+// real GPU. cuBLAS's workspace is taken from the training allocator when the context
 // is made and held (it used to be taken by the first GEMM, so the batch-size search's first trial
 // "left 32 MiB in use" and --batch auto failed with kInternal); each op asks for exactly the
 // workspace src/train/cuda/cuda_workspace.hpp says, which is what the planner models without a

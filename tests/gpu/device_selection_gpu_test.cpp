@@ -1,4 +1,4 @@
-// Device selection with two GPUs or more (issue 17): every entry point that works on a device
+// Device selection with two GPUs or more: every entry point that works on a device
 // makes it current for its calls and gives the caller's thread its own current device back; page-
 // locked memory is now allocated and freed that way too (it used to run in whatever context was
 // current, creating cuda:0's on a thread that never chose a device, for a ring meant for cuda:1).

@@ -1,4 +1,4 @@
-// Empty work on a real GPU (issue 17): a zero-sized grid is a CUDA launch error, not a no-op, so
+// Empty work on a real GPU: a zero-sized grid is a CUDA launch error, not a no-op, so
 // every launch of src/device and src/train/cuda goes through device_detail::launch, which
 // launches nothing for it (tests/unit/device/launch_shape_test.cpp checks that on the host). Here:
 // every batched op of the CUDA backend on a batch of 0 follows the CPU reference's rule (nothing

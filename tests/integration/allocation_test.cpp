@@ -1,4 +1,4 @@
-// No heap allocation per sample in steady state (DESIGN.md principle 1), proven by counting.
+// No heap allocation per sample in steady state (docs/design.md principle 1), proven by counting.
 //
 // This executable replaces the global operator new (every C++ allocation in the process, sluice's
 // and the standard library's) and interposes malloc (every C allocation, oneTBB's and

@@ -1,4 +1,4 @@
-// A Batch and its Loader destroyed in either order (issue 14). A batch shares ownership of the
+// A Batch and its Loader destroyed in either order. A batch shares ownership of the
 // loader's slots (src/runtime/shared_slots.hpp), so one the consumer still holds when the Loader
 // goes stays readable, keeps its contents, and returns its slot into living memory; before, that
 // slot went back into a freed LoaderImpl. Run under AddressSanitizer (scripts/sanitize asan), which

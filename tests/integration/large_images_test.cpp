@@ -1,4 +1,4 @@
-// Images larger than the memory plan (issue 14): a folder of 500x375 photos with two 8000x6000
+// Images larger than the memory plan: a folder of 500x375 photos with two 8000x6000
 // ones the plan's header probes never see, run at the pipeline's own minimum budget. Before, a
 // worker waited 2 s for room and failed the epoch with kOutOfBudget even under kSkip. Now the
 // huge baseline files decode in row bands inside the worker's share, with the very bytes of an

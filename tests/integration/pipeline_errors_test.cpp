@@ -120,7 +120,7 @@ TEST_P(BadInput, SkipPolicyIsDeterministic) {
 INSTANTIATE_TEST_SUITE_P(EachKind, BadInput, ::testing::ValuesIn(bad_files()),
                          [](const auto& info) { return info.param.name; });
 
-// Skip accounting (issue 14): Stats::skipped counts bad files, skipped_samples lists each once,
+// Skip accounting: Stats::skipped counts bad files, skipped_samples lists each once,
 // and skip_events counts every replacement: a file bad in two epochs, a file at two positions, a
 // replacement that is bad too.
 class SkipAccounting : public ::testing::Test {

@@ -1,4 +1,4 @@
-// Whole pipelines on the damaged files users' data sets hold (issue 14). A file libjpeg warns
+// Whole pipelines on the damaged files users' data sets hold. A file libjpeg warns
 // about but decodes every row of is decoded, as Pillow decodes it, and counted once in
 // Stats::recovered with its path and the warning; DecodeOptions::strict fails it (kFail) or skips
 // it (kSkip). A file whose rows are missing fails or is skipped either way. The sample size never

@@ -1,4 +1,4 @@
-// Pipelines on tar shards (issue 19): exactly the batches of the same images as a folder (same
+// Pipelines on tar shards: exactly the batches of the same images as a folder (same
 // bytes and labels, batch by batch, at 1 and 3 threads; the same samples when shuffled), every
 // damaged-tar case under both error policies, resume mid-shard, shard(rank, world) as contiguous
 // equal runs, and the item table counted in the budget and in build()'s minimum.
@@ -244,7 +244,7 @@ TEST_F(CodedShards, RanksGetContiguousEqualRunsThatCoverTheEpoch) {
   }
 }
 
-// Damage one shard three ways (the cases issue 19 names); the others stay whole.
+// Damage one shard three ways (the cases a damaged shard set shows); the others stay whole.
 enum class Damage { kCutMember, kBadChecksum, kLargerThanTheFile };
 
 class DamagedShard : public CodedShards, public ::testing::WithParamInterface<Damage> {

@@ -155,7 +155,7 @@ void fashion_cnn_stays_identical(int device) {
 }
 
 // The communicator's setup, collectives and teardown make its device current for their work and
-// give the calling thread its own current device back (issue 17: the constructor used to leave
+// give the calling thread its own current device back (the constructor used to leave
 // the communicator's device current). Each rank makes another GPU of its node current first.
 void nccl_keeps_the_callers_current_device(int device) {
   const int other = (device + 1) % sluice::cuda_device_count();

@@ -1,4 +1,4 @@
-"""The install test of issue 19: README's one command, `pip install --no-build-isolation .`, run from
+"""The install test: README's one command, `pip install --no-build-isolation .`, run from
 the checkout in a fresh virtual environment (`python3 -m venv --system-site-packages`, so Debian's
 torch and numpy are visible, as they are to a user's venv), then, from a folder outside the
 checkout and without PYTHONPATH: `import sluice` finds the installed package and the libsluice

@@ -321,7 +321,7 @@ class PipelineApiTest(unittest.TestCase):
 @unittest.skipUnless(have_cifar(), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
 class RecoveredFilesTest(unittest.TestCase):
     """A file libjpeg warns about but decodes whole is decoded (as Pillow decodes it) and counted
-    in stats()["recovered"] with its path and warning; "strict" fails it instead (issue 14)."""
+    in stats()["recovered"] with its path and warning; "strict" fails it instead."""
 
     def test_recovered_file_is_counted_and_strict_fails_it(self):
         items = cifar_items(2)

@@ -1,7 +1,7 @@
 // FaultFs: a FileOps (stages/source/file_ops.hpp) for tests that passes every call to the real file
 // system except the ones it was told to perturb: the Nth open or pread (or write, fstat...) of a
 // path fails with a chosen errno, reads of a file stop after K bytes as if it had been cut
-// short, a byte reads back flipped. It is how the reliability tests of issue 8 make a file vanish,
+// short, a byte reads back flipped. It is how the reliability tests make a file vanish,
 // fail with EIO or shrink under a running pipeline without a special file system or root.
 //
 // Hand it by pointer wherever a FileOps* is taken (stages::read_file, SampleProgramConfig::

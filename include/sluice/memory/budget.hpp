@@ -1,4 +1,4 @@
-// MemoryBudget: every byte the pipeline holds, accounted against a limit the user sets (DESIGN.md
+// MemoryBudget: every byte the pipeline holds, accounted against a limit the user sets (docs/design.md
 // principle 3). Producers reserve before they allocate; a reservation that does not fit waits
 // until releases make room (backpressure), or fails after a deadline, never over-commits. Caches
 // are elastic: they register a reclaimer, and a waiting reservation asks them to give memory

@@ -1,4 +1,4 @@
-// Allocator: the training core's best-fit-with-coalescing allocator (DESIGN.md, the training core),
+// Allocator: the training core's best-fit-with-coalescing allocator (docs/design.md, the training core),
 // after TensorFlow's BFC design. Tensors live in a few large regions obtained from a Backing
 // (cudaMalloc on a GPU, aligned host memory on the CPU); the allocator carves them into chunks.
 //

@@ -1,7 +1,7 @@
 // TensorCategory: what a block of training memory is for. Every allocation of the training core's
 // allocator carries one, so the allocator can keep in-use bytes and peaks per category and the
 // profiler can attribute every byte to weights, gradients, optimizer state, activations,
-// workspace or the input pipeline (DESIGN.md, the training core).
+// workspace or the input pipeline (docs/design.md, the training core).
 #pragma once
 
 #include <cstddef>

@@ -3,7 +3,7 @@
 // steps, times the steps and the waits for data, and reports per epoch and for the run; hooks
 // attach the rest (pruning, profiling, progress, printing, cancellation) at fixed points.
 //
-// The train module may not include the pipeline or the runtime (DESIGN.md's layering), so the
+// The train module may not include the pipeline or the runtime (docs/design.md's layering), so the
 // batches come through BatchSource, an interface a sluice Loader is adapted to on top of both
 // (sluice/loader_batches.hpp). Trainer is one TrainingStep (TrainerStep below); a step of the
 // caller's own, such as examples/mpi_data_parallel.cpp's data-parallel one, is another. The

@@ -1,4 +1,4 @@
-// JobPlan: one memory limit for a whole training job (issue 15): the training allocator, the
+// JobPlan: one memory limit for a whole training job: the training allocator, the
 // input pipelines (their buffers, batch rings and caches) and the optimizer state offloaded to the
 // host, planned together before step 1 and then held in one MemoryBudget.
 //

@@ -1,4 +1,4 @@
-// DiskCacheStore (issue 3): an append-only file of checksummed entries with an in-memory index, a
+// DiskCacheStore: an append-only file of checksummed entries with an in-memory index, a
 // single writer per file (flock) and any number of readers. Why it is built this way is in
 // docs/decisions/disk-cache.md.
 //
@@ -159,7 +159,7 @@ struct DiskCacheStore::Impl {
     }
   }
 
-  // Issue 14: a path that holds someone else's file is an error, never truncated. Ours are the
+  // A path that holds someone else's file is an error, never truncated. Ours are the
   // empty file (just created, or a creation that was killed) and files with the cache's magic.
   // The file's first bytes are kept for read_file_header (one read for both).
   void refuse_foreign_file() {

@@ -1,7 +1,7 @@
 // DiskCacheStore: the encoded bytes (after read) or decoded images (after decode_jpeg) of samples,
 // kept in a file on local disk so later epochs and later runs skip the slow part.
 //
-// Contract (issue 3): entries are keyed by the source file's path, size and mtime plus a
+// Contract: entries are keyed by the source file's path, size and mtime plus a
 // fingerprint of the stages upstream, so a changed file or a changed pipeline never serves stale
 // data; every entry is checksummed (XXH3) and a bad one is dropped and recomputed, never served;
 // a cache left by a killed process is detected and completed or rebuilt, never served torn; two

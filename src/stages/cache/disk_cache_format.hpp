@@ -36,7 +36,7 @@
 //   It is used only when its fingerprint and generation match the data file's and data_end is
 //   within it; entries past data_end (appended by a run that did not close) are then scanned.
 //
-// Trust (issue 14): checksums say a header is intact, not that its numbers are sane, since anyone
+// Trust: checksums say a header is intact, not that its numbers are sane, since anyone
 // can write a file with valid XXH3s. Every length read from either file is bounded (Limits, the
 // file's own size, kMaxPathBytes) before it takes part in any arithmetic, and the sums are
 // checked for overflow, so a crafted file can neither make a reader allocate or read absurd

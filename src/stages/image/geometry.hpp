@@ -2,7 +2,7 @@
 // random_resized_crop, random_crop with padding, flip_horizontal: each stage whose descriptor has a
 // GeometryRule, src/pipeline/descriptors/) into ONE mapping from output
 // pixels to source pixels, per sample, from the image's header alone. This is what lets the
-// fused sample task decode only the region and the DCT scale the output needs (DESIGN.md
+// fused sample task decode only the region and the DCT scale the output needs (docs/design.md
 // principle 2) and resample exactly once.
 //
 // Semantics follow torchvision's transforms on PIL images: the sizes, crop offsets and random

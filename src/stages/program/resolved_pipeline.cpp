@@ -87,7 +87,9 @@ void check_order(const schema::StageDescriptor& d, const spec::Stage& stage, std
   if (d.order.enters) phase = *d.order.enters;
 }
 
-// What a stage other than an image op puts into the chain; `before` is the phase it followed.
+// What each stage puts into the chain; `before` is the phase it followed. The visit is
+// exhaustive on purpose: there is no catch-all, so a stage added to spec::Stage without its line
+// here fails to compile instead of being silently ignored (docs/design.md, "Adding a stage").
 struct Collect {
   Chain& chain;
   Phase before;
@@ -103,8 +105,18 @@ struct Collect {
   void operator()(const spec::Batch& s) const { chain.batch = s; }
   void operator()(const spec::ToDevice& s) const { chain.to_device = s; }
   void operator()(const spec::Prefetch& s) const { chain.prefetch = s; }
-  template <class ImageOp>
-  void operator()(const ImageOp& /*unused*/) const {}  // image ops go to the geometry steps
+  // Image ops contribute through their descriptor's GeometryRule (collect_chain adds them to the
+  // geometry steps before this visit is reached); listing them here keeps the visit exhaustive.
+  void operator()(const spec::ResizeShorter& /*unused*/) const { image_op(); }
+  void operator()(const spec::Resize& /*unused*/) const { image_op(); }
+  void operator()(const spec::CenterCrop& /*unused*/) const { image_op(); }
+  void operator()(const spec::RandomResizedCrop& /*unused*/) const { image_op(); }
+  void operator()(const spec::RandomCrop& /*unused*/) const { image_op(); }
+  void operator()(const spec::FlipHorizontal& /*unused*/) const { image_op(); }
+
+ private:
+  // Reached only if an image op's descriptor lost its GeometryRule: its effect would be lost.
+  static void image_op() { throw Error(ErrorCode::kInternal, "an image op without a geometry rule"); }
 };
 
 // Walks the stages in order: each one's ordering rule and checks, then what it contributes.
@@ -126,7 +138,7 @@ Chain collect_chain(const PipelineSpec& spec, const BuildOptions& options) {
       auto& steps = chain.program.geometry;
       steps.push_back(GeometryStep{stage, derive_key(own.value_or(options.seed), steps.size())});
     } else {
-      std::visit(Collect{chain, before}, stage);
+      std::visit(Collect{chain, before}, stage);  // exhaustive: a new stage must say what it does
     }
   }
   if (phase == Phase::kStart) bad("build: the pipeline has no stages: add read().decode_jpeg()...batch(n)");

@@ -1,5 +1,5 @@
 // SampleProgram's way through an image whose decoded region does not fit the memory its worker
-// holds or can get (issue 14: an 8000x6000 photo among 500x375 ones at the minimum budget): the
+// holds or can get (an 8000x6000 photo among 500x375 ones at the minimum budget): the
 // region is decoded in row bands through the decoded-image buffer as it is, and each band is
 // resampled into the sample as soon as the output rows it feeds are complete. The pixels are the
 // whole-region path's (region decodes equal whole decodes inside the request, and

@@ -1,4 +1,4 @@
-// SampleProgram: the per-sample stages fused into one call (DESIGN.md principle 1). For one
+// SampleProgram: the per-sample stages fused into one call (docs/design.md principle 1). For one
 // item it reads the file, parses the JPEG header, plans the geometry, picks the DCT scale and the
 // region to decode, decodes just that, resamples once and writes the normalised sample straight
 // into its slot of the batch buffer. The runtime calls run() from one oneTBB task per sample.

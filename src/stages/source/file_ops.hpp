@@ -1,5 +1,5 @@
 // FileOps: the file-system calls of the disk cache behind one small virtual seam, so tests (and the
-// fault injection of issue 8) can make them fail (EIO, ENOSPC), come back short or flip bytes
+// fault injection) can make them fail (EIO, ENOSPC), come back short or flip bytes
 // without a special file system. Each member mirrors the POSIX call of the same name: the same
 // arguments, the same return value, errno set on failure. The base class performs the real call,
 // so an injector derives from FileOps, overrides only what it perturbs and calls FileOps::pread

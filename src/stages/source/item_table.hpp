@@ -1,5 +1,5 @@
 // ItemTable: the data set's items as the pipeline holds them for its whole life, compactly and
-// inside the memory budget (issue 18: a std::string path per file cost ~120 bytes a file outside
+// inside the memory budget (a std::string path per file cost ~120 bytes a file outside
 // the budget; this holds ImageNet-style names in ~24). Every source produces one: folders and
 // list files as files (a folder prefix shared by a run of items, plus each item's own name),
 // tar shards as members (the shard, the member's name, its data offset and size). The sample task

@@ -48,7 +48,7 @@ bool inside(const fs::path& canonical_target, const fs::path& root) {
   return true;
 }
 
-// A symlink's target must stay inside the root (issue 14) unless allowed. A dangling symlink is
+// A symlink's target must stay inside the root unless allowed. A dangling symlink is
 // left to the read, which names it ("no such file").
 void check_symlink(const std::string& path, const Root& root) {
   if (root.allow_outside) return;

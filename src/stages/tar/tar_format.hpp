@@ -7,7 +7,7 @@
 // one pread at an offset known from its index, and libarchive reads an archive as a stream of
 // members from its start (it reports where a header was, archive_read_header_position, but cannot
 // open a member there); it would only do the indexing, for which a ustar header parser is a couple
-// of hundred lines. Compressed tars are out of scope (issue 19: uncompressed shards).
+// of hundred lines. Compressed tars are out of scope (uncompressed shards).
 #pragma once
 
 #include <cstdint>

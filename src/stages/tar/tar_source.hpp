@@ -1,4 +1,4 @@
-// The tar-shard source (issue 19): shard patterns expanded into files; each shard indexed, from
+// The tar-shard source: shard patterns expanded into files; each shard indexed, from
 // its index file when that is current, else by reading its headers (stages/tar/tar_index.hpp) and
 // then saved beside it where that is allowed; and the samples of all shards, in shard order, put
 // into the item table with their labels.

@@ -1,4 +1,4 @@
-// The JSON spec's bounds (issue 14): nesting depth, string length and text size are refused
+// The JSON spec's bounds: nesting depth, string length and text size are refused
 // before parsing with a short message naming the limit and the offset; a bad value, however
 // large, is quoted by a bounded prefix; a spec file that is a FIFO is refused without blocking.
 #include <gtest/gtest.h>

@@ -242,7 +242,7 @@ TEST(JsonSpec, ShardFromTheLauncher) {
   }
 }
 
-// {"source": {"shards": ...}} (issue 19): a pattern, an array of them, or {"path", "index"};
+// {"source": {"shards": ...}}: a pattern, an array of them, or {"path", "index"};
 // round-trips; relative patterns resolve against a spec file's folder, before expansion.
 TEST(JsonSpec, ShardsSourceInEveryFormAndItsErrors) {
   for (Pipeline p : {Pipeline::from_shards("/d/train-{000000..000146}.tar").read().decode_jpeg().batch(4),

@@ -56,7 +56,7 @@ TEST(Autotuner, AMoveThatLowersTheRateIsUndoneAndRests) {
   EXPECT_EQ(next.prefetch, 2);
 }
 
-// Issue 16: a batch of 256 on 2 threads starts with 256 samples in flight; the ceiling of 4 x
+// a batch of 256 on 2 threads starts with 256 samples in flight; the ceiling of 4 x
 // threads (8) used to clamp the autotuner's copy, and the first move of any kind applied 8.
 TEST(Autotuner, NeverLowersInFlightBelowTheLoadersChoice) {
   Autotuner tuner({.threads = 2, .min_in_flight = 256, .max_in_flight = 8, .max_prefetch = 4}, {256, 1});

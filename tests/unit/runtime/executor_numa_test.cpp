@@ -1,4 +1,4 @@
-// The executor's NUMA placement (issue 17: docs/device.md promised a task_scheduler_observer that
+// The executor's NUMA placement (docs/device.md promised a task_scheduler_observer that
 // binds the workers to the GPU's node; none existed). On this machine's one node the observer is
 // harmless: workers keep the process's CPUs and nothing is bound. On a fake two-node /sys
 // (node 1 = one CPU this process may use) every task runs on that node's CPU, the consumer thread

@@ -1,4 +1,4 @@
-// DiskCacheStore never destroys or trusts what is not its own (issue 14): a file at the path that
+// DiskCacheStore never destroys or trusts what is not its own: a file at the path that
 // sluice did not write is refused and left byte for byte as it was (and so is a foreign .idx);
 // special files at the path are refused without blocking; entries and index records whose
 // checksums are valid but whose sizes exceed the pipeline's limits or wrap around are rejected;

@@ -1,4 +1,4 @@
-// Regression tests for what fuzz/decode_fuzzer found (issue 8), one per finding, each reduced to
+// Regression tests for what fuzz/decode_fuzzer found, one per finding, each reduced to
 // the smallest input that showed it: the geometry, the header or the bytes embedded here. The
 // fuzzer's parameter bytes are spelled out as the pipeline options they stand for, so each test
 // reads as the pipeline a user could have written.

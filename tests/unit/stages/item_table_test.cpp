@@ -1,4 +1,4 @@
-// ItemTable (issue 18): paths come back byte for byte whatever the folder split, names cross the
+// ItemTable: paths come back byte for byte whatever the folder split, names cross the
 // arena's chunks, labels and runs, tar members with damage, the bytes it accounts (and that they
 // stay near the names' own size), and the fingerprint the loader state had with Item vectors.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// decode_jpeg on the JPEGs users' data sets hold (issue 14), each generated here: the encodings
+// decode_jpeg on the JPEGs users' data sets hold, each generated here: the encodings
 // TurboJPEG does not write (arithmetic coding, restart markers, 4:1:1, 4:4:0 and 4:2:2
 // subsampling, progressive; written by Debian's cjpeg and jpegtran), CMYK and YCCK (libjpeg's
 // API), and the damage found in the wild (junk between markers, junk after EOI, a cut scan, a

@@ -1,4 +1,4 @@
-// The DCT scale a sample is decoded at (DESIGN.md principle 2, issue 18): the eval transform at 224
+// The DCT scale a sample is decoded at: the eval transform at 224
 // (Resize(256) of the shorter side, CenterCrop(224)) on a large photograph decodes at 1/4 or 1/8,
 // the largest scale that still leaves at least one decoded pixel per output pixel, and the sample
 // it gives stays close to the one decoded at full size. Checked on the plan (choose_denom) and on

@@ -1,4 +1,4 @@
-// Listing and reading never trust what a folder or list holds (issue 14): FIFOs, sockets and
+// Listing and reading never trust what a folder or list holds: FIFOs, sockets and
 // devices named .jpg are not listed, reading one fails at once naming it (never blocks), symlinks
 // whose targets leave the data set's folder are refused unless allow_outside_root, and build()
 // on a data set with a special file returns (checked in a child process with a deadline, so a

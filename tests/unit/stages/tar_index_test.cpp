@@ -1,4 +1,4 @@
-// Indexing tar shards (issue 19): what a well-formed shard gives (keys, offsets, labels, long
+// Indexing tar shards: what a well-formed shard gives (keys, offsets, labels, long
 // names by ustar prefix, pax and GNU records), every damaged-tar case as a damaged sample with
 // its cause and never a crash, archives written by GNU tar, and the index file's codec refusing
 // anything that is not an intact index of this very shard.

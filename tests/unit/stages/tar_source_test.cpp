@@ -1,4 +1,4 @@
-// The tar-shard source (issue 19): shard patterns, labels across shards, the index file beside a
+// The tar-shard source: shard patterns, labels across shards, the index file beside a
 // shard (written only where allowed, never over a file that is not ours, rebuilt when stale, and
 // never trusted to serve other bytes), and reading members through ItemReader.
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// Planning for the CUDA backend on a machine without a GPU (issue 17): a meta context configured
+// Planning for the CUDA backend on a machine without a GPU: a meta context configured
 // as a CUDA device would be takes cuBLAS's workspace from its allocator at construction and holds
 // it, as CudaBackend does (the batch-size search used to find it allocated lazily by the first
 // trial and failed with "the trial at batch N left ... bytes in use"); its ops request the CUDA

@@ -1,4 +1,4 @@
-// The weights file formats on crafted files (issue 14): containers whose CRC is valid but whose
+// The weights file formats on crafted files: containers whose CRC is valid but whose
 // sizes wrap or exceed the file, and pruned-weights tables whose dimensions multiply past 64 bits
 // or past what the blob holds; each is an Error(kCorruptData) naming the file, never a crash or
 // an allocation sized by the header. A FIFO in place of the file is refused without blocking.
