@@ -159,6 +159,15 @@ class ImageFolderTest(unittest.TestCase):
             sluice_torch.Loader(spec, batch_size=4, bogus=1)
 
 
+    def test_the_recipe_example_runs_with_both_loaders(self):
+        example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "imagenet_recipe.py")
+        for loader in ("sluice", "torch"):
+            run = subprocess.run([sys.executable, example, "--data", self.root, "--loader", loader, "--batch", "4",
+                                  "--batches", "2", "--workers", "1"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertRegex(run.stdout, rf"^{loader}: train [0-9]+ images/s, eval [0-9]+ images/s")
+
+
 @unittest.skipUnless(torch is not None, "torch is not importable by this interpreter (use /usr/bin/python3)")
 class MessagesTest(unittest.TestCase):
     def test_not_found_error_says_why(self):
