@@ -100,22 +100,30 @@ TEST_F(LoaderCancel, CancelBeforeAWaitEndsTheNextOne) {
 
 TEST_F(LoaderCancel, WaitCheckIsPolledEveryIntervalAndEndsTheWait) {
   Loader loader = build();
+  // Counts its calls; once armed, says "cancel" at its third call from then.
+  std::atomic<bool> armed{false};
   std::atomic<int> calls{0};
-  loader.set_wait_check([&] { return calls.fetch_add(1) + 1 >= 4; }, 20ms);
+  std::atomic<int> armed_calls{0};
+  loader.set_wait_check(
+      [&] {
+        calls.fetch_add(1);
+        return armed.load() && armed_calls.fetch_add(1) + 1 >= 3;
+      },
+      20ms);
   auto range = loader.epoch(0);
   Loader::Iterator it = range.begin();
   std::vector<Batch> held = hold_every_slot(it);
-  const int before = calls.load();  // waits for the first batches may have polled already
-  ASSERT_LT(before, 4);
+  armed.store(true);
   const auto waited = expect_cancelled(it);
-  EXPECT_EQ(calls.load(), 4);
-  EXPECT_GE(waited, (4 - before - 1) * 20ms);
+  EXPECT_EQ(armed_calls.load(), 3);
+  EXPECT_GE(waited, 40ms);  // the first call comes an interval into the wait, the third two later
   EXPECT_LT(waited, 5s);
   held.clear();
   // Removed, it is not called again.
   loader.set_wait_check({}, 20ms);
+  const int before = calls.load();
   for (Batch& b : loader.epoch(0)) (void)b;
-  EXPECT_EQ(calls.load(), 4);
+  EXPECT_EQ(calls.load(), before);
 }
 
 }  // namespace
