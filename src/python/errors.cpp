@@ -55,17 +55,19 @@ void raise(const Error& e) {
   if (e.code() == ErrorCode::kNotFound) type = not_found_type;
   const std::string what = python_speaking(e.what());
   const std::string cause = python_speaking(e.cause());
-  // Built as an object first so the attributes can be set before it is raised. A missing file
-  // is raised as Python raises one, OSError(errno, strerror, filename), so str() reads
-  // "[Errno 2] <cause>: '<path>'" (a filename set after a one-argument construction made it
-  // "[Errno None] None: '<path>'").
-  py::object exception =
-      e.code() == ErrorCode::kNotFound && !e.path().empty()
-          ? py::reinterpret_borrow<py::object>(type)(ENOENT, py::str(cause.empty() ? what : cause), py::str(e.path()))
-          : py::reinterpret_borrow<py::object>(type)(py::str(what));
+  // Built as an object first so the attributes can be set before it is raised.
+  py::object exception = py::reinterpret_borrow<py::object>(type)(py::str(what));
   exception.attr("code") = py::str(std::string(to_string(e.code())));
   exception.attr("path") = py::str(e.path());
   exception.attr("cause") = py::str(cause);
+  if (e.code() == ErrorCode::kNotFound && !e.path().empty()) {
+    // OSError's fields, as Python fills them for a missing file: its str() then reads
+    // "[Errno 2] <cause>: '<path>'" (with filename alone it read "[Errno None] None: '<path>'";
+    // sluice.Error comes first in the bases, so OSError's constructor never parses them).
+    exception.attr("errno") = ENOENT;
+    exception.attr("strerror") = py::str(cause.empty() ? what : cause);
+    exception.attr("filename") = py::str(e.path());
+  }
   PyErr_SetObject(type, exception.ptr());
 }
 

@@ -9,6 +9,7 @@
 // drops tensors and so frees slots) run meanwhile, and looks for signals every 50 ms (Ctrl-C
 // raises KeyboardInterrupt out of next() even while the consumer holds every slot). Calls on one pipeline are serialised by
 // Core::mutex: the Loader's API is its consumer's, one thread at a time.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -68,7 +69,13 @@ struct PendingSignal {
 };
 thread_local PendingSignal pending_signal;
 
+// Python runs signal handlers on its main thread only, so a wait on another thread has nothing
+// to look for and never takes the GIL (which also keeps a daemon thread that waits while the
+// interpreter shuts down from taking it then). Set under the GIL when a pipeline is built.
+std::atomic<unsigned long> main_thread_ident{0};
+
 bool python_signal_raised() {
+  if (PyThread_get_thread_ident() != main_thread_ident.load(std::memory_order_relaxed)) return false;
   py::gil_scoped_acquire gil;
   if (PyErr_CheckSignals() == 0) return false;
   PyErr_Fetch(&pending_signal.type, &pending_signal.value, &pending_signal.traceback);
@@ -216,6 +223,8 @@ PipelineRef build(PipelineDocument doc) {
   out.batch_shape = loader.batch_shape();
   out.dtype = loader.dtype();
   out.core = std::make_shared<Core>(std::move(loader));
+  main_thread_ident.store(py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>(),
+                          std::memory_order_relaxed);
   out.core->loader.set_wait_check(&python_signal_raised, kSignalInterval);
   if (to_device != nullptr) {
     out.core->device = to_device->device;
@@ -292,6 +301,26 @@ py::list samples_of(const Loader& loader) {
   return out;
 }
 
+// Pipeline.classes, class_to_idx and samples: the data set as torchvision's ImageFolder
+// describes its own.
+void add_dataset_properties(py::class_<PipelineRef>& pipeline) {
+  pipeline
+      .def_property_readonly("classes", [](const PipelineRef& p) { return p.core->loader.class_names(); },
+                             "The class names, label i being classes[i] (as ImageFolder.classes): the sorted class "
+                             "folders, or the names of shards labelled by name; [] where labels are numbers.")
+      .def_property_readonly("class_to_idx",
+                             [](const PipelineRef& p) {
+                               py::dict out;
+                               const std::vector<std::string>& names = p.core->loader.class_names();
+                               for (std::size_t i = 0; i < names.size(); ++i) out[py::str(names[i])] = i;
+                               return out;
+                             },
+                             "{class name: label}, as ImageFolder.class_to_idx.")
+      .def_property_readonly("samples", [](const PipelineRef& p) { return samples_of(p.core->loader); },
+                             "Every item of the data set as (path, label), in the source's order (as "
+                             "ImageFolder.samples; the whole data set, before a shard takes its slice).");
+}
+
 }  // namespace
 
 std::vector<spec::Stage> every_stage() {
@@ -317,9 +346,11 @@ void bind_pipeline(py::module_& m) {
       .def_property_readonly("epoch", [](const EpochIterator& self) { return self.epoch; })
       .def("__repr__", [](const EpochIterator& self) { return "<sluice.EpochIterator epoch " + std::to_string(self.epoch) + ">"; });
 
-  py::class_<PipelineRef>(m, "Pipeline",
-                          "A running sluice pipeline, built from a JSON spec given as a dict or as the path of a "
-                          "JSON file (docs/json-spec.md).")
+  py::class_<PipelineRef> pipeline(m, "Pipeline",
+                                   "A running sluice pipeline, built from a JSON spec given as a dict or as the path "
+                                   "of a JSON file (docs/json-spec.md).");
+  add_dataset_properties(pipeline);
+  pipeline
       .def(py::init(&from_object), py::arg("spec"), py::kw_only(), py::arg("base_dir") = py::none(),
            py::arg("threads") = py::none(), py::arg("memory_budget") = py::none(),
            py::arg("cuda_stream") = py::none(), py::arg("shard") = py::none(),
@@ -361,20 +392,6 @@ void bind_pipeline(py::module_& m) {
       .def("__len__", [](const PipelineRef& p) { return p.core->loader.batches_per_epoch(); })
       .def_property_readonly("batches_per_epoch", [](const PipelineRef& p) { return p.core->loader.batches_per_epoch(); })
       .def_property_readonly("samples_per_epoch", [](const PipelineRef& p) { return p.core->loader.samples_per_epoch(); })
-      .def_property_readonly("classes", [](const PipelineRef& p) { return p.core->loader.class_names(); },
-                             "The class names, label i being classes[i] (as ImageFolder.classes): the sorted class "
-                             "folders, or the names of shards labelled by name; [] where labels are numbers.")
-      .def_property_readonly("class_to_idx",
-                             [](const PipelineRef& p) {
-                               py::dict out;
-                               const std::vector<std::string>& names = p.core->loader.class_names();
-                               for (std::size_t i = 0; i < names.size(); ++i) out[py::str(names[i])] = i;
-                               return out;
-                             },
-                             "{class name: label}, as ImageFolder.class_to_idx.")
-      .def_property_readonly("samples", [](const PipelineRef& p) { return samples_of(p.core->loader); },
-                             "Every item of the data set as (path, label), in the source's order (as "
-                             "ImageFolder.samples; the whole data set, before a shard takes its slice).")
       .def_property_readonly("batch_shape", [](const PipelineRef& p) { return shape_tuple(p.batch_shape); },
                              "Shape of a full batch's data.")
       .def_property_readonly("dtype", [](const PipelineRef& p) { return dtype_name(p.dtype); })

@@ -78,7 +78,7 @@ class TransformsSpecTest(unittest.TestCase):
 
     def test_torchvision_objects_give_the_same_stages(self):
         mine = T.Compose([T.RandomResizedCrop(224, scale=(0.25, 1)), T.RandomHorizontalFlip(0.3),
-                          T.ToTensor(), T.Normalize(torch.tensor(MEAN), np.array(STD))])
+                          T.ToTensor(), T.Normalize(torch.tensor(MEAN, dtype=torch.float64), np.array(STD))])
         theirs = tvT.Compose([tvT.RandomResizedCrop(224, scale=(0.25, 1)), tvT.RandomHorizontalFlip(0.3),
                               tvT.ToTensor(), tvT.Normalize(MEAN, STD)])
         self.assertEqual(T.stages_of([theirs]), mine.stages())
@@ -237,8 +237,15 @@ CHILD = textwrap.dedent("""
     held = [next(iterator) for _ in range(3)]  # every slot of the ring (prefetch 1 + 2)
     if mode == "lock":
         # Another thread waits in next() holding the pipeline's lock; the main thread waits for it.
-        threading.Thread(target=lambda: next(iterator), daemon=True).start()
-        time.sleep(0.3)
+        started = threading.Event()
+
+        def wait_in_next():
+            started.set()
+            next(iterator)
+
+        threading.Thread(target=wait_in_next, daemon=True).start()
+        started.wait()
+        time.sleep(0.5)  # inside next(), holding the lock
         print("waiting", flush=True)
         try:
             pipeline.stats()
@@ -267,15 +274,17 @@ class InterruptTest(unittest.TestCase):
             time.sleep(0.3)  # well inside the wait
             sent = time.monotonic()
             child.send_signal(signal.SIGINT)
-            out, err = child.communicate(timeout=10)
+            out = child.stdout.readline()  # printed by the KeyboardInterrupt handler
             elapsed = time.monotonic() - sent
+            rest, err = child.communicate(timeout=10)
+            out += rest
         except subprocess.TimeoutExpired:
             child.kill()
             child.communicate()
             self.fail("next() was still waiting 10 s after SIGINT")
         self.assertEqual(child.returncode, 0, err)
         self.assertEqual(out.strip(), "interrupted")
-        self.assertLess(elapsed, 1.0)
+        self.assertLess(elapsed, 1.0, f"KeyboardInterrupt {elapsed:.2f} s after SIGINT")
 
     def test_ctrl_c_ends_a_wait_while_every_slot_is_held(self):
         self.interrupt("next")

@@ -64,8 +64,9 @@ def _read_spec(spec, base_dir):
                 document = json.load(f)
         except FileNotFoundError:
             # As Python raises a missing file: str() is "[Errno 2] <cause>: '<path>'".
-            error = _sluice.NotFoundError(errno.ENOENT, "the spec file does not exist", path)
+            error = _sluice.NotFoundError(f"{path}: the spec file does not exist")
             error.code, error.path, error.cause = "not found", path, "the spec file does not exist"
+            error.errno, error.strerror, error.filename = errno.ENOENT, error.cause, path
             raise error from None
         except json.JSONDecodeError as e:
             raise _invalid(f"{path}: not valid JSON: {e}") from None
