@@ -123,7 +123,8 @@ class ImageFolderTest(unittest.TestCase):
         self.assertEqual(loader.samples, theirs.samples)
 
     def test_the_eval_transform_gives_torchvisions_pixels(self):
-        # Resize(256) + CenterCrop(224) on PIL images, the torchvision decoder preset: the same uint8 pixels.
+        # Resize(256) + CenterCrop(224) on PIL images, the torchvision decoder preset: the same uint8 pixels
+        # (bench/e2e/decoder_presets.py finds the same on all 1,000 imagenet-photos).
         transform = [T.Resize(256), T.CenterCrop(224), T.PILToTensor()]
         theirs = torchvision.datasets.ImageFolder(self.root, tvT.Compose([tvT.Resize(256), tvT.CenterCrop(224),
                                                                           tvT.PILToTensor()]))
@@ -133,7 +134,7 @@ class ImageFolderTest(unittest.TestCase):
         expected = torch.stack([theirs[i][0] for i in range(len(theirs))])
         self.assertEqual(labels.tolist(), [theirs[i][1] for i in range(len(theirs))])
         difference = (images.int() - expected.int()).abs()
-        self.assertLessEqual(difference.max().item(), 1, f"mean {difference.float().mean().item():.4f}")
+        self.assertEqual(difference.max().item(), 0, f"mean {difference.float().mean().item():.4f}")
 
     def test_shuffle_keyword(self):
         spec = sluice.datasets.ImageFolder(self.root, T.Compose([T.Resize(16), T.CenterCrop(16)]))
