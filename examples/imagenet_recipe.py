@@ -7,9 +7,9 @@ they come from differs (`T`); the data set and loader lines change as marked "# 
   PYTHONPATH=build/python python3 examples/imagenet_recipe.py --data ../shared/datasets/imagenette-val
   PYTHONPATH=build/python python3 examples/imagenet_recipe.py --data ... --loader torch
 
-Both read the image folder (one sub-folder per class), take --batches training batches and one
-evaluation pass of the same number, and print images/s of each (with the load average: the figure
-is only comparable within one run on one machine).
+Both read the image folder (one sub-folder per class), take --batches training batches and as
+many evaluation batches, and print images/s of each (with the load average: the figure is only
+comparable within one run on one machine); --loader both runs each in turn and prints the ratio.
 """
 
 import argparse
@@ -66,15 +66,22 @@ def rate(loader, batches):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, help="an image folder (class sub-folders)")
-    parser.add_argument("--loader", choices=["sluice", "torch"], default="sluice")
+    parser.add_argument("--loader", choices=["sluice", "torch", "both"], default="sluice",
+                        help="both: each in turn, in one run, and the ratio of their rates")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2, help="num_workers / threads")
     args = parser.parse_args()
-    make = sluice_loaders if args.loader == "sluice" else torch_loaders
-    train, val = make(os.path.abspath(args.data), args.batch, args.workers)
-    print(f"{args.loader}: train {rate(train, args.batches):.0f} images/s, eval {rate(val, args.batches):.0f} "
-          f"images/s (load {os.getloadavg()[0]:.1f})")
+    rates = {}
+    for name in (["sluice", "torch"] if args.loader == "both" else [args.loader]):
+        make = sluice_loaders if name == "sluice" else torch_loaders
+        train, val = make(os.path.abspath(args.data), args.batch, args.workers)
+        rates[name] = (rate(train, args.batches), rate(val, args.batches))
+        print(f"{name}: train {rates[name][0]:.0f} images/s, eval {rates[name][1]:.0f} images/s "
+              f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    if len(rates) == 2:
+        print(f"sluice / DataLoader: train {rates['sluice'][0] / rates['torch'][0]:.2f}x, "
+              f"eval {rates['sluice'][1] / rates['torch'][1]:.2f}x")
 
 
 if __name__ == "__main__":
