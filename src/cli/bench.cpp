@@ -279,6 +279,7 @@ EpochsRun run_epochs(Loader& loader, const BenchOptions& o, std::int64_t first_e
         }
         images += b.size() - b.padding();  // a rank's padding repeats samples it delivered
         done.fetch_add(static_cast<std::uint64_t>(b.size() - b.padding()), std::memory_order_relaxed);
+        if (InterruptGuard::interrupted()) throw Error(ErrorCode::kCancelled, "interrupted");
         if (o.stop_after_batches > 0 && ++delivered == o.stop_after_batches) {
           run.stopped = true;
           break;
@@ -431,7 +432,11 @@ void run_bench(const BenchOptions& given) {
   const Pipeline pipeline = doc ? Pipeline(doc->spec) : make_pipeline(o);
   if (o.drop_cache) drop_page_cache(pipeline.spec());
   Stopwatch setup;
+  // SIGINT/SIGTERM end the run within the poll interval, waits for a batch included, through the
+  // loader's destructor (workers stopped, caches' temporaries removed) and exit 130/143.
+  const InterruptGuard interrupt_guard;
   Loader loader = pipeline.build(doc ? doc->build : build_options(o));
+  loader.set_wait_check(&InterruptGuard::interrupted, kInterruptPoll);
   const double setup_seconds = setup.seconds();
 
   std::int64_t first_epoch = 0;
@@ -441,7 +446,14 @@ void run_bench(const BenchOptions& given) {
     first_epoch = loader.resume_epoch();
   }
   if (!o.save_state.empty()) core::check_output(state_output(o.save_state));  // before the run, not after
-  const EpochsRun run = run_epochs(loader, o, first_epoch);
+  const EpochsRun run = [&] {
+    try {
+      return run_epochs(loader, o, first_epoch);
+    } catch (const Error& e) {  // a wait for a batch the signal cancelled
+      if (e.code() == ErrorCode::kCancelled && InterruptGuard::interrupted()) throw Error(ErrorCode::kCancelled, "interrupted");
+      throw;
+    }
+  }();
   if (!o.save_state.empty()) {
     const std::vector<std::uint8_t> state = loader.state();
     core::write_file_atomically(state_output(o.save_state),

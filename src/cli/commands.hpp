@@ -9,10 +9,10 @@ class App;
 namespace sluice::cli {
 
 // Exit codes shared by every command: 0 success, 1 a failure (the message says which input and
-// why), 2 a usage error (bad or missing options), 130 interrupted by Ctrl-C.
+// why), 2 a usage error (bad or missing options), 128 + the signal when a signal stopped it (130
+// for Ctrl-C, 143 for SIGTERM: InterruptGuard::exit_status).
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
-inline constexpr int kExitInterrupted = 130;
 
 // `sluice prepare <dataset> --out DIR`: a public dataset as a JPEG image folder (prepare.cpp).
 void add_prepare_command(CLI::App& app);

@@ -82,9 +82,13 @@ void ProgressLine::draw(bool final_draw) {
 
 namespace {
 
-volatile std::sig_atomic_t g_interrupted = 0;
+volatile std::sig_atomic_t g_interrupted = 0;  // the signal's number, 0 before one
+volatile std::sig_atomic_t g_last_signal = 0;   // kept after the guard goes, for the exit status
 
-extern "C" void on_interrupt(int) { g_interrupted = 1; }
+extern "C" void on_interrupt(int signal) {
+  g_interrupted = signal;
+  g_last_signal = signal;
+}
 
 struct sigaction g_previous_int;
 struct sigaction g_previous_term;
@@ -106,6 +110,8 @@ InterruptGuard::~InterruptGuard() {
 }
 
 bool InterruptGuard::interrupted() { return g_interrupted != 0; }
+
+int InterruptGuard::exit_status() { return g_last_signal != 0 ? 128 + g_last_signal : 128 + SIGINT; }
 
 int worker_count(int requested, int cap) {
   if (requested > 0) return requested;

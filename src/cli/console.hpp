@@ -63,7 +63,10 @@ class ProgressLine {
 };
 
 // Installs a SIGINT/SIGTERM handler for its lifetime that only sets a flag, so a command can stop
-// its workers and clean up its partial output instead of dying mid-write.
+// its workers and clean up its partial output instead of dying mid-write. A loader's waits poll
+// the flag through Loader::set_wait_check (kInterruptPoll), so a wait for a batch ends too.
+inline constexpr std::chrono::milliseconds kInterruptPoll{50};
+
 class InterruptGuard {
  public:
   InterruptGuard();
@@ -72,6 +75,10 @@ class InterruptGuard {
   InterruptGuard& operator=(const InterruptGuard&) = delete;
 
   static bool interrupted();
+  // What a command that stopped for a signal exits with: 128 + the signal's number (130 for
+  // SIGINT, 143 for SIGTERM), as a shell reports a process the signal killed; 130 when no
+  // signal came (a cancellation of another kind).
+  static int exit_status();
 };
 
 // This process's peak resident set size so far (VmHWM), in bytes; 0 where /proc says nothing.

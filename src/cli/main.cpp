@@ -9,6 +9,7 @@
 #include <new>
 
 #include "cli/commands.hpp"
+#include "cli/console.hpp"
 #include "sluice/core/error.hpp"
 
 namespace {
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   } catch (const sluice::Error& e) {
     std::cout.flush();
     std::cerr << "sluice: " << e.what() << '\n';
-    code = e.code() == sluice::ErrorCode::kCancelled ? sluice::cli::kExitInterrupted
+    code = e.code() == sluice::ErrorCode::kCancelled ? sluice::cli::InterruptGuard::exit_status()
                                                      : sluice::cli::kExitFailure;
   } catch (const std::bad_alloc&) {
     std::cout.flush();

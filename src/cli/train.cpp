@@ -155,11 +155,13 @@ void run_train(TrainOptions o) {
   Loader train_loader = make_pipeline(flags.data.train, info, PipelineUse::kTraining, o.batch, o.seed, flags.device,
                                       stream, job ? job->cache_bytes(0) : 0)
                             .build(job ? job->build_options(o, 0) : BuildOptions{.threads = o.loader_threads, .seed = o.seed});
+  train_loader.set_wait_check(&InterruptGuard::interrupted, kInterruptPoll);  // Ctrl-C ends a wait for a batch
   std::optional<Loader> test_loader;  // none with --no-eval
   if (!o.no_eval) {
     test_loader = make_pipeline(flags.data.test, info, PipelineUse::kEvaluation, kEvalBatch, o.seed, flags.device,
                                 stream, job ? job->cache_bytes(1) : 0)
                       .build(job ? job->build_options(o, 1) : BuildOptions{.threads = o.loader_threads, .seed = o.seed});
+    test_loader->set_wait_check(&InterruptGuard::interrupted, kInterruptPoll);
   }
   LoaderBatches train_batches(train_loader, job && job->cache_bytes(0) > 0 ? ShortBatch::kSkip : ShortBatch::kDeliver);
   const std::int64_t per_epoch = train_batches.batches_per_epoch();

@@ -5,7 +5,10 @@
 // so `except ValueError` and `except FileNotFoundError` work as Python programs expect, and
 // `except sluice.Error` catches everything sluice raises. Each exception carries `code` (the
 // ErrorCode's name: "corrupt data", ...), `path` (the input it concerns, or "") and `cause` (the
-// message without the path). A path that is not UTF-8 arrives as os.fsdecode would give it.
+// message without the path). A path that is not UTF-8 arrives as os.fsdecode would give it. Messages name stages by
+// their JSON names and the host as device="cpu" (python_speaking), as a Python user writes them.
+#include <cerrno>
+#include <regex>
 #include <string>
 
 #include "python_module.hpp"
@@ -37,17 +40,42 @@ py::str fs_str(const std::string& text) {
   return py::reinterpret_steal<py::str>(s);
 }
 
+// The library's messages name stages and devices as the C++ builder spells them; a Python user
+// writes the JSON stage names and device="cpu". "batch(n)" -> {"batch": {"size": n}},
+// "decode_jpeg()" -> "decode_jpeg", "sluice::host()" -> device="cpu".
+std::string python_speaking(std::string message) {
+  static const std::regex host(R"(sluice::host\(\))");
+  static const std::regex batch_drop(R"(\bbatch\(([0-9]+|n), drop_last\))");
+  static const std::regex batch(R"(\bbatch\(([0-9]+|n)\))");
+  static const std::regex call = [] {
+    std::string names;  // every stage's name, from the stages themselves
+    for (const spec::Stage& stage : every_stage()) names += (names.empty() ? "" : "|") + std::string(spec::name_of(stage));
+    return std::regex("\\b(" + names + ")\\(\\)");
+  }();
+  message = std::regex_replace(message, host, "device=\"cpu\"");
+  message = std::regex_replace(message, batch_drop, "{\"batch\": {\"size\": $1, \"drop_last\": true}}");
+  message = std::regex_replace(message, batch, "{\"batch\": {\"size\": $1}}");
+  return std::regex_replace(message, call, "\"$1\"");
+}
+
 void raise(const Error& e) {
   PyObject* type = error_type;
   if (e.code() == ErrorCode::kInvalidArgument) type = invalid_argument_type;
   if (e.code() == ErrorCode::kNotFound) type = not_found_type;
+  const std::string what = python_speaking(e.what());
+  const std::string cause = python_speaking(e.cause());
   // Built as an object first so the attributes can be set before it is raised.
-  py::object exception = py::reinterpret_borrow<py::object>(type)(fs_str(e.what()));
+  py::object exception = py::reinterpret_borrow<py::object>(type)(fs_str(what));
   exception.attr("code") = py::str(std::string(to_string(e.code())));
   exception.attr("path") = fs_str(e.path());
-  exception.attr("cause") = fs_str(e.cause());
+  exception.attr("cause") = fs_str(cause);
   if (e.code() == ErrorCode::kNotFound && !e.path().empty()) {
-    exception.attr("filename") = fs_str(e.path());  // OSError's own field
+    // OSError's fields, as Python fills them for a missing file: its str() then reads
+    // "[Errno 2] <cause>: '<path>'" (with filename alone it read "[Errno None] None: '<path>'";
+    // sluice.Error comes first in the bases, so OSError's constructor never parses them).
+    exception.attr("errno") = ENOENT;
+    exception.attr("strerror") = fs_str(cause.empty() ? what : cause);
+    exception.attr("filename") = fs_str(e.path());
   }
   PyErr_SetObject(type, exception.ptr());
 }

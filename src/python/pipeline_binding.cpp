@@ -6,8 +6,11 @@
 //   for batch in pipeline: ...                 # the epoch after the last one started (0 first)
 //
 // Waiting for a batch releases the GIL, so other Python threads (a training step, a thread that
-// drops tensors and so frees slots) run meanwhile. Calls on one pipeline are serialised by
+// drops tensors and so frees slots) run meanwhile, and looks for signals every 50 ms (Ctrl-C
+// raises KeyboardInterrupt out of next() even while the consumer holds every slot). Calls on one pipeline are serialised by
 // Core::mutex: the Loader's API is its consumer's, one thread at a time.
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -51,12 +54,59 @@ struct EpochIterator {
   std::optional<Loader::Iterator> it;  // declared after `core`: destroyed before it
 };
 
-// Runs `body` with the GIL released and the pipeline's lock held.
+// Signals while a batch is awaited. Python runs its signal handlers (KeyboardInterrupt for
+// Ctrl-C) only when the main thread looks for them, so the Loader's wait check does that every
+// kSignalInterval: with the GIL taken back for the moment, PyErr_CheckSignals(). When a handler
+// raised, the exception is kept here (on the waiting thread: the check runs on it) and the wait
+// ends with Error(kCancelled), which __next__ turns back into the handler's exception. Plain
+// pointers under the GIL: Core may die without it (a DLPack deleter), so it holds no Python
+// object.
+constexpr std::chrono::milliseconds kSignalInterval{50};
+
+struct PendingSignal {
+  PyObject* type = nullptr;
+  PyObject* value = nullptr;
+  PyObject* traceback = nullptr;
+};
+thread_local PendingSignal pending_signal;
+
+// Python runs signal handlers on its main thread only, so a wait on another thread has nothing
+// to look for and never takes the GIL (which also keeps a daemon thread that waits while the
+// interpreter shuts down from taking it then). Set under the GIL when a pipeline is built.
+std::atomic<unsigned long> main_thread_ident{0};
+
+bool python_signal_raised() {
+  if (PyThread_get_thread_ident() != main_thread_ident.load(std::memory_order_relaxed)) return false;
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() == 0) return false;
+  PyErr_Fetch(&pending_signal.type, &pending_signal.value, &pending_signal.traceback);
+  return true;
+}
+
+// With the GIL: raises the exception a signal handler raised during the wait, if one did.
+void raise_pending_signal() {
+  if (pending_signal.type == nullptr) return;
+  PyErr_Restore(pending_signal.type, pending_signal.value, pending_signal.traceback);
+  pending_signal = {};
+  throw py::error_already_set();
+}
+
+// Runs `body` with the GIL released and the pipeline's lock held. Waiting for the lock (another
+// thread's call waits for a batch) looks for signals as the wait for a batch does; a signal
+// handler's exception from either is raised once the GIL is back.
 template <class Body>
 auto locked(Core& core, Body&& body) {
-  py::gil_scoped_release release;
-  std::lock_guard lock(core.mutex);
-  return body();
+  try {
+    py::gil_scoped_release release;
+    std::unique_lock lock(core.mutex, std::defer_lock);
+    while (!lock.try_lock_for(kSignalInterval)) {
+      if (python_signal_raised()) throw Error(ErrorCode::kCancelled, "interrupted while waiting for the pipeline");
+    }
+    return body();
+  } catch (const Error& e) {  // the GIL is held again: `release` is gone
+    if (e.code() == ErrorCode::kCancelled) raise_pending_signal();
+    throw;
+  }
 }
 
 // The epoch's next batch, or nullptr at its end. Runs under the lock, without the GIL.
@@ -168,6 +218,9 @@ PipelineRef build(PipelineDocument doc) {
   out.batch_shape = data.shape;
   out.dtype = data.dtype;
   out.core = std::make_shared<Core>(std::move(loader));
+  main_thread_ident.store(py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>(),
+                          std::memory_order_relaxed);
+  out.core->loader.set_wait_check(&python_signal_raised, kSignalInterval);
   out.core->device = data.device;
   for (const spec::Stage& stage : doc.spec.stages) {
     if (const auto* t = std::get_if<spec::ToDevice>(&stage)) out.core->cuda_stream = t->options.stream;
@@ -175,11 +228,19 @@ PipelineRef build(PipelineDocument doc) {
   return out;
 }
 
+// json.dumps' `default`: a torch tensor or numpy array in a spec (normalize's mean and std,
+// typically) becomes its list of values; anything else is refused naming its type.
+py::object json_value(const py::object& value) {
+  if (py::hasattr(value, "tolist")) return value.attr("tolist")();
+  throw py::type_error("spec: a value of type " + py::str(py::type::of(value).attr("__name__")).cast<std::string>() +
+                       " is not a number, string, list or dict (tensors and numpy arrays are taken as lists)");
+}
+
 PipelineRef from_object(const py::object& spec, const py::object& base_dir, const py::object& threads,
                         const py::object& memory_budget, const py::object& cuda_stream, const py::object& shard) {
   PipelineDocument doc;
   if (py::isinstance<py::dict>(spec)) {
-    const std::string text = py::module_::import("json").attr("dumps")(spec).cast<std::string>();
+    const std::string text = py::module_::import("json").attr("dumps")(spec, py::arg("default") = py::cpp_function(&json_value)).cast<std::string>();
     const std::string base = base_dir.is_none() ? std::string() : py::module_::import("os").attr("fspath")(base_dir).cast<std::string>();
     py::gil_scoped_release release;
     doc = parse_pipeline_json(text, base);
@@ -205,9 +266,59 @@ py::tuple shape_tuple(const Shape& shape) {
   return out;
 }
 
+template <std::size_t... I>
+std::vector<spec::Stage> every_alternative(std::index_sequence<I...>) {
+  return {spec::Stage(std::in_place_index<I>)...};
+}
+
+// Every stage with its options and their defaults, as the canonical JSON writer spells them:
+// [{"read": {...}}, {"cache": {...}}, ...]. The docstrings of the Python classes and of
+// sluice.transforms are made from it, so they cannot drift from the JSON reference.
+py::object stage_reference() {
+  PipelineSpec spec;
+  spec.stages = every_stage();
+  const std::string text = to_json(spec, BuildOptions{});
+  return py::module_::import("json").attr("loads")(text)["stages"];
+}
+
+// sluice.Pipeline.samples: every item's (path, label), as ImageFolder.samples.
+py::list samples_of(const Loader& loader) {
+  py::list out;
+  const std::int64_t n = loader.dataset_size();
+  for (std::int64_t i = 0; i < n; ++i) out.append(py::make_tuple(loader.item_path(i), loader.item_label(i)));
+  return out;
+}
+
+// Pipeline.classes, class_to_idx and samples: the data set as torchvision's ImageFolder
+// describes its own.
+void add_dataset_properties(py::class_<PipelineRef>& pipeline) {
+  pipeline
+      .def_property_readonly("classes", [](const PipelineRef& p) { return p.core->loader.class_names(); },
+                             "The class names, label i being classes[i] (as ImageFolder.classes): the sorted class "
+                             "folders, or the names of shards labelled by name; [] where labels are numbers.")
+      .def_property_readonly("class_to_idx",
+                             [](const PipelineRef& p) {
+                               py::dict out;
+                               const std::vector<std::string>& names = p.core->loader.class_names();
+                               for (std::size_t i = 0; i < names.size(); ++i) out[py::str(names[i])] = i;
+                               return out;
+                             },
+                             "{class name: label}, as ImageFolder.class_to_idx.")
+      .def_property_readonly("samples", [](const PipelineRef& p) { return samples_of(p.core->loader); },
+                             "Every item of the data set as (path, label), in the source's order (as "
+                             "ImageFolder.samples; the whole data set, before a shard takes its slice).");
+}
+
 }  // namespace
 
+std::vector<spec::Stage> every_stage() {
+  return every_alternative(std::make_index_sequence<std::variant_size_v<spec::Stage>>{});
+}
+
 void bind_pipeline(py::module_& m) {
+  m.def("stage_reference", &stage_reference,
+        "Every stage of a spec with its options and their defaults, as the canonical JSON writes them (a list of "
+        "one-key dicts; required sizes show as 0). docs/json-spec.md says what each option means.");
   py::class_<EpochIterator>(m, "EpochIterator",
                             "One pass over an epoch's batches, from pipeline.epoch(e) or iter(pipeline); it starts "
                             "at its first next() (which abandons any epoch in progress on the pipeline).")
@@ -223,9 +334,11 @@ void bind_pipeline(py::module_& m) {
       .def_property_readonly("epoch", [](const EpochIterator& self) { return self.epoch; })
       .def("__repr__", [](const EpochIterator& self) { return "<sluice.EpochIterator epoch " + std::to_string(self.epoch) + ">"; });
 
-  py::class_<PipelineRef>(m, "Pipeline",
-                          "A running sluice pipeline, built from a JSON spec given as a dict or as the path of a "
-                          "JSON file (docs/json-spec.md).")
+  py::class_<PipelineRef> pipeline(m, "Pipeline",
+                                   "A running sluice pipeline, built from a JSON spec given as a dict or as the path "
+                                   "of a JSON file (docs/json-spec.md).");
+  add_dataset_properties(pipeline);
+  pipeline
       .def(py::init(&from_object), py::arg("spec"), py::kw_only(), py::arg("base_dir") = py::none(),
            py::arg("threads") = py::none(), py::arg("memory_budget") = py::none(),
            py::arg("cuda_stream") = py::none(), py::arg("shard") = py::none(),

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <pybind11/pybind11.h>
 
@@ -19,6 +20,7 @@
 #include "sluice/core/dtype.hpp"
 #include "sluice/core/shape.hpp"
 #include "sluice/pipeline/batch.hpp"
+#include "sluice/pipeline/spec.hpp"
 #include "sluice/runtime/loader.hpp"
 
 namespace sluice::python {
@@ -33,7 +35,7 @@ struct Core {
   explicit Core(Loader built) : loader(std::move(built)) {}
 
   Loader loader;
-  std::mutex mutex;
+  std::timed_mutex mutex;
   // Bumped whenever an epoch starts or restore() runs: the runtime then abandons the epoch in
   // progress, so an iterator of an older generation must not touch the Loader's iterator again.
   std::uint64_t generation = 0;
@@ -83,6 +85,10 @@ dlpack::TensorDesc describe(const TensorRef& tensor);
 void register_errors(py::module_& m);
 void bind_pipeline(py::module_& m);
 void bind_batch(py::module_& m);
+
+// One default-constructed stage of every kind, in spec::Stage's order: what the stage reference
+// (sluice.stage_reference(), the docstrings made from it) and the message rewriting list.
+std::vector<spec::Stage> every_stage();
 
 // "uint8", "float32", ...: the names torch and numpy use.
 const char* dtype_name(DType dtype);

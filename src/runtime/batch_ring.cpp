@@ -198,9 +198,6 @@ void BatchRing::recycle(int slot) noexcept {
   signal();
 }
 
-void BatchRing::signal() {
-  events_.fetch_add(1, std::memory_order_acq_rel);
-  events_.notify_all();
-}
+void BatchRing::signal() { events_.bump(); }
 
 }  // namespace sluice::runtime

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -21,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "runtime/event_counter.hpp"
 #include "sluice/detail/memory/aligned_buffer.hpp"
 #include "sluice/memory/budget.hpp"
 
@@ -111,9 +113,15 @@ class BatchRing {
   std::int64_t batches() const { return batches_; }
   std::int64_t returned() const { return returned_; }
 
-  // The completion counter: read it, look for work, then wait_for_change(seen) if there was none.
-  std::uint32_t events() const { return events_.load(std::memory_order_acquire); }
-  void wait_for_change(std::uint32_t seen) const { events_.wait(seen, std::memory_order_acquire); }
+  // The completion counter: read it, look for work, then wait_for_change(seen) if there was none
+  // (wait_for_change_for: at most `limit`, true when it changed). wake() bumps it from any thread,
+  // so that a waiting consumer looks again (a cancellation).
+  std::uint32_t events() const { return events_.value(); }
+  void wait_for_change(std::uint32_t seen) const { events_.wait(seen); }
+  bool wait_for_change_for(std::uint32_t seen, std::chrono::milliseconds limit) const {
+    return events_.wait_for(seen, limit);
+  }
+  void wake() { signal(); }
 
   // Bumped when an epoch is abandoned or the loader stops: tasks of older slots skip their work.
   void bump_generation() { generation_.fetch_add(1, std::memory_order_acq_rel); }
@@ -146,7 +154,7 @@ class BatchRing {
   int live_slots_ = 0;
   struct FreeSlots;  // a Boost.Lockfree queue, kept out of this header
   std::unique_ptr<FreeSlots> free_;
-  std::atomic<std::uint32_t> events_{0};
+  EventCounter events_;
   std::atomic<std::uint32_t> generation_{0};
 
   std::int64_t epoch_ = -1;

@@ -4,9 +4,13 @@
 //  - the arena reserves no slot for an external thread (task_arena(n, 0)): the consumer never
 //    joins it, so all n slots go to workers;
 //  - oneTBB keeps (cores - 1) workers by default, expecting the main thread to help, so an arena
-//    of n workers on n cores would get n - 1. A global_control raising max_allowed_parallelism to
-//    n + 1 for the executor's lifetime lifts that. oneTBB applies the smallest of all live
-//    global_control values, so a smaller limit the application sets itself still wins.
+//    of n workers on n cores would get n - 1. A global_control raising max_allowed_parallelism
+//    lifts that. The control is process-wide and oneTBB applies the smallest live one, so one
+//    control per executor capped every executor at the smallest one's threads (a training loader
+//    of 2 beside a validation loader of 1 ran on one worker). The process therefore holds one
+//    control (ParallelismLimit) at the sum of the live executors' threads + 1, replaced as
+//    executors come and go; each executor's own limit is its arena's max_concurrency. A smaller
+//    limit the application sets itself still wins.
 // Submissions are task_group tasks enqueued into the arena (enqueue(defer(...))), so wait_idle()
 // waits on oneTBB's own count of live tasks: nothing of ours is touched after a task's last
 // instruction, and destruction cannot race a finishing task.
@@ -22,6 +26,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -96,12 +101,53 @@ class NumaObserver final : public tbb::task_scheduler_observer {
   std::atomic<int> inside_{0};  // workers between entry and exit
 };
 
+// The process-wide worker limit: enough workers for every live executor's arena at once (the
+// sum of their threads; + 1 because oneTBB counts the main thread in the limit), never below
+// oneTBB's default. Replacing the control makes a new one before dropping the old: while both
+// live, the smaller applies, which is the old limit when growing and the new one when shrinking.
+class ParallelismLimit {
+ public:
+  static void add(int threads) { instance().change(threads); }
+  static void remove(int threads) { instance().change(-threads); }
+
+ private:
+  static ParallelismLimit& instance() {
+    // Made while the first executor is constructed, so destroyed after every executor (static
+    // ones included).
+    static ParallelismLimit limit;
+    return limit;
+  }
+  void change(int delta) {
+    std::lock_guard lock(mutex_);
+    total_ += delta;
+    const auto wanted = static_cast<std::size_t>(std::max(total_ + 1, tbb::info::default_concurrency()));
+    if (control_ && wanted == value_) return;
+    std::unique_ptr<tbb::global_control> next;
+    if (total_ > 0) next = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, wanted);
+    control_ = std::move(next);
+    value_ = wanted;
+  }
+
+  std::mutex mutex_;
+  int total_ = 0;
+  std::size_t value_ = 0;
+  std::unique_ptr<tbb::global_control> control_;
+};
+
+// An executor's share of the limit, for its lifetime (declared before its arena).
+struct ParallelismShare {
+  explicit ParallelismShare(int t) : threads(t) { ParallelismLimit::add(threads); }
+  ~ParallelismShare() { ParallelismLimit::remove(threads); }
+  ParallelismShare(const ParallelismShare&) = delete;
+  ParallelismShare& operator=(const ParallelismShare&) = delete;
+  int threads;
+};
+
 }  // namespace
 
 struct Executor::Impl {
   Impl(int threads, Handler h, void* c, WorkerPlacement placement)
-      : control(tbb::global_control::max_allowed_parallelism,
-                static_cast<std::size_t>(std::max(threads + 1, tbb::info::default_concurrency()))),
+      : share(threads),
         arena(threads, 0),
         handler(h),
         context(c) {
@@ -112,7 +158,7 @@ struct Executor::Impl {
     }
   }
 
-  tbb::global_control control;
+  ParallelismShare share;
   tbb::task_arena arena;
   std::optional<NumaObserver> numa;  // after the arena: stops observing before it goes
   tbb::task_group group;

@@ -1,9 +1,12 @@
 // The public Loader (sluice/runtime/loader.hpp) and Pipeline::build: thin forwards to LoaderImpl.
 #include "sluice/runtime/loader.hpp"
 
+#include <string>
+
 #include "runtime/loader_build.hpp"
 #include "runtime/loader_impl.hpp"
 #include "runtime/loader_memory_plan.hpp"
+#include "sluice/core/error.hpp"
 #include "stages/program/resolved_pipeline.hpp"
 
 namespace sluice {
@@ -41,6 +44,30 @@ Stats Loader::stats() const { return impl_->stats(); }
 std::vector<std::uint8_t> Loader::state() const { return impl_->state(); }
 void Loader::restore(std::span<const std::uint8_t> state) { impl_->restore(state); }
 std::int64_t Loader::resume_epoch() const { return impl_->resume_epoch(); }
+std::int64_t Loader::dataset_size() const { return impl_->dataset().items.size(); }
+
+namespace {
+void check_item(std::int64_t item, std::int64_t size) {
+  if (item < 0 || item >= size) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "item " + std::to_string(item) + " is outside the data set of " + std::to_string(size) + " items");
+  }
+}
+}  // namespace
+
+std::string Loader::item_path(std::int64_t item) const {
+  check_item(item, dataset_size());
+  return impl_->dataset().items.path(item);
+}
+std::int32_t Loader::item_label(std::int64_t item) const {
+  check_item(item, dataset_size());
+  return impl_->dataset().items.label(item);
+}
+const std::vector<std::string>& Loader::class_names() const { return impl_->dataset().class_names; }
+void Loader::cancel() { impl_->cancel(); }
+void Loader::set_wait_check(std::function<bool()> check, std::chrono::milliseconds interval) {
+  impl_->set_wait_check(std::move(check), interval);
+}
 
 Loader::Iterator::Iterator(LoaderImpl* impl, std::int64_t epoch) : impl_(impl), epoch_(epoch) {
   impl_->start_epoch(epoch_);

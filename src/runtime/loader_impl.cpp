@@ -263,14 +263,7 @@ bool LoaderImpl::next(Batch& out) {
   if (!r.epoch_started()) throw Error(ErrorCode::kInvalidArgument, "call epoch(e) before iterating");
   if (r.epoch_complete()) return false;
   const auto wait_start = std::chrono::steady_clock::now();
-  int found = -1;
-  while (true) {
-    const std::uint32_t seen = r.events();
-    issue_batches();
-    found = r.take_ready();
-    if (found >= 0) break;
-    r.wait_for_change(seen);
-  }
+  const int found = wait_for_ready();
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   consumer_wait_seconds_ += waited;
   tuning_->count_batch(waited);
@@ -294,6 +287,47 @@ bool LoaderImpl::next(Batch& out) {
                                    slot.epoch, slot.batch, padding, found, shared_);
   if (shared_->device) shared_->device->hand_over(found, slot.size, out);
   return true;
+}
+
+// Issues what can be issued and waits for the next batch to hand out. A cancellation (cancel(),
+// or the wait check saying so) abandons the epoch and throws; it is looked for before each look
+// at the ring, so one that comes while a batch is ready still wins.
+int LoaderImpl::wait_for_ready() {
+  using Clock = std::chrono::steady_clock;
+  runtime::BatchRing& r = ring();
+  Clock::time_point next_check = Clock::now() + wait_check_interval_;
+  while (true) {
+    const std::uint32_t seen = r.events();
+    if (cancel_requested_.exchange(false, std::memory_order_acq_rel)) {
+      abandon_epoch();
+      throw Error(ErrorCode::kCancelled, "cancelled while waiting for a batch");
+    }
+    issue_batches();
+    const int found = r.take_ready();
+    if (found >= 0) return found;
+    if (!wait_check_) {
+      r.wait_for_change(seen);
+      continue;
+    }
+    // Checked every interval of waiting, however often the ring changes meanwhile.
+    const Clock::time_point now = Clock::now();
+    if (now >= next_check) {
+      if (wait_check_()) cancel_requested_.store(true, std::memory_order_release);
+      next_check = Clock::now() + wait_check_interval_;
+      continue;
+    }
+    (void)r.wait_for_change_for(seen, std::chrono::ceil<std::chrono::milliseconds>(next_check - now));
+  }
+}
+
+void LoaderImpl::cancel() {
+  cancel_requested_.store(true, std::memory_order_release);
+  ring().wake();
+}
+
+void LoaderImpl::set_wait_check(std::function<bool()> check, std::chrono::milliseconds interval) {
+  wait_check_ = std::move(check);
+  wait_check_interval_ = std::max(interval, std::chrono::milliseconds(1));
 }
 
 void LoaderImpl::abandon_epoch() {

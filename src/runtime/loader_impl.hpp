@@ -13,7 +13,10 @@
 // run run_sample(); a Batch may be released on any thread (SharedSlots::recycle).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -62,6 +65,13 @@ class LoaderImpl {
   void restore(std::span<const std::uint8_t> state);
   std::int64_t resume_epoch() const { return state_.resume_epoch(); }
 
+  const stages::Dataset& dataset() const { return plan_.dataset; }
+
+  // Loader::cancel and Loader::set_wait_check. cancel() is the only member another thread may
+  // call while the consumer runs.
+  void cancel();
+  void set_wait_check(std::function<bool()> check, std::chrono::milliseconds interval);
+
  private:
   MemoryBudget& budget() { return *shared_->budget; }
   runtime::BatchRing& ring() { return *shared_->ring; }
@@ -74,6 +84,7 @@ class LoaderImpl {
   void run_sample(int slot, std::int64_t position);
   void finish_sample(runtime::BatchSlot& slot);
   void issue_batches();
+  int wait_for_ready();
   void abandon_epoch();
   void tune();
   void apply(const runtime::TuningSettings& settings);
@@ -94,6 +105,9 @@ class LoaderImpl {
   stages::EpochSlice slice_;                // this rank's part of the epoch in progress
   double consumer_wait_seconds_ = 0;
   std::int64_t batches_done_ = 0;
+  std::atomic<bool> cancel_requested_{false};  // set by cancel() on any thread, taken by next()
+  std::function<bool()> wait_check_;           // set_wait_check(): polled while next() waits
+  std::chrono::milliseconds wait_check_interval_{50};
 
   runtime::LoaderState state_;
   std::unique_ptr<runtime::LoaderTuning> tuning_;

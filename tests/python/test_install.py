@@ -119,7 +119,8 @@ class PipInstallTest(unittest.TestCase):
         suffix = sysconfig.get_config_var("EXT_SUFFIX")
         # One libsluice (a wheel turns symlinks into copies), beside the module.
         self.assertEqual(sorted(f for f in os.listdir(package) if f != "__pycache__"),
-                         sorted(["__init__.py", "torch.py", f"_sluice{suffix}", "libsluice.so.0"]))
+                         sorted(["__init__.py", "torch.py", "transforms.py", "datasets.py", f"_sluice{suffix}",
+                                 "libsluice.so.0"]))
         if shutil.which("readelf"):
             dynamic = self.run_logged(["readelf", "-d", os.path.join(package, f"_sluice{suffix}")]).stdout
             self.assertIn("[$ORIGIN]", dynamic)

@@ -7,7 +7,9 @@
 // runtime module defines it (src/runtime/); sluice/sluice.hpp includes this header.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <span>
@@ -61,6 +63,15 @@ class Loader {
   DType dtype() const;        // outputs()[0].dtype
   Stats stats() const;
 
+  // The data set as the source listed it (every item, before a shard takes its slice), as
+  // torchvision's ImageFolder describes its own: item i's path ("shard.tar:member" for a tar
+  // member) and label, and the class names, label i being class_names()[i] (the sorted class
+  // folders, or the class names of shards labelled by name; empty where labels are numbers).
+  std::int64_t dataset_size() const;
+  std::string item_path(std::int64_t item) const;
+  std::int32_t item_label(std::int64_t item) const;
+  const std::vector<std::string>& class_names() const;
+
   // Resumable iteration. state() is where the whole job is, not this rank: the epoch, the global
   // steps delivered in it, the global batch (batch x world) and a fingerprint of the pipeline;
   // every rank at the same step saves the same bytes. Every order and random choice is a function
@@ -78,6 +89,19 @@ class Loader {
   void restore(std::span<const std::uint8_t> state);
   // The epoch restore() resumes (the next one to iterate), or 0 without a restore.
   std::int64_t resume_epoch() const;
+
+  // Cancellation, for a consumer that must stop while it waits for a batch (Ctrl-C, a shutdown,
+  // a watchdog). cancel() may be called from any thread while the loader lives (not from a
+  // signal handler: see set_wait_check): the consumer's wait in progress, or its next one if
+  // none is, ends by throwing sluice::Error(kCancelled), and the epoch is abandoned (the iterator
+  // is done; epoch(e) starts afresh). Every wait of the consumer wakes for it, including one for
+  // a free slot while the consumer holds them all.
+  void cancel();
+  // While the consumer waits for a batch, `check` runs on the consumer's thread every `interval`;
+  // when it returns true the wait ends as after cancel(). For a consumer that can only poll:
+  // Python's signal handlers run when the waiting thread looks for them (the bindings check
+  // every 50 ms), a command line's handler sets a flag. An empty `check` removes it.
+  void set_wait_check(std::function<bool()> check, std::chrono::milliseconds interval);
 
  private:
   std::unique_ptr<LoaderImpl> impl_;

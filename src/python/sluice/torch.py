@@ -18,6 +18,7 @@ kept alive), the next batch is copied instead, so that production can go on; see
 """
 
 import copy
+import errno
 import json
 import os
 import warnings
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 
 import torch
 
-from . import _sluice
+from . import _sluice, _stage_help
 
 __all__ = ["Loader"]
 
@@ -64,9 +65,10 @@ def _read_spec(spec, base_dir):
             with open(path, encoding="utf-8") as f:
                 document = json.load(f)
         except FileNotFoundError:
+            # As Python raises a missing file: str() is "[Errno 2] <cause>: '<path>'".
             error = _sluice.NotFoundError(f"{path}: the spec file does not exist")
             error.code, error.path, error.cause = "not found", path, "the spec file does not exist"
-            error.filename = path
+            error.errno, error.strerror, error.filename = errno.ENOENT, error.cause, path
             raise error from None
         except json.JSONDecodeError as e:
             raise _invalid(f"{path}: not valid JSON: {e}") from None
@@ -108,6 +110,51 @@ def _set_batch(document, batch_size, drop_last):
     if drop_last is not None:
         options["drop_last"] = drop_last
     stages[i] = {"batch": options}
+
+
+# DataLoader's keywords that sluice.torch.Loader does not take, and what it uses instead.
+_DATALOADER_ONLY = {
+    "num_workers": "threads= (worker threads in this process, or \"auto\")",
+    "pin_memory": "device=\"cuda\" (batches are assembled in page-locked memory and copied on their own stream)",
+    "collate_fn": "the spec's batch stage (sluice assembles each batch in place, in C++; there is no per-sample "
+                  "Python object to collate)",
+    "sampler": "shuffle= and shard= (the order follows from the seed and the epoch; shard=\"launcher\" in place of "
+               "DistributedSampler)",
+    "batch_sampler": "batch_size= and drop_last=",
+    "persistent_workers": "nothing: sluice's workers live as long as the loader",
+    "prefetch_factor": "the spec's prefetch stage ({\"prefetch\": {\"depth\": n}}, batches ahead)",
+    "worker_init_fn": "seed= (every random choice follows from (seed, epoch, sample))",
+    "generator": "seed= (every random choice follows from (seed, epoch, sample))",
+    "multiprocessing_context": "nothing: sluice's workers are threads of this process",
+    "timeout": "nothing: a wait for a batch ends with Ctrl-C (KeyboardInterrupt) at any time",
+    "in_order": "the spec's build option \"ordered\"",
+    "pin_memory_device": "device=\"cuda:N\"",
+}
+
+
+def _refuse_keywords(keywords):
+    """TypeError for keywords Loader does not take, saying what sluice uses for a DataLoader's."""
+    for name in keywords:
+        if name in _DATALOADER_ONLY:
+            raise TypeError(f"sluice.torch.Loader() takes no {name}= (a DataLoader keyword): sluice uses "
+                            f"{_DATALOADER_ONLY[name]}")
+        raise TypeError(f"sluice.torch.Loader() got an unexpected keyword argument {name!r}")
+
+
+def _set_shuffle(document, shuffle):
+    """shuffle=True: a new file order every epoch (the spec's shuffle_files, seeded by the build seed
+    unless it names its own); shuffle=False: the source's order (shuffle_files and any shuffle stage
+    removed)."""
+    if not isinstance(shuffle, bool):
+        raise _invalid(f"shuffle: expected True or False, got {shuffle!r}")
+    if shuffle:
+        if not isinstance(document.get("shuffle_files"), Mapping):
+            document["shuffle_files"] = {}
+        return
+    document.pop("shuffle_files", None)
+    stages = document.get("stages")
+    if isinstance(stages, list):
+        document["stages"] = [s for s in stages if _stage_name(s) != "shuffle"]
 
 
 def _spec_device(document):
@@ -153,11 +200,15 @@ class Loader:
 
     spec: a sluice pipeline spec (docs/json-spec.md) as a dict or the path of a JSON file. The
     keywords override it: batch_size and drop_last (its batch stage, added when it has none),
-    seed (build.seed), threads (an int or "auto": sluice's worker threads, in place of
+    shuffle (True: a new file order every epoch, the spec's shuffle_files; False: the source's
+    order), seed (build.seed), threads (an int or "auto": sluice's worker threads, in place of
     DataLoader's num_workers), memory_budget (bytes or "4GiB"), shard ("launcher": the rank and
     world size torchrun, mpirun or srun set; or (rank, world)), device ("cpu", or "cuda[:N]":
     batches assembled in page-locked memory and copied to the GPU on their own stream, in place of
     pin_memory=True and .cuda(non_blocking=True)), base_dir (where a dict's relative paths resolve).
+    DataLoader's own keywords (num_workers, pin_memory, collate_fn, sampler, persistent_workers,
+    ...) raise TypeError saying what sluice uses instead. classes, class_to_idx and samples
+    describe the data set as ImageFolder does.
 
     Each batch is (images, labels): images (N, C, H, W) of the normalize stage's dtype (float32,
     float16, bfloat16 or uint8), shared with the pipeline without a copy (with layout "nhwc" the
@@ -180,9 +231,12 @@ class Loader:
     raise the prefetch depth, to avoid the copies.
     """
 
-    def __init__(self, spec, *, batch_size=None, drop_last=None, shard=None, threads=None,
-                 memory_budget=None, device=None, seed=None, base_dir=None):
+    def __init__(self, spec, *, batch_size=None, drop_last=None, shuffle=None, shard=None, threads=None,
+                 memory_budget=None, device=None, seed=None, base_dir=None, **dataloader_keywords):
+        _refuse_keywords(dataloader_keywords)
         document, base = _read_spec(spec, base_dir)
+        if shuffle is not None:
+            _set_shuffle(document, shuffle)
         if batch_size is not None:
             _positive_int("batch_size", batch_size)
         if drop_last is not None and not isinstance(drop_last, bool):
@@ -271,6 +325,21 @@ class Loader:
         self._resume = (epoch, batch)
 
     @property
+    def classes(self):
+        """The class names, label i being classes[i] (as ImageFolder.classes); [] where labels are numbers."""
+        return self._pipeline.classes
+
+    @property
+    def class_to_idx(self):
+        """{class name: label}, as ImageFolder.class_to_idx."""
+        return self._pipeline.class_to_idx
+
+    @property
+    def samples(self):
+        """Every item of the data set as (path, label), as ImageFolder.samples (before sharding)."""
+        return self._pipeline.samples
+
+    @property
     def batch_size(self):
         return self._batch_size
 
@@ -353,3 +422,7 @@ class _EpochIterator:
         self.position = batch.index + 1
         loader.last_padding = batch.padding
         return loader._to_torch(batch)  # once it returns, the images tensor alone holds the slot
+
+
+# help(sluice.torch.Loader) lists the stages a spec may hold, from the stages themselves.
+Loader.__doc__ += "\n" + _stage_help()

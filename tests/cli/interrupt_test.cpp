@@ -1,0 +1,100 @@
+// SIGINT and SIGTERM stop the command line within a second, with exit status 128 + the signal
+// (130, 143), through its normal shutdown: the message says it was interrupted and the disk
+// cache it was writing leaves no temporary file. Before, `bench` had no handler: the signal
+// killed it wherever it was, a cache's temporary stayed behind, and nothing was said.
+//
+// The batches are large (256 imagenette photos on 2 threads: a second or more each), so the signal lands
+// while the consumer waits for a batch: the wait itself must end, not only the loop around it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cli_test_support.hpp"
+#include "test_support.hpp"
+
+extern char** environ;
+
+namespace sluice::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Stopped {
+  int exit_code = -1;  // 128 + signal when the signal killed it
+  double seconds_after_signal = 0;
+  std::string err;
+};
+
+// Starts the CLI, sends `signal` after `after`, and waits (at most 30 s) for it to end.
+Stopped signal_after(const std::vector<std::string>& args, int signal, std::chrono::milliseconds after,
+                     const std::filesystem::path& err_file) {
+  std::vector<char*> argv;
+  std::string cli = SLUICE_CLI;
+  argv.push_back(cli.data());
+  std::vector<std::string> copy = args;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, cli.c_str(), &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  std::this_thread::sleep_for(after);
+  Stopped out;
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) != 0) {
+    ADD_FAILURE() << "the command ended before the signal";
+    return out;
+  }
+  kill(pid, signal);
+  const auto sent = std::chrono::steady_clock::now();
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() - sent > 30s) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "still running 30 s after the signal";
+      break;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  out.seconds_after_signal = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream in(err_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  out.err = text.str();
+  return out;
+}
+
+void expect_clean_stop(int signal, int expected_code) {
+  SLUICE_REQUIRE_DATASET(data, "imagenette-val");
+  TempDir dir;
+  const std::filesystem::path cache = dir / "train.cache";
+  const std::vector<std::string> args{"bench", "--data", data.string(), "--transform", "train", "--size", "224",
+                                      "--batch", "256", "--threads", "2", "--epochs", "50",
+                                      "--cache", "disk:" + cache.string()};
+  const Stopped s = signal_after(args, signal, 1500ms, dir / "stderr.txt");
+  EXPECT_EQ(s.exit_code, expected_code) << s.err;
+  EXPECT_LT(s.seconds_after_signal, 1.0) << "took " << s.seconds_after_signal << " s to stop";
+  EXPECT_NE(s.err.find("interrupted"), std::string::npos) << "stderr: " << s.err;
+  for (const auto& file : list_files(dir.path())) {
+    EXPECT_EQ(file.string().find(".tmp"), std::string::npos) << "left behind: " << file;
+  }
+}
+
+TEST(CliInterrupt, SigintStopsBenchWithin1sWith130AndNoTemporaries) { expect_clean_stop(SIGINT, 130); }
+
+TEST(CliInterrupt, SigtermStopsBenchWithin1sWith143AndNoTemporaries) { expect_clean_stop(SIGTERM, 143); }
+
+}  // namespace
+}  // namespace sluice::test

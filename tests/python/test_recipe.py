@@ -1,0 +1,321 @@
+"""A PyTorch user's recipe against sluice: the DataLoader surface of sluice.torch.Loader (classes,
+class_to_idx, samples equal to torchvision's ImageFolder; shuffle=; DataLoader keywords refused
+saying what sluice uses), sluice.transforms and sluice.datasets building the spec from
+torchvision's names (and torchvision's own objects), held to torchvision's pixels, Python-speaking
+errors, help() and inspect.signature, and the two bugs: Ctrl-C during a wait (KeyboardInterrupt
+within a second even while the consumer holds every slot, or waits for another thread's call),
+and pipelines of different thread counts side by side (no oneTBB warning, which the process-wide
+limit printed).
+
+Run by CTest (label python) as `/usr/bin/python3 -m unittest -v test_recipe`, like test_sluice.py.
+"""
+
+import inspect
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+import sluice
+import sluice.datasets
+import sluice.transforms as T
+
+try:
+    import numpy as np
+    import torch
+    import torchvision
+    import torchvision.transforms as tvT
+    from PIL import Image
+    import sluice.torch as sluice_torch
+except ImportError:
+    torch = None
+
+DATASETS = os.environ.get("SLUICE_DATASETS", "")
+IMAGENETTE = os.path.join(DATASETS, "imagenette-val") if DATASETS else ""
+CIFAR_TEST = os.path.join(DATASETS, "cifar10", "test") if DATASETS else ""
+MEAN = [0.485, 0.456, 0.406]
+STD = [0.229, 0.224, 0.225]
+
+
+def have(folder):
+    return bool(folder) and os.path.isdir(folder)
+
+
+def small_image_folder(root, source, classes=3, per_class=4):
+    """root/<class>/<file>: the first `per_class` files of the first `classes` classes of `source`
+    (copied: a folder source refuses links that leave it)."""
+    for name in sorted(os.listdir(source))[:classes]:
+        os.makedirs(os.path.join(root, name))
+        for file in sorted(os.listdir(os.path.join(source, name)))[:per_class]:
+            shutil.copy(os.path.join(source, name, file), os.path.join(root, name, file))
+    return root
+
+
+@unittest.skipUnless(torch is not None, "torch/torchvision are not importable by this interpreter (use /usr/bin/python3)")
+class TransformsSpecTest(unittest.TestCase):
+    def test_names_build_the_stages(self):
+        transform = T.Compose([T.RandomResizedCrop(176), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)])
+        self.assertEqual(transform.stages(), [
+            {"random_resized_crop": {"size": 176, "scale": [0.08, 1.0], "ratio": [0.75, 4.0 / 3.0],
+                                     "filter": "bilinear", "antialias": True}},
+            {"flip_horizontal": {"probability": 0.5}},
+            {"normalize": {"mean": MEAN, "std": STD, "layout": "nchw", "dtype": "f32"}},
+        ])
+        self.assertEqual(T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()]).stages(), [
+            {"resize_shorter": {"size": 256, "filter": "bilinear", "antialias": True}},
+            {"center_crop": {"size": 224}},
+            {"normalize": {"mean": [], "std": [], "layout": "nchw", "dtype": "u8"}},
+        ])
+        self.assertEqual(T.Compose([T.Resize((32, 48)), T.RandomCrop(32, padding=4)]).stages(), [
+            {"resize": {"width": 48, "height": 32, "filter": "bilinear", "antialias": True}},
+            {"random_crop": {"size": 32, "padding": 4, "fill": 0}},
+        ])
+
+    def test_torchvision_objects_give_the_same_stages(self):
+        mine = T.Compose([T.RandomResizedCrop(224, scale=(0.25, 1)), T.RandomHorizontalFlip(0.3),
+                          T.ToTensor(), T.Normalize(torch.tensor(MEAN, dtype=torch.float64), np.array(STD))])
+        theirs = tvT.Compose([tvT.RandomResizedCrop(224, scale=(0.25, 1)), tvT.RandomHorizontalFlip(0.3),
+                              tvT.ToTensor(), tvT.Normalize(MEAN, STD)])
+        self.assertEqual(T.stages_of([theirs]), mine.stages())
+
+    def test_unsupported_transforms_are_refused_by_name(self):
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Lambda: a Python function"):
+            T.stages_of([tvT.Lambda(lambda x: x)])
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^ColorJitter: sluice has no stage"):
+            T.stages_of([tvT.ColorJitter(0.4, 0.4, 0.4)])
+        with self.assertRaisesRegex(AttributeError, r"sluice.transforms has no TrivialAugmentWide"):
+            T.TrivialAugmentWide()
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Resize: interpolation 'bicubic'"):
+            T.stages_of([tvT.Resize(256, interpolation=tvT.InterpolationMode.BICUBIC)])
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Normalize: needs ToTensor"):
+            T.Compose([T.Normalize(MEAN, STD)]).stages()
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^CenterCrop: comes after ToTensor"):
+            T.Compose([T.ToTensor(), T.CenterCrop(8)]).stages()
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"target_transform"):
+            sluice.datasets.ImageFolder("/tmp", target_transform=lambda y: y)
+        with self.assertRaisesRegex(TypeError, "runs inside a sluice pipeline"):
+            T.CenterCrop(8)(None)
+
+
+@unittest.skipUnless(torch is not None, "torch/torchvision are not importable by this interpreter (use /usr/bin/python3)")
+@unittest.skipUnless(have(IMAGENETTE), "the shared datasets (imagenette-val) are absent: set SLUICE_DATASETS")
+class ImageFolderTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.root = small_image_folder(os.path.join(cls.tmp.name, "val"), IMAGENETTE)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_classes_class_to_idx_and_samples_equal_torchvisions(self):
+        theirs = torchvision.datasets.ImageFolder(self.root)
+        loader = sluice_torch.Loader(sluice.datasets.ImageFolder(self.root, T.Compose([T.Resize(32), T.CenterCrop(32)])),
+                                     batch_size=4, threads=1)
+        self.assertEqual(loader.classes, theirs.classes)
+        self.assertEqual(loader.class_to_idx, theirs.class_to_idx)
+        self.assertEqual(loader.samples, theirs.samples)
+
+    def test_the_eval_transform_gives_torchvisions_pixels(self):
+        # Resize(256) + CenterCrop(224) on PIL images, the torchvision decoder preset: the same uint8 pixels
+        # (bench/e2e/decoder_presets.py finds the same on all 1,000 imagenet-photos).
+        transform = [T.Resize(256), T.CenterCrop(224), T.PILToTensor()]
+        theirs = torchvision.datasets.ImageFolder(self.root, tvT.Compose([tvT.Resize(256), tvT.CenterCrop(224),
+                                                                          tvT.PILToTensor()]))
+        loader = sluice_torch.Loader(sluice.datasets.ImageFolder(self.root, T.Compose(transform), decoder="torchvision"),
+                                     batch_size=len(theirs), shuffle=False, threads=2)
+        images, labels = next(iter(loader))
+        expected = torch.stack([theirs[i][0] for i in range(len(theirs))])
+        self.assertEqual(labels.tolist(), [theirs[i][1] for i in range(len(theirs))])
+        difference = (images.int() - expected.int()).abs()
+        self.assertEqual(difference.max().item(), 0, f"mean {difference.float().mean().item():.4f}")
+
+    def test_shuffle_keyword(self):
+        spec = sluice.datasets.ImageFolder(self.root, T.Compose([T.Resize(16), T.CenterCrop(16)]))
+        ordered = sluice_torch.Loader(spec, batch_size=12, shuffle=False, threads=1)
+        self.assertEqual(next(iter(ordered))[1].tolist(), [0] * 4 + [1] * 4 + [2] * 4)
+        shuffled = sluice_torch.Loader(spec, batch_size=12, shuffle=True, seed=3, threads=1)
+        first = [labels.tolist() for _, labels in shuffled]
+        second = [labels.tolist() for _, labels in shuffled]  # the next epoch: another order
+        self.assertEqual(sorted(first[0]), [0] * 4 + [1] * 4 + [2] * 4)
+        self.assertNotEqual(first, second)
+        self.assertNotEqual(first[0], [0] * 4 + [1] * 4 + [2] * 4)
+        with self.assertRaises(ValueError):
+            sluice_torch.Loader(spec, batch_size=4, shuffle="yes")
+
+    def test_dataloader_keywords_say_what_sluice_uses(self):
+        spec = sluice.datasets.ImageFolder(self.root)
+        for keyword, value, says in (("num_workers", 4, "threads="), ("pin_memory", True, 'device="cuda"'),
+                                     ("collate_fn", list, "batch stage"), ("sampler", None, "shard="),
+                                     ("persistent_workers", True, "live as long as the loader")):
+            with self.assertRaisesRegex(TypeError, f"takes no {keyword}=.*{says}"):
+                sluice_torch.Loader(spec, batch_size=4, **{keyword: value})
+        with self.assertRaisesRegex(TypeError, "unexpected keyword argument 'bogus'"):
+            sluice_torch.Loader(spec, batch_size=4, bogus=1)
+
+
+    def test_the_recipe_example_runs_with_both_loaders(self):
+        example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "imagenet_recipe.py")
+        for loader in ("sluice", "torch"):
+            run = subprocess.run([sys.executable, example, "--data", self.root, "--loader", loader, "--batch", "4",
+                                  "--batches", "2", "--workers", "1"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertRegex(run.stdout, rf"^{loader}: train [0-9]+ images/s, eval [0-9]+ images/s")
+
+
+@unittest.skipUnless(torch is not None, "torch is not importable by this interpreter (use /usr/bin/python3)")
+class MessagesTest(unittest.TestCase):
+    def test_not_found_error_says_why(self):
+        with self.assertRaises(sluice.NotFoundError) as caught:
+            sluice.Pipeline({"source": {"folder": "/nonexistent-sluice-data"},
+                             "stages": ["read", "decode_jpeg", {"batch": {"size": 4}}]})
+        text = str(caught.exception)
+        self.assertNotIn("None", text)
+        self.assertIn("/nonexistent-sluice-data", text)
+        self.assertIn(caught.exception.cause, text)
+        self.assertTrue(caught.exception.cause)
+        self.assertEqual(caught.exception.filename, "/nonexistent-sluice-data")
+        with self.assertRaises(sluice.NotFoundError) as caught:
+            sluice_torch.Loader("/nonexistent-sluice-spec.json")
+        self.assertEqual(str(caught.exception), "[Errno 2] the spec file does not exist: '/nonexistent-sluice-spec.json'")
+
+    @unittest.skipUnless(have(CIFAR_TEST), "the shared datasets (cifar10/test) are absent")
+    def test_messages_name_json_stages(self):
+        folder = os.path.join(CIFAR_TEST, sorted(os.listdir(CIFAR_TEST))[0])
+        items = [{"path": os.path.join(folder, f)} for f in sorted(os.listdir(folder))[:3]]
+        with self.assertRaises(sluice.InvalidArgumentError) as caught:
+            sluice.Pipeline({"source": {"items": items}, "stages": ["read", "decode_jpeg"]})
+        self.assertIn('{"batch": {"size": n}}', str(caught.exception))
+        self.assertNotIn("batch(n)", str(caught.exception))
+
+    @unittest.skipUnless(have(CIFAR_TEST), "the shared datasets (cifar10/test) are absent")
+    def test_mean_and_std_from_tensors_and_numpy(self):
+        folder = os.path.join(CIFAR_TEST, sorted(os.listdir(CIFAR_TEST))[0])
+        items = [{"path": os.path.join(folder, f)} for f in sorted(os.listdir(folder))[:4]]
+
+        def spec(mean, std):
+            return {"source": {"items": items}, "build": {"threads": 1},
+                    "stages": ["read", "decode_jpeg", {"normalize": {"mean": mean, "std": std, "dtype": "f32"}},
+                               {"batch": {"size": 4}}]}
+
+        lists = sluice.Pipeline(spec(MEAN, STD)).spec["stages"][2]["normalize"]
+        for mean, std in ((torch.tensor(MEAN), torch.tensor(STD)), (np.array(MEAN), np.array(STD))):
+            got = sluice.Pipeline(spec(mean, std)).spec["stages"][2]["normalize"]
+            self.assertEqual([round(v, 6) for v in got["mean"]], [round(v, 6) for v in lists["mean"]])
+            self.assertEqual([round(v, 6) for v in got["std"]], [round(v, 6) for v in lists["std"]])
+        with self.assertRaisesRegex(TypeError, "object is not a number"):
+            sluice.Pipeline(spec(object(), STD))
+
+    def test_help_lists_the_stages_and_signatures_read(self):
+        names = [next(iter(entry)) for entry in sluice.stage_reference()]
+        self.assertIn("random_resized_crop", names)
+        for name in names:
+            self.assertIn(f"    {name}: ", sluice.Pipeline.__doc__)
+            self.assertIn(f"    {name}: ", sluice_torch.Loader.__doc__)
+        self.assertIn('"scale": [0.08, 1.0]', sluice.Pipeline.__doc__)
+        self.assertIn("threads", inspect.signature(sluice.Pipeline).parameters)
+        parameters = inspect.signature(sluice_torch.Loader).parameters
+        for keyword in ("batch_size", "shuffle", "threads", "device", "seed"):
+            self.assertIn(keyword, parameters)
+
+
+# A child that builds a pipeline (the CIFAR files of one class), then waits in next() in the way
+# `mode` says, printing "waiting" first; the test sends SIGINT and times the KeyboardInterrupt.
+CHILD = textwrap.dedent("""
+    import os, sys, threading, time
+    import sluice
+    folder, mode = sys.argv[1], sys.argv[2]
+    items = [{"path": os.path.join(folder, f)} for f in sorted(os.listdir(folder))[:64]]
+    pipeline = sluice.Pipeline({"source": {"items": items}, "build": {"threads": 1},
+                                "stages": ["read", "decode_jpeg", {"batch": {"size": 4}}, {"prefetch": {"depth": 1}}]})
+    iterator = pipeline.epoch(0)
+    held = [next(iterator) for _ in range(3)]  # every slot of the ring (prefetch 1 + 2)
+    if mode == "lock":
+        # Another thread waits in next() holding the pipeline's lock; the main thread waits for it.
+        started = threading.Event()
+
+        def wait_in_next():
+            started.set()
+            next(iterator)
+
+        threading.Thread(target=wait_in_next, daemon=True).start()
+        started.wait()
+        time.sleep(0.5)  # inside next(), holding the lock
+        print("waiting", flush=True)
+        try:
+            pipeline.stats()
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(0)
+    else:
+        print("waiting", flush=True)
+        try:
+            next(iterator)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(0)
+    sys.exit(3)
+""")
+
+
+@unittest.skipUnless(have(CIFAR_TEST), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
+class InterruptTest(unittest.TestCase):
+    def interrupt(self, mode):
+        folder = os.path.join(CIFAR_TEST, sorted(os.listdir(CIFAR_TEST))[0])
+        child = subprocess.Popen([sys.executable, "-c", CHILD, folder, mode], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(child.stdout.readline().strip(), "waiting")
+            time.sleep(0.3)  # well inside the wait
+            sent = time.monotonic()
+            child.send_signal(signal.SIGINT)
+            out = child.stdout.readline()  # printed by the KeyboardInterrupt handler
+            elapsed = time.monotonic() - sent
+            rest, err = child.communicate(timeout=10)
+            out += rest
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            self.fail("next() was still waiting 10 s after SIGINT")
+        self.assertEqual(child.returncode, 0, err)
+        self.assertEqual(out.strip(), "interrupted")
+        self.assertLess(elapsed, 1.0, f"KeyboardInterrupt {elapsed:.2f} s after SIGINT")
+
+    def test_ctrl_c_ends_a_wait_while_every_slot_is_held(self):
+        self.interrupt("next")
+
+    def test_ctrl_c_ends_a_wait_for_another_threads_call(self):
+        self.interrupt("lock")
+
+
+@unittest.skipUnless(have(CIFAR_TEST), "the shared datasets (cifar10/test) are absent: set SLUICE_DATASETS")
+class SideBySideTest(unittest.TestCase):
+    def test_pipelines_of_different_thread_counts_print_no_tbb_warning(self):
+        # A training pipeline of 2 threads beside a validation one of 1: before, the smaller's
+        # process-wide limit capped the larger and oneTBB said so on stderr.
+        script = textwrap.dedent("""
+            import os, sys
+            import sluice
+            folder = sys.argv[1]
+            items = [{"path": os.path.join(folder, f)} for f in sorted(os.listdir(folder))[:64]]
+            def spec(threads):
+                return {"source": {"items": items}, "build": {"threads": threads},
+                        "stages": ["read", "decode_jpeg", {"batch": {"size": 8}}]}
+            train, val, third = sluice.Pipeline(spec(2)), sluice.Pipeline(spec(1)), sluice.Pipeline(spec(3))
+            for pipeline in (train, val, third, train):
+                assert sum(b.size for b in pipeline) == 64
+        """)
+        folder = os.path.join(CIFAR_TEST, sorted(os.listdir(CIFAR_TEST))[0])
+        run = subprocess.run([sys.executable, "-c", script, folder], capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertNotIn("TBB Warning", run.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
