@@ -35,18 +35,12 @@ set(allowed_python core memory pipeline stages runtime device train c)
 #                       so `bench --json` writes the statistics as C and Python do, and every JSON
 #                       the CLI writes keeps paths that are not UTF-8 (docs/stats.md)
 #  python  -> c:        the one DLPack export both bindings share (c/dlpack_export.hpp)
-#  every module -> core: the one atomic writer of output files, the one reader of whole input
-#                       files and little-endian helpers, the one number parser (core/atomic_file.hpp,
-#                       core/binary_io.hpp, core/numbers.hpp): internal, so not in include/sluice
-set(private_memory core)
-set(private_pipeline core)
-set(private_stages pipeline core)
-set(private_runtime stages core)
-set(private_device core)
-set(private_train device core)
-set(private_c device core)
-set(private_cli stages pipeline core)
-set(private_python c core)
+set(private_stages pipeline)
+set(private_runtime stages)
+set(private_train device)
+set(private_c device)
+set(private_cli stages pipeline)
+set(private_python c)
 
 set(violations "")
 foreach(module IN LISTS modules)
@@ -93,9 +87,10 @@ endforeach()
 #  train/tensor  -> train/cuda/cuda_workspace.hpp: the CUDA backend's workspace arithmetic, plain
 #                   C++, which contexts use to plan a CUDA step on a machine without a GPU
 set(submodule_parents stages train)
-set(sub_stages_tar source)
+set(sub_stages_source decode)  # the extensions the decoders read say which files are images
+set(sub_stages_tar source decode remote)  # remote: shards named by URL, fetched by stages/remote
 set(sub_stages_cache source)
-set(sub_stages_program source tar decode image cache)
+set(sub_stages_program source tar decode image cache remote)
 set(sub_train_cpu tensor)
 set(sub_train_cuda tensor)
 set(sub_train_plan tensor)

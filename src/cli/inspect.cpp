@@ -33,7 +33,7 @@
 #include "cli/console.hpp"
 #include "pipeline/json_text.hpp"
 #include "cli/number_flags.hpp"
-#include "core/numbers.hpp"
+#include "sluice/detail/core/numbers.hpp"
 #include "cli/remote_options.hpp"
 #include "sluice/core/error.hpp"
 #include "cli/inspect_formats.hpp"

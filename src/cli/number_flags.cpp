@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/numbers.hpp"
+#include "sluice/detail/core/numbers.hpp"
 
 namespace sluice::cli {
 

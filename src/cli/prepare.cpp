@@ -30,9 +30,9 @@
 #include "cli/console.hpp"
 #include "cli/idx_reader.hpp"
 #include "cli/number_flags.hpp"
-#include "core/numbers.hpp"
-#include "core/atomic_file.hpp"
-#include "core/binary_io.hpp"
+#include "sluice/detail/core/numbers.hpp"
+#include "sluice/detail/core/atomic_file.hpp"
+#include "sluice/detail/core/binary_io.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice::cli {

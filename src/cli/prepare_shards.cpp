@@ -39,7 +39,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/console.hpp"
-#include "core/numbers.hpp"
+#include "sluice/detail/core/numbers.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 #include "stages/source/source.hpp"

@@ -22,7 +22,7 @@
 #include "cli/console.hpp"
 #include "pipeline/json_text.hpp"
 #include "cli/number_flags.hpp"
-#include "core/atomic_file.hpp"
+#include "sluice/detail/core/atomic_file.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 

@@ -1,6 +1,6 @@
 // The atomic writer of every file sluice produces (atomic_file.hpp): exclusive temporary, fsync,
 // ownership check, rename, folder fsync.
-#include "core/atomic_file.hpp"
+#include "sluice/detail/core/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // Reading whole input files with one set of checks (binary_io.hpp).
-#include "core/binary_io.hpp"
+#include "sluice/detail/core/binary_io.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

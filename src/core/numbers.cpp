@@ -1,5 +1,5 @@
 // Checked parsing of integers written by people (numbers.hpp).
-#include "core/numbers.hpp"
+#include "sluice/detail/core/numbers.hpp"
 
 #include <charconv>
 #include <thread>

@@ -9,8 +9,8 @@
 #include <climits>
 #include <filesystem>
 
-#include "core/binary_io.hpp"
-#include "core/numbers.hpp"
+#include "sluice/detail/core/binary_io.hpp"
+#include "sluice/detail/core/numbers.hpp"
 #include "pipeline/json_limits.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"

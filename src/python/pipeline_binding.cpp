@@ -22,7 +22,7 @@
 
 #include <pybind11/stl.h>
 
-#include "core/numbers.hpp"
+#include "sluice/detail/core/numbers.hpp"
 #include "python_module.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"

@@ -1,6 +1,6 @@
 // random_crop(width, height): torchvision's RandomCrop(size, padding, fill): pad every side, then
 // crop at a random offset.
-#include "core/numbers.hpp"
+#include "sluice/detail/core/numbers.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 #include "sluice/core/error.hpp"

@@ -13,7 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/binary_io.hpp"
+#include "sluice/detail/core/binary_io.hpp"
 #include "sluice/core/error.hpp"
 #include "stages/source/file_ops.hpp"
 

@@ -6,7 +6,7 @@
 #include <variant>
 #include <vector>
 
-#include "core/numbers.hpp"
+#include "sluice/detail/core/numbers.hpp"
 #include "pipeline/stage_registry.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/rng.hpp"

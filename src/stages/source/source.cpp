@@ -11,8 +11,8 @@
 #include <climits>
 #include <memory>
 
-#include "core/binary_io.hpp"
-#include "core/numbers.hpp"
+#include "sluice/detail/core/binary_io.hpp"
+#include "sluice/detail/core/numbers.hpp"
 #include "sluice/core/error.hpp"
 #include "stages/decode/image_format.hpp"
 #include "stages/tar/tar_source.hpp"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/binary_io.hpp"
+#include "sluice/detail/core/binary_io.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice::stages {

@@ -8,8 +8,8 @@
 #include <charconv>
 #include <cstring>
 
-#include "core/binary_io.hpp"
-#include "core/numbers.hpp"
+#include "sluice/detail/core/binary_io.hpp"
+#include "sluice/detail/core/numbers.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 #include "stages/source/file_ops.hpp"

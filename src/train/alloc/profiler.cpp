@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "core/atomic_file.hpp"
+#include "sluice/detail/core/atomic_file.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 

@@ -3,8 +3,8 @@
 
 #include <xxhash.h>
 
-#include "core/atomic_file.hpp"
-#include "core/binary_io.hpp"
+#include "sluice/detail/core/atomic_file.hpp"
+#include "sluice/detail/core/binary_io.hpp"
 
 namespace sluice::train::weights_io {
 

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/binary_io.hpp"
+#include "sluice/detail/core/binary_io.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/shape.hpp"
 

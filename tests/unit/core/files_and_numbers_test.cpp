@@ -12,9 +12,9 @@
 #include <string>
 #include <thread>
 
-#include "core/atomic_file.hpp"
-#include "core/binary_io.hpp"
-#include "core/numbers.hpp"
+#include "sluice/detail/core/atomic_file.hpp"
+#include "sluice/detail/core/binary_io.hpp"
+#include "sluice/detail/core/numbers.hpp"
 #include "sluice/core/error.hpp"
 #include "test_support.hpp"
 

@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <fstream>
 
-#include "core/numbers.hpp"
+#include "sluice/detail/core/numbers.hpp"
 #include "pipeline_support.hpp"
 #include "sluice/sluice.hpp"
 #include "test_support.hpp"
