@@ -39,6 +39,7 @@ struct PipelineRef {
   std::string spec_json;  // the canonical document (every option written out)
   Shape batch_shape;      // of a full batch, as the consumer receives it
   DType dtype = DType::kU8;
+  std::vector<OutputDescription> outputs;  // the Loader's: data, then labels
 };
 
 // pipeline.epoch(e): a one-pass iterator over epoch e, started by its first next().
@@ -214,7 +215,8 @@ PipelineRef build(PipelineDocument doc) {
     return Pipeline(doc.spec).build(doc.build);
   }();
   // What the consumer receives, device normalisation included: the Loader's to say.
-  const OutputDescription data = loader.outputs()[0];
+  out.outputs = loader.outputs();
+  const OutputDescription data = out.outputs[0];
   out.batch_shape = data.shape;
   out.dtype = data.dtype;
   out.core = std::make_shared<Core>(std::move(loader));
@@ -389,6 +391,23 @@ void bind_pipeline(py::module_& m) {
       .def_property_readonly("batch_shape", [](const PipelineRef& p) { return shape_tuple(p.batch_shape); },
                              "Shape of a full batch's data.")
       .def_property_readonly("dtype", [](const PipelineRef& p) { return dtype_name(p.dtype); })
+      .def_property_readonly(
+          "outputs",
+          [](const PipelineRef& p) {
+            py::list out;
+            for (const OutputDescription& o : p.outputs) {
+              py::dict d;
+              d["name"] = o.name;
+              d["shape"] = shape_tuple(o.shape);
+              d["dtype"] = dtype_name(o.dtype);
+              d["layout"] = o.layout;
+              d["device"] = to_string(o.device);
+              out.append(d);
+            }
+            return out;
+          },
+          "What a batch holds as it arrives, one dict per output (\"data\", then \"labels\"): name, shape "
+          "(of a full batch), dtype, layout (\"NCHW\", \"NHWC\", \"N\") and device; the C++ Loader::outputs().")
       .def_property_readonly("device", [](const PipelineRef& p) { return to_string(p.core->device); })
       .def_property_readonly("next_epoch", [](const PipelineRef& p) { return locked(*p.core, [&] { return p.core->next_epoch; }); },
                              "The epoch iter(pipeline) iterates next.")

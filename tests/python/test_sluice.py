@@ -335,6 +335,9 @@ class PresetTest(unittest.TestCase):
         a, b = sluice.Pipeline(preset), sluice.Pipeline(by_hand)
         self.assertEqual(a.spec["stages"], b.spec["stages"])
         self.assertEqual((a.batch_shape, a.dtype, a.device), ((8, 3, 32, 32), "float16", "host"))
+        self.assertEqual(a.outputs, [
+            {"name": "data", "shape": (8, 3, 32, 32), "dtype": "float16", "layout": "NCHW", "device": "host"},
+            {"name": "labels", "shape": (8,), "dtype": "int32", "layout": "N", "device": "host"}])
         if np is not None:
             for x, y in zip(a.epoch(0), b.epoch(0)):
                 self.assertEqual(np.from_dlpack(x.data).tobytes(), np.from_dlpack(y.data).tobytes())
