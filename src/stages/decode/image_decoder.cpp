@@ -77,6 +77,27 @@ void ImageDecoder::decode(std::span<const std::uint8_t> bytes, const ImageProbe&
   }
 }
 
+bool ImageDecoder::begin_rows(std::span<const std::uint8_t> bytes, const ImageProbe& probe) {
+  if (sniff_format(bytes) != probe.format) {
+    throw Error(ErrorCode::kInvalidArgument, "the probe passed to begin_rows() is of another image");
+  }
+  last_ = probe.format;
+  return decoder_for(probe.format).begin_rows(bytes, probe);
+}
+
+void ImageDecoder::read_rows(ImageView rows) {
+  if (rows.channels != channels()) throw Error(ErrorCode::kInvalidArgument, "read_rows: wrong channel count");
+  decoder_for(last_).read_rows(rows, workspace_);
+}
+
+void ImageDecoder::end_rows() {
+  decoder_for(last_).end_rows();
+  const FormatWarnings& w = decoder_for(last_).warnings();
+  if (options_.strict && w.count > 0) {
+    throw Error(ErrorCode::kCorruptData, std::string(format_name(last_)) + " warning (strict): " + w.first);
+  }
+}
+
 const FormatWarnings& ImageDecoder::warnings() const {
   static const FormatWarnings kNone;
   const FormatDecoder* d = last_ == ImageFormat::kUnknown || last_ == ImageFormat::kJpeg ? nullptr : find(last_);

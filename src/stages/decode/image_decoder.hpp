@@ -38,6 +38,11 @@ class ImageDecoder {
   std::uint64_t workspace_requirements(const ImageProbe& probe);
   // The whole first frame into `out` (probe's size, channels() channels, any stride).
   void decode(std::span<const std::uint8_t> bytes, const ImageProbe& probe, ImageView out);
+  // Row bands through the format's decoder, where it has them (image_format.hpp): false when
+  // this image cannot be read so (the caller then needs the whole image's memory).
+  bool begin_rows(std::span<const std::uint8_t> bytes, const ImageProbe& probe);
+  void read_rows(ImageView rows);
+  void end_rows();
   // What the last probe() or decode() warned about.
   const FormatWarnings& warnings() const;
 

@@ -69,6 +69,13 @@ class FormatDecoder {
   // kCorruptData with the library's own message for damaged data.
   virtual void decode(std::span<const std::uint8_t> bytes, const ImageProbe& probe, ImageView out,
                       AlignedBuffer& scratch) = 0;
+  // Row bands, for an image too large to hold at once, where the format gives its rows in order
+  // (PNG without interlacing): begin_rows() says whether it can for this image; read_rows() fills
+  // `rows` (full width, 1 or 3 channels) with the next rows, top to bottom, taking no more of
+  // `scratch` than workspace_requirements(); end_rows() after the last. The pixels are decode()'s.
+  virtual bool begin_rows(std::span<const std::uint8_t> /*bytes*/, const ImageProbe& /*probe*/) { return false; }
+  virtual void read_rows(ImageView /*rows*/, AlignedBuffer& /*scratch*/) {}
+  virtual void end_rows() {}
   // What the last probe() or decode() warned about.
   const FormatWarnings& warnings() const { return warnings_; }
 

@@ -3,7 +3,8 @@
 // the animation chunks). libspng converts everything to 8-bit RGB itself (tRNS and alpha
 // dropped, 16-bit samples scaled to 8), which is Pillow's convert("RGB") for 8-bit data.
 // A progressive (non-interlaced) image is decoded row by row straight into the output, so its
-// workspace is one row at most; an interlaced one needs the whole image before any row is final.
+// workspace is one row at most, and it can be decoded in row bands (begin_rows) when the image does
+// not fit its worker's memory; an interlaced one needs the whole image before any row is final.
 // libspng reports a CRC mismatch (the image data's too: the chunks after the last row are read),
 // a bad zlib stream or a file cut short as an error code and prints nothing. Pillow does not check
 // the image data's CRCs; a file whose IDAT CRC is wrong decodes there and fails here
@@ -73,6 +74,7 @@ class PngDecoder final : public FormatDecoder {
   ImageProbe probe(std::span<const std::uint8_t> bytes) override {
     clear_warnings();
     pending_.reset();
+    rows_.reset();
     auto owned = std::make_unique<Ctx>();
     Ctx& c = *owned;
     open(c, bytes);
@@ -110,15 +112,49 @@ class PngDecoder final : public FormatDecoder {
     return out_channels == 3 ? 0 : row;                                           // one RGB row for grey
   }
 
+  bool begin_rows(std::span<const std::uint8_t> bytes, const ImageProbe& probe) override {
+    clear_warnings();
+    rows_.reset();
+    if (probe.interlaced) return false;  // Adam7: no row is final before the last pass
+    std::unique_ptr<Ctx> owned = take(bytes, probe);
+    check(spng_decode_image(owned->ctx, nullptr, 0, SPNG_FMT_RGB8, SPNG_DECODE_PROGRESSIVE));
+    rows_ = std::move(owned);
+    rows_probe_ = probe;
+    rows_read_ = 0;
+    return true;
+  }
+
+  void read_rows(ImageView rows, AlignedBuffer& scratch) override {
+    if (!rows_ || rows.width != rows_probe_.width || rows.height > rows_probe_.height - rows_read_) {
+      throw Error(ErrorCode::kInvalidArgument, "PNG: read_rows() outside a band decode");
+    }
+    const std::size_t row = static_cast<std::size_t>(rows_probe_.width) * 3;
+    if (rows.channels != 3) scratch.reserve(row);
+    for (int y = 0; y < rows.height; ++y, ++rows_read_) {
+      std::uint8_t* target = rows.channels == 3 ? rows.row(y) : scratch.data();
+      const int code = spng_decode_row(rows_->ctx, target, row);
+      if (code != 0 && !(code == SPNG_EOI && rows_read_ + 1 == rows_probe_.height)) {
+        rows_.reset();
+        fail(code);
+      }
+      if (rows.channels != 3) store_rgb_row(target, rows.width, rows.row(y), 1);
+    }
+  }
+
+  void end_rows() override {
+    if (!rows_ || rows_read_ != rows_probe_.height) {
+      rows_.reset();
+      throw Error(ErrorCode::kInvalidArgument, "PNG: end_rows() before the last row");
+    }
+    const std::unique_ptr<Ctx> done = std::move(rows_);
+    finish(*done);
+  }
+
   void decode(std::span<const std::uint8_t> bytes, const ImageProbe& probe, ImageView out,
               AlignedBuffer& scratch) override {
     clear_warnings();
-    std::unique_ptr<Ctx> owned = std::move(pending_);
-    if (!owned || probe.token == 0 || probe.token != pending_token_ || pending_data_ != bytes.data() ||
-        pending_size_ != bytes.size()) {
-      owned = std::make_unique<Ctx>();
-      open(*owned, bytes);
-    }
+    rows_.reset();
+    std::unique_ptr<Ctx> owned = take(bytes, probe);
     Ctx& c = *owned;
     const std::size_t row = static_cast<std::size_t>(probe.width) * 3;
     const std::uint64_t need = workspace_requirements(probe, out.channels);
@@ -148,6 +184,21 @@ class PngDecoder final : public FormatDecoder {
     if (code == SPNG_ECHUNK_CRC) fail(code);
   }
 
+  // The context probe() left for these bytes and this probe, else a fresh one.
+  std::unique_ptr<Ctx> take(std::span<const std::uint8_t> bytes, const ImageProbe& probe) {
+    std::unique_ptr<Ctx> owned = std::move(pending_);
+    if (!owned || probe.token == 0 || probe.token != pending_token_ || pending_data_ != bytes.data() ||
+        pending_size_ != bytes.size()) {
+      owned = std::make_unique<Ctx>();
+      open(*owned, bytes);
+    }
+    return owned;
+  }
+
+  // A band decode in progress.
+  std::unique_ptr<Ctx> rows_;
+  ImageProbe rows_probe_;
+  int rows_read_ = 0;
   // The context probe() left, with the bytes and token it belongs to.
   std::unique_ptr<Ctx> pending_;
   const std::uint8_t* pending_data_ = nullptr;

@@ -1,7 +1,8 @@
 // TIFF through libtiff's RGBA reader (TIFFRGBAImage): strips and tiles; every compression this
 // libtiff was built with (none, LZW, deflate, PackBits, JPEG, ...); 1 to 16 bits; grey, RGB,
 // palette, CMYK, YCbCr; the first page. The reader goes a band at a time (a strip's or a tile
-// row's height), so the workspace is one band of 32-bit pixels, not the image. Where its
+// row's height), so the workspace is one band of 32-bit pixels, not the image, and an image too
+// large for its worker's memory is decoded in row bands (begin_rows) the same way. Where its
 // conversion differs from Pillow's, put routines of our own take over: CMYK as Pillow converts it
 // (255 - k - c * (255 - k) / 255, rounded like Pillow's MULDIV255) and RGB with an unassociated
 // alpha channel as it is stored (libtiff would premultiply it, Pillow drops the alpha). Rows come
@@ -15,6 +16,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "sluice/core/error.hpp"
@@ -156,6 +158,7 @@ class TiffDecoder final : public FormatDecoder {
  public:
   ImageProbe probe(std::span<const std::uint8_t> bytes) override {
     clear_warnings();
+    rows_.reset();
     const File f(bytes);
     ImageProbe p = probe_open(f);
     if (f.input.warnings > 0) warn(f.input.warning);
@@ -166,17 +169,29 @@ class TiffDecoder final : public FormatDecoder {
     return static_cast<std::uint64_t>(probe.width) * static_cast<std::uint64_t>(probe.rows_per_band) * 4;
   }
 
+  // The whole image is its rows, all at once.
   void decode(std::span<const std::uint8_t> bytes, const ImageProbe& probe, ImageView out,
               AlignedBuffer& scratch) override {
+    begin_rows(bytes, probe);
+    read_rows(out, scratch);
+    end_rows();
+  }
+
+  // Row bands: the RGBA reader reads a band (rows_per_band) at a time into the workspace, and
+  // rows are handed out from it as asked.
+  bool begin_rows(std::span<const std::uint8_t> bytes, const ImageProbe& probe) override {
     clear_warnings();
-    File f(bytes);
-    const ImageProbe p = probe_open(f);
+    rows_.reset();
+    auto r = std::make_unique<Rows>(bytes);
+    r->probe = probe_open(r->file);
+    const ImageProbe& p = r->probe;
     if (p.width != probe.width || p.height != probe.height || p.rows_per_band != probe.rows_per_band) {
       throw Error(ErrorCode::kInvalidArgument, "TIFF: the probe passed to decode() is of another image");
     }
     char message[1024] = {};
-    TIFFRGBAImage img{};
-    if (TIFFRGBAImageBegin(&img, f.tif, 1, message) == 0) unsupported(kTiff, message);
+    if (TIFFRGBAImageBegin(&r->img, r->file.tif, 1, message) == 0) unsupported(kTiff, message);
+    r->begun = true;
+    TIFFRGBAImage& img = r->img;
     img.req_orientation = img.orientation;  // rows in file order, as Pillow leaves them
     const bool contig8 = img.isContig != 0 && img.bitspersample == 8;
     if (contig8 && img.photometric == PHOTOMETRIC_SEPARATED && img.samplesperpixel >= 4) {
@@ -184,38 +199,72 @@ class TiffDecoder final : public FormatDecoder {
     } else if (contig8 && img.photometric == PHOTOMETRIC_RGB && img.samplesperpixel > 3) {
       img.put.contig = put_rgb_extra;
     }
-    scratch.reserve(static_cast<std::size_t>(workspace_requirements(probe, out.channels)));
+    rows_ = std::move(r);
+    return true;
+  }
+
+  void read_rows(ImageView rows, AlignedBuffer& scratch) override {
+    if (!rows_ || rows.width != rows_->probe.width || rows.height > rows_->probe.height - rows_->next) {
+      throw Error(ErrorCode::kInvalidArgument, "TIFF: read_rows() outside a band decode");
+    }
+    Rows& r = *rows_;
+    const ImageProbe& p = r.probe;
+    scratch.reserve(static_cast<std::size_t>(workspace_requirements(p, rows.channels)));
     auto* raster = reinterpret_cast<std::uint32_t*>(scratch.data());
     std::uint8_t rgb[3 * 256];
-    for (int y0 = 0; y0 < p.height; y0 += p.rows_per_band) {
-      const int rows = std::min(p.rows_per_band, p.height - y0);
-      img.row_offset = y0;
-      img.col_offset = 0;
-      if (TIFFRGBAImageGet(&img, raster, static_cast<std::uint32_t>(p.width), static_cast<std::uint32_t>(rows)) == 0) {
-        TIFFRGBAImageEnd(&img);
-        f.fail("cannot read the image data");
-      }
-      for (int r = 0; r < rows; ++r) {
-        const std::uint32_t* in = raster + static_cast<std::size_t>(r) * static_cast<std::size_t>(p.width);
-        std::uint8_t* o = out.row(y0 + r);
-        for (int x = 0; x < p.width; x += 256) {  // through a small RGB buffer, 256 pixels at a time
-          const int n = std::min(256, p.width - x);
-          for (int i = 0; i < n; ++i) {
-            rgb[3 * i] = static_cast<std::uint8_t>(TIFFGetR(in[x + i]));
-            rgb[3 * i + 1] = static_cast<std::uint8_t>(TIFFGetG(in[x + i]));
-            rgb[3 * i + 2] = static_cast<std::uint8_t>(TIFFGetB(in[x + i]));
-          }
-          store_rgb_row(rgb, n, o + static_cast<std::ptrdiff_t>(x) * out.channels, out.channels);
+    for (int y = 0; y < rows.height; ++y, ++r.next) {
+      if (r.next >= r.band_start + r.band_rows) {  // the next band into the workspace
+        r.band_start = r.next;
+        r.band_rows = std::min(p.rows_per_band, p.height - r.next);
+        r.img.row_offset = r.band_start;
+        r.img.col_offset = 0;
+        if (TIFFRGBAImageGet(&r.img, raster, static_cast<std::uint32_t>(p.width), static_cast<std::uint32_t>(r.band_rows)) == 0) {
+          const std::string error = r.file.input.error;
+          rows_.reset();
+          corrupt(kTiff, error.empty() ? "cannot read the image data" : error);
         }
       }
+      const std::uint32_t* in = raster + static_cast<std::size_t>(r.next - r.band_start) * static_cast<std::size_t>(p.width);
+      std::uint8_t* o = rows.row(y);
+      for (int x = 0; x < p.width; x += 256) {  // through a small RGB buffer, 256 pixels at a time
+        const int n = std::min(256, p.width - x);
+        for (int i = 0; i < n; ++i) {
+          rgb[3 * i] = static_cast<std::uint8_t>(TIFFGetR(in[x + i]));
+          rgb[3 * i + 1] = static_cast<std::uint8_t>(TIFFGetG(in[x + i]));
+          rgb[3 * i + 2] = static_cast<std::uint8_t>(TIFFGetB(in[x + i]));
+        }
+        store_rgb_row(rgb, n, o + static_cast<std::ptrdiff_t>(x) * rows.channels, rows.channels);
+      }
     }
-    TIFFRGBAImageEnd(&img);
+  }
+
+  void end_rows() override {
+    const std::unique_ptr<Rows> r = std::move(rows_);
+    if (!r || r->next != r->probe.height) throw Error(ErrorCode::kInvalidArgument, "TIFF: end_rows() before the last row");
     // A damaged strip libtiff read around (stoponerr is on, so this is a warning, not an error).
-    if (!f.input.error.empty()) corrupt(kTiff, f.input.error);
-    if (f.input.warnings > 0) warn(f.input.warning);
+    if (!r->file.input.error.empty()) corrupt(kTiff, r->file.input.error);
+    if (r->file.input.warnings > 0) warn(r->file.input.warning);
   }
 
  private:
+  // A band decode in progress: the open file, libtiff's RGBA reader, the band in the workspace.
+  struct Rows {
+    explicit Rows(std::span<const std::uint8_t> bytes) : file(bytes) {}
+    Rows(const Rows&) = delete;
+    Rows& operator=(const Rows&) = delete;
+    ~Rows() {
+      if (begun) TIFFRGBAImageEnd(&img);
+    }
+    File file;
+    ImageProbe probe;
+    TIFFRGBAImage img{};
+    bool begun = false;
+    int next = 0;        // the next row to hand out
+    int band_start = 0;  // the band the workspace holds
+    int band_rows = 0;
+  };
+  std::unique_ptr<Rows> rows_;
+
   static ImageProbe probe_open(const File& f) {
     ImageProbe p;
     p.format = kTiff;

@@ -4,9 +4,11 @@
 // resampled into the sample as soon as the output rows it feeds are complete. The pixels are the
 // whole-region path's (region decodes equal whole decodes inside the request, and
 // Resampler::run_rows equals run), so the choice, which depends on free memory and so on timing,
-// never changes a batch.
+// never changes a batch. The other formats take the same way where their decoder gives rows in
+// order (PNG without interlacing), a full-width row at a time.
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <cstring>
 #include <vector>
 
@@ -35,6 +37,28 @@ std::vector<int> keep_from(const Resampler& r, int rows) {
 void SampleProgram::decode_in_bands(const SampleGeometry& plan, std::span<const std::uint8_t> bytes,
                                     const JpegHeader& header, const JpegRequest& decode, Workspace& ws,
                                     void* out) const {
+  resample_bands(plan, ws, out, [&](const Rect& footprint) {
+    const JpegRequest request{.scale_denom = decode.scale_denom, .region = footprint,
+                              .fast_upsample = decode.fast_upsample};
+    return RowSource{ws.decoder.decoded_region(header, request),
+                     [&ws, bytes, &header, request] { ws.decoder.begin_rows(bytes, header, request); },
+                     [&ws](ImageView rows) { ws.decoder.read_rows(rows); }, [&ws] { ws.decoder.end_rows(); }};
+  });
+}
+
+bool SampleProgram::other_format_in_bands(const SampleGeometry& plan, std::span<const std::uint8_t> bytes,
+                                          const ImageProbe& probe, Workspace& ws, void* out) const {
+  if (!ws.formats.begin_rows(bytes, probe)) return false;
+  // The decoder hands out whole rows: the window holds full-width rows from the top.
+  resample_bands(plan, ws, out, [&](const Rect& /*footprint*/) {
+    return RowSource{Rect{0, 0, probe.width, probe.height}, [] {},  // begun above
+                     [&ws](ImageView rows) { ws.formats.read_rows(rows); }, [&ws] { ws.formats.end_rows(); }};
+  });
+  return true;
+}
+
+void SampleProgram::resample_bands(const SampleGeometry& plan, Workspace& ws, void* out,
+                                   const std::function<RowSource(const Rect& footprint)>& open) const {
   require_batch_size(plan);
   Resampler& resampler = ws.resampler;
   resampler.setup(ResampleParams{plan.x, plan.y, channels_, plan.filter, plan.antialias, plan.fill});
@@ -47,9 +71,8 @@ void SampleProgram::decode_in_bands(const SampleGeometry& plan, std::span<const 
                          plan.out.height, channels_, out_row};
   const Rect footprint = resampler.footprint();
   if (footprint.width > 0) {
-    const JpegRequest request{.scale_denom = decode.scale_denom, .region = footprint,
-                              .fast_upsample = decode.fast_upsample};
-    const Rect region = ws.decoder.decoded_region(header, request);
+    const RowSource source = open(footprint);
+    const Rect& region = source.region;
     const std::size_t row_bytes = static_cast<std::size_t>(region.width) * channels_;
     // The fewest rows a band can hold: every output row's taps, and the rows kept for later ones.
     const std::vector<int> keep = keep_from(resampler, plan.out.height);
@@ -63,13 +86,14 @@ void SampleProgram::decode_in_bands(const SampleGeometry& plan, std::span<const 
     ws.decoded.reserve(row_bytes * static_cast<std::size_t>(least));
     const int capacity = static_cast<int>(ws.decoded.capacity() / row_bytes);
     std::uint8_t* const window = ws.decoded.data();
-    int window_y = ws.decoder.begin_rows(bytes, header, request).y;  // source row of the window's first
-    int held = 0;                                                   // rows the window holds
-    int next = window_y;                                            // next row libjpeg hands out
+    source.begin();
+    int window_y = region.y;  // source row of the window's first
+    int held = 0;             // rows the window holds
+    int next = window_y;      // next row the decoder hands out
     const int region_end = region.y + region.height;
     const auto read_into_window = [&](int rows) {
-      ws.decoder.read_rows(ImageView{window + static_cast<std::size_t>(held) * row_bytes, region.width, rows,
-                                     channels_, static_cast<std::ptrdiff_t>(row_bytes)});
+      source.read(ImageView{window + static_cast<std::size_t>(held) * row_bytes, region.width, rows, channels_,
+                            static_cast<std::ptrdiff_t>(row_bytes)});
       held += rows;
       next += rows;
     };
@@ -105,7 +129,7 @@ void SampleProgram::decode_in_bands(const SampleGeometry& plan, std::span<const 
       held = 0;
       read_into_window(std::min(capacity, region_end - next));
     }
-    ws.decoder.end_rows();
+    source.end();
   } else {
     resampler.run_rows(ConstImageView{}, 0, 0, target, 0, plan.out.height, scratch);  // all padding
   }

@@ -366,7 +366,18 @@ void SampleProgram::run_other_format(const ItemTable& items, std::int64_t item, 
                                      std::span<const std::uint8_t> bytes, Workspace& ws, void* out,
                                      Clock::time_point& t) const {
   const ImageProbe probe = ws.formats.probe(bytes);
-  ws.decoded.reserve(static_cast<std::size_t>(probe.width) * probe.height * channels_);
+  const std::size_t decoded_bytes = static_cast<std::size_t>(probe.width) * probe.height * channels_;
+  if (!ws.decoded.try_reserve(decoded_bytes)) {
+    // Larger than the worker holds or can get now: row bands where the format gives rows in
+    // order, with the pixels of the whole-image path; else wait for the memory (or kTooLarge).
+    const SampleGeometry plan = plan_geometry(config_.geometry, {probe.width, probe.height}, key);
+    if (other_format_in_bands(plan, bytes, probe, ws, out)) {
+      if (const FormatWarnings& w = ws.formats.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
+      ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(sample_bytes()));
+      return;
+    }
+    ws.decoded.reserve(decoded_bytes);
+  }
   const ImageView decoded = view_of(ws.decoded, probe.width, probe.height, channels_);
   ws.formats.decode(bytes, probe, decoded);
   if (const FormatWarnings& w = ws.formats.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -176,6 +177,23 @@ class SampleProgram {
   // footprint.
   void decode_in_bands(const SampleGeometry& plan, std::span<const std::uint8_t> bytes, const JpegHeader& header,
                        const JpegRequest& decode, Workspace& ws, void* out) const;
+  // The same for another format whose decoder gives rows in order (ImageDecoder::begin_rows);
+  // false, nothing done, when this image cannot be read so.
+  bool other_format_in_bands(const SampleGeometry& plan, std::span<const std::uint8_t> bytes, const ImageProbe& probe,
+                             Workspace& ws, void* out) const;
+  // Where the rows of a band decode come from: the rectangle of source pixels they cover, the
+  // start of the decode (once the window is reserved), the next rows top to bottom, and the end
+  // after the last.
+  struct RowSource {
+    Rect region;
+    std::function<void()> begin;
+    std::function<void(ImageView)> read;
+    std::function<void()> end;
+  };
+  // The band loop both use: `open` starts the decode of the resampler's footprint and says where
+  // its rows come from.
+  void resample_bands(const SampleGeometry& plan, Workspace& ws, void* out,
+                      const std::function<RowSource(const Rect& footprint)>& open) const;
   // A PNG, WebP, GIF, BMP, PNM or TIFF file, whole, into ws.decoded (the decoded size reserved
   // first: growth past the worker's share waits for memory or fails with kTooLarge), then
   // resampled and normalised into `out` like a JPEG.

@@ -17,6 +17,8 @@
 #include "sluice/core/error.hpp"
 #include "stages/decode/image_decoder.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
+#include "stages/program/sample_program.hpp"
+#include "one_file_table.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {
@@ -255,6 +257,60 @@ TEST(ImageFormats, WorkspacePastTheBudgetIsRefused) {
   EXPECT_FALSE(d.ok);
   EXPECT_TRUE(d.code == ErrorCode::kTooLarge || d.code == ErrorCode::kOutOfBudget) << d.message;
   EXPECT_EQ(budget.used(), 0u);
+}
+
+// A PNG and a TIFF (strips) larger than their worker's share with nothing else free: decoded in row
+// bands and resampled
+// as they come, the same samples as the whole-image path byte for byte (RGB and grey, resize and
+// crop, random resized crop with flip, a padded crop), the decoded buffer within its share.
+TEST(ImageFormats, LargePngAndTiffDecodeInRowBandsWithTheWholeImageSamples) {
+  REQUIRE_CORPUS();
+  test::TempDir dir;
+  const int w = 803, h = 605;
+  const std::string raw = (dir / "big.rgb").string();
+  test::write_bytes(raw, test::make_pattern(w, h, 3, 5));
+  const std::string png = (dir / "big.png").string();
+  const std::string tif = (dir / "big.tif").string();  // LZW, 16-row strips
+  const std::string command = std::string("'") + SLUICE_SYSTEM_PYTHON +
+                              "' -c 'import sys; from PIL import Image; "
+                              "im = Image.frombytes(\"RGB\", (803, 605), open(sys.argv[1], \"rb\").read()); "
+                              "im.save(sys.argv[2]); im.save(sys.argv[3], compression=\"tiff_lzw\", tiffinfo={278: 16})' '" +
+                              raw + "' '" + png + "' '" + tif + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const std::vector<std::pair<std::vector<GeometryStep>, Size2>> chains = {
+      {{{spec::ResizeShorter{256, {}}, 1}, {spec::CenterCrop{224, 224}, 2}}, {224, 224}},
+      {{{spec::RandomResizedCrop{160, 160, {}}, 3}, {spec::FlipHorizontal{0.5, {}}, 4}}, {160, 160}},
+      {{{spec::RandomCrop{240, 240, {.padding = 40, .fill = 7}}, 6}}, {240, 240}},
+  };
+  int banded = 0;
+  for (const Color color : {Color::kRGB, Color::kGrey}) {
+    for (const auto& [steps, size] : chains) {
+      SampleProgramConfig config;
+      config.decode.color = color;
+      config.geometry = steps;
+      config.normalize = {.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8};
+      config.output = size;
+      const SampleProgram program(config);
+      auto whole = program.make_workspace();
+      MemoryBudget budget(64 << 20);
+      // The formats' workspace gets what the memory plan would give (a TIFF band of 16 rows).
+      auto tight = program.make_workspace(budget, WorkspaceShare{.file = 8 << 20, .decoded = 64 << 10, .resized = 1 << 20,
+                                                                 .scratch = 1 << 20, .decoder = {}, .formats = 256 << 10});
+      auto rest = budget.try_reserve(budget.available(), MemoryUse::kBatches);
+      ASSERT_TRUE(rest);
+      for (const std::string& file : {png, tif}) {
+        for (const std::int64_t epoch : {1}) {
+          std::vector<std::uint8_t> want(program.sample_bytes()), got(program.sample_bytes());
+          program.run(test::one_file(file), 0, SampleKey{epoch, 3, 0}, *whole, want.data());
+          program.run(test::one_file(file), 0, SampleKey{epoch, 3, 0}, *tight, got.data());
+          ASSERT_TRUE(got == want) << file << ", epoch " << epoch;
+          EXPECT_LE(tight->decoded.capacity(), std::size_t{64} << 10);
+          banded += whole->decoded.capacity() > tight->decoded.capacity();
+        }
+      }
+    }
+  }
+  EXPECT_EQ(banded, 2 * 3 * 2);
 }
 
 }  // namespace
