@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "remote_server.hpp"
@@ -77,7 +78,7 @@ class RemoteShards : public ::testing::Test {
   }
   std::string local_pattern() const { return (dir_ / "root" / "shards" / "train-{000000..000007}.tar").string(); }
   std::string http_pattern(const RemoteServer& server) const { return server.url("/shards/train-{000000..000007}.tar"); }
-  RemoteOptions remote(double timeout_s = 30, int retries = 6) const {
+  RemoteOptions remote(double timeout_s = 5, int retries = 6) const {
     return {.cache_dir = (dir_ / "cache").string(), .cache_limit = 64 << 20, .timeout_s = timeout_s, .retries = retries};
   }
   std::vector<std::uint64_t> local_hashes(int threads = 2) const {
@@ -203,13 +204,13 @@ TEST_F(RemoteShards, AShardFailingPastItsRetriesIsABadSampleUnderBothPolicies) {
   const RemoteServer server(dir_ / "root");
   server.faults(R"({"reset_every": 1, "only": "train-000003"})");
   try {
-    (void)remote_hashes(http_pattern(server), remote(30, 2), 2, OnError::kFail);
+    (void)remote_hashes(http_pattern(server), remote(5, 2), 2, OnError::kFail);
     ADD_FAILURE() << "kFail went past a shard that could not be fetched";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/shards/train-000003.tar:"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("gave up after 3 attempts"), std::string::npos) << e.what();
   }
-  Pipeline p = Pipeline::from_shards(http_pattern(server), {.remote = remote(30, 2)});
+  Pipeline p = Pipeline::from_shards(http_pattern(server), {.remote = remote(5, 2)});
   Loader loader = augment(p).batch(8).build({.threads = 2, .on_error = OnError::kSkip});
   EXPECT_EQ(batch_hashes(loader, 0).size(), 14u);  // 105 samples and the stand-in for the lost shard, in full batches
   EXPECT_EQ(loader.stats().skipped, 1);
@@ -240,6 +241,21 @@ TEST_F(RemoteShards, TheCacheRevalidatesItsCopiesAndHoldsItsLimit) {
   // A data set larger than the limit fails build() saying so.
   small.cache_limit = shard_bytes * 2;
   EXPECT_THROW((void)remote_hashes(http_pattern(server), small), Error);
+}
+
+TEST_F(RemoteShards, TwoLoadersSharingACacheFetchEachShardOnce) {
+  const RemoteServer server(dir_ / "root");
+  server.faults(R"({"latency_ms": 50})");
+  const auto expected = local_hashes();
+  std::vector<std::uint64_t> a, b;
+  std::thread other([&] { a = remote_hashes(http_pattern(server), remote()); });
+  b = remote_hashes(http_pattern(server), remote());
+  other.join();
+  EXPECT_EQ(a, expected);
+  EXPECT_EQ(b, expected);
+  // One of them fetched the shards, the other found its copies current.
+  EXPECT_EQ(server.stat("object_gets"), 16);
+  EXPECT_EQ(server.stat("not_modified"), 8);
 }
 
 TEST_F(RemoteShards, ACacheFolderHoldingForeignFilesIsRefused) {

@@ -20,7 +20,7 @@ Faults are switched at run time by PUT /__faults with a JSON object (missing key
   etag_change      the object's ETag changes after its first GET (it was replaced meanwhile)
   only             the faults apply to paths containing this text only
 The counts are per object, so which request of an object fails does not depend on how the
-client interleaves its transfers.
+client interleaves its transfers. The server exits when its parent process is gone.
 GET /__stats gives the counters as JSON: requests, object_gets, range_gets, not_modified,
 faults, bytes, bad_signatures, listings. Prints its port on stdout's first line; stops on SIGTERM.
 """
@@ -250,6 +250,16 @@ def main():
     server.handle_error = lambda request, address: None  # a cut connection is the point, not news
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    parent = os.getppid()
+
+    def watch_parent():
+        # A test killed before it could stop the server (a timeout, a crash) must not leave it
+        # running, holding the test runner's output pipe open.
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
     print(server.server_address[1], flush=True)
     try:
         server.serve_forever(poll_interval=0.05)

@@ -86,6 +86,7 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
   const bool any_s3 = std::any_of(urls.begin(), urls.end(), [](const std::string& u) { return is_s3_url(u); });
   const AwsConfig aws = any_s3 ? load_aws_config(options.anonymous) : AwsConfig{.anonymous = true};
   ShardCache cache(options.cache_dir, options.cache_limit);
+  cache.lock();
   std::vector<Download> downloads;
   downloads.reserve(urls.size());
   for (const std::string& url : urls) {

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -122,10 +123,25 @@ ShardCache::ShardCache(std::string dir, std::uint64_t limit) : dir_(std::move(di
     return;
   }
   const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0 && errno == EEXIST) return;  // another process (a rank on this node) made the folder just now
   if (fd < 0) throw Error(ErrorCode::kIo, std::string("cannot mark the remote shard cache folder: ") + std::strerror(errno), marker);
   const ssize_t w = ::write(fd, kMarkerText, std::strlen(kMarkerText));
   ::close(fd);
   if (w != static_cast<ssize_t>(std::strlen(kMarkerText))) throw Error(ErrorCode::kIo, "cannot mark the remote shard cache folder", marker);
+}
+
+ShardCache::~ShardCache() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+void ShardCache::lock() {
+  if (lock_fd_ >= 0) return;
+  const std::string marker = dir_ + "/" + kMarker;
+  lock_fd_ = ::open(marker.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (lock_fd_ < 0) throw Error(ErrorCode::kIo, std::string("cannot open the remote shard cache's marker: ") + std::strerror(errno), marker);
+  while (::flock(lock_fd_, LOCK_EX) != 0) {
+    if (errno != EINTR) throw Error(ErrorCode::kIo, std::string("cannot lock the remote shard cache: ") + std::strerror(errno), marker);
+  }
 }
 
 std::string ShardCache::path_of(const std::string& url) const { return dir_ + "/" + hash_name(url) + ".tar"; }

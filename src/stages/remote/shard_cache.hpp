@@ -20,6 +20,15 @@ class ShardCache {
   // Creates the folder (0700) when missing; adopts an empty one; opens one of ours. Throws
   // kInvalidArgument for a folder holding files that are not sluice's, kIo when it cannot make it.
   ShardCache(std::string dir, std::uint64_t limit);
+  ~ShardCache();
+  ShardCache(const ShardCache&) = delete;
+  ShardCache& operator=(const ShardCache&) = delete;
+
+  // Holds the folder for this process (flock on its marker) until destruction: ranks on one node
+  // sharing the folder take turns, so the second finds the first's copies current (304s) instead
+  // of fetching them again and replacing copies the first has indexed. The wait is bounded by the
+  // holder's transfers, each bounded by its timeouts and retries.
+  void lock();
 
   const std::string& dir() const { return dir_; }
   std::uint64_t limit() const { return limit_; }
@@ -46,6 +55,7 @@ class ShardCache {
 
   std::string dir_;
   std::uint64_t limit_;
+  int lock_fd_ = -1;
 };
 
 // $XDG_CACHE_HOME/sluice/remote, else $HOME/.cache/sluice/remote.
