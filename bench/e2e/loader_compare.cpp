@@ -80,7 +80,7 @@ const std::map<sb::Transform, std::vector<Target>> kTargets = {
     {sb::Transform::kTrain, {{"limit", 1.3}}},
     {sb::Transform::kCifar, {{"limit", 0.85}, {"parallel", 1.0}}}};
 
-// Issue 29's target for a user's first epoch: at least this share of the steady state.
+// The target for a user's first epoch: at least this share of the steady state.
 constexpr double kFirstEpochTarget = 0.9;
 // Cores other processes may take, beyond those the systems' threads leave free, before a run is
 // "under load": a quarter of a core already moves a 2-thread rate on 2 cores by about 12%.
