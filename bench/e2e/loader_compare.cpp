@@ -158,120 +158,79 @@ std::string format(const char* pattern, double value) {
   return buffer;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"sluice against its peers and the decode limit, same files, one run"};
+// What one invocation runs on and what it measured so far.
+struct Run {
   std::string data;
   std::string transform_name = "eval";
   sb::Scenario sc;
-  sc.size = 0;
-  std::string systems_csv = "sluice,limit,parallel,torch,opencv";
-  bool emit_json = false;
+  std::vector<std::string> systems;
   int rounds = 1;
   double min_decode_seconds = 1.0;
   sb::TorchPeerOptions torch_options{SLUICE_BENCH_PYTHON, SLUICE_BENCH_TORCH_SCRIPT};
-  app.add_option("--data", data, "image folder: class sub-folders, or flat (one class)")
-      ->required()->check(CLI::ExistingDirectory);
-  app.add_option("--transform", transform_name, "eval, train or cifar")
-      ->check(CLI::IsMember({"eval", "train", "cifar"}))->capture_default_str();
-  app.add_option("--size", sc.size, "output side (default: 224; cifar: 32)");
-  app.add_option("--batch", sc.batch, "batch size")->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--threads", sc.threads, "worker threads of every system (limit: the factor)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--epochs", sc.epochs, "timed epochs, after one untimed warm-up epoch")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--seed", sc.seed, "seed of the random transforms")->capture_default_str();
-  app.add_option("--systems", systems_csv,
-                 "comma-separated: sluice, sluice-cached, sluice-bilinear, limit, parallel, read-decode, torch, "
-                 "opencv, opencv-bilinear")
-      ->capture_default_str();
-  app.add_option("--rounds", rounds, "run every system this many times in turn; report medians")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--min-decode-seconds", min_decode_seconds,
-                 "the decode limit repeats passes over the files at least this long")
-      ->capture_default_str();
-  app.add_option("--python", torch_options.python, "interpreter with torch and torchvision")
-      ->capture_default_str();
-  app.add_option("--torch-script", torch_options.script, "the torch peer")->capture_default_str();
-  app.add_flag("--json", emit_json, "end stdout with one JSON object holding every figure");
-  CLI11_PARSE(app, argc, argv);
-
-  std::vector<std::string> systems;
-  try {
-    systems = split_systems(systems_csv);
-  } catch (const CLI::Error& e) {
-    return app.exit(e);
-  }
-  sc.transform = *sb::parse_transform(transform_name);
-  if (sc.size <= 0) sc.size = sc.transform == sb::Transform::kCifar ? 32 : 224;
-
   sb::ImageList list;
-  try {
-    list = sb::scan_image_folder(data);
-  } catch (const std::exception& e) {
-    std::cerr << "loader_compare: " << e.what() << "\n";
-    return 2;
-  }
-  const auto n = static_cast<std::int64_t>(list.entries.size());
-  const sb::ListFile list_file(list);
-  std::cerr << "loader_compare: " << n << " images in " << list.classes.size() << " class(es), "
-            << format("%.1f", static_cast<double>(list.total_bytes) / 1e6) << " MB, "
-            << transform_name << " " << sc.size << ", batch " << sc.batch << ", " << sc.threads
-            << " threads, " << sc.epochs << " timed epoch(s) after 1 warm-up, " << rounds
-            << " round(s)\n";
-
-  warm_page_cache(list);
-  const double load_before = sb::load_average();
-  double load_max = load_before;
+  std::int64_t n = 0;
   std::map<std::string, Measured> measured;
-  for (int round = 0; round < rounds; ++round) {
-    for (const std::string& system : systems) {
-      Measured& m = measured[system];
+  double load_before = 0, load_after = 0, load_max = 0, others_max = 0;
+  bool under_load = false;
+};
+
+// One system, once: its figures into m.last (and m.extra for the decode limits).
+void run_system(const Run& run, const std::string& system, const sb::ListFile& list_file, Measured& m) {
+  const sb::Scenario& sc = run.sc;
+  sb::Scenario bilinear = sc;
+  bilinear.resampling = sb::Resampling::kBilinear;
+  if (system == "sluice") {
+    m.last = sb::run_sluice(run.data, sc, run.n);
+  } else if (system == "sluice-bilinear") {
+    m.last = sb::run_sluice(run.data, bilinear, run.n);
+  } else if (system == "opencv-bilinear") {
+    m.last = sb::run_opencv_loop(run.list, bilinear);
+  } else if (system == "sluice-cached") {
+    m.last = sb::run_sluice(run.data, sc, run.n, sb::EncodedFiles::kInMemory);
+  } else if (system == "limit") {
+    const sb::DecodeLimitResult r = sb::measure_decode_limit(run.list, {.min_seconds = run.min_decode_seconds});
+    m.last = {r.images, r.seconds, r.single_thread_per_sec * sc.threads, 0};
+    m.extra = {{"single_thread_images_per_sec", r.single_thread_per_sec},
+               {"factor", sc.threads}, {"preloaded_bytes", r.preloaded_bytes},
+               {"timed_seconds", r.seconds}, {"timed_passes", r.passes},
+               {"decode", "tjDecompress2 TJPF_RGB TJFLAG_FASTDCT full size"}};
+  } else if (system == "parallel") {
+    const sb::DecodeLimitResult r =
+        sb::measure_parallel_decode(run.list, sc.threads, {.min_seconds = run.min_decode_seconds});
+    m.last = {r.images, r.seconds, r.single_thread_per_sec * sc.threads, 0};
+    m.extra = {{"threads", sc.threads},
+               {"decode", "tjDecompress2 TJPF_RGB TJFLAG_FASTDCT full size, all threads at once"}};
+  } else if (system == "read-decode") {
+    const sb::DecodeLimitResult r = sb::measure_parallel_decode(
+        run.list, sc.threads, {.min_seconds = run.min_decode_seconds, .read_files = true});
+    m.last = {r.images, r.seconds, r.single_thread_per_sec * sc.threads, 0};
+    m.extra = {{"threads", sc.threads},
+               {"decode", "open, pread, close, then tjDecompress2 TJPF_RGB TJFLAG_FASTDCT full size, all threads"}};
+  } else if (system == "torch") {
+    const sb::TorchPeerResult r = sb::run_torch_peer(list_file.path().string(), sc, run.torch_options);
+    m.last = r.loader;
+    m.extra = {{"torch_version", r.torch_version}, {"workers", sc.threads}};
+  } else {
+    m.last = sb::run_opencv_loop(run.list, sc);
+  }
+}
+
+// Every system in turn, `rounds` times, each with its CPU time and what the rest of the machine
+// took meanwhile; then the load verdict.
+void run_rounds(Run& run) {
+  const sb::ListFile list_file(run.list);
+  warm_page_cache(run.list);
+  run.load_before = sb::load_average();
+  run.load_max = run.load_before;
+  for (int round = 0; round < run.rounds; ++round) {
+    for (const std::string& system : run.systems) {
+      Measured& m = run.measured[system];
       if (!m.error.empty()) continue;
-      std::cerr << "  [" << round + 1 << "/" << rounds << "] " << system << " ..." << std::flush;
-      load_max = std::max(load_max, sb::load_average());
+      std::cerr << "  [" << round + 1 << "/" << run.rounds << "] " << system << " ..." << std::flush;
+      run.load_max = std::max(run.load_max, sb::load_average());
       const sb::CpuSnapshot cpu_before = sb::cpu_snapshot();
       try {
-        sb::Scenario bilinear = sc;
-        bilinear.resampling = sb::Resampling::kBilinear;
-        if (system == "sluice") {
-          m.last = sb::run_sluice(data, sc, n);
-        } else if (system == "sluice-bilinear") {
-          m.last = sb::run_sluice(data, bilinear, n);
-        } else if (system == "opencv-bilinear") {
-          m.last = sb::run_opencv_loop(list, bilinear);
-        } else if (system == "sluice-cached") {
-          m.last = sb::run_sluice(data, sc, n, sb::EncodedFiles::kInMemory);
-        } else if (system == "limit") {
-          const sb::DecodeLimitResult r =
-              sb::measure_decode_limit(list, {.min_seconds = min_decode_seconds});
-          m.last = {r.images, r.seconds, r.single_thread_per_sec * sc.threads, 0};
-          m.extra = {{"single_thread_images_per_sec", r.single_thread_per_sec},
-                     {"factor", sc.threads}, {"preloaded_bytes", r.preloaded_bytes},
-                     {"timed_seconds", r.seconds}, {"timed_passes", r.passes},
-                     {"decode", "tjDecompress2 TJPF_RGB TJFLAG_FASTDCT full size"}};
-        } else if (system == "parallel") {
-          const sb::DecodeLimitResult r =
-              sb::measure_parallel_decode(list, sc.threads, {.min_seconds = min_decode_seconds});
-          m.last = {r.images, r.seconds, r.single_thread_per_sec * sc.threads, 0};
-          m.extra = {{"threads", sc.threads},
-                     {"decode", "tjDecompress2 TJPF_RGB TJFLAG_FASTDCT full size, all threads at once"}};
-        } else if (system == "read-decode") {
-          const sb::DecodeLimitResult r = sb::measure_parallel_decode(
-              list, sc.threads, {.min_seconds = min_decode_seconds, .read_files = true});
-          m.last = {r.images, r.seconds, r.single_thread_per_sec * sc.threads, 0};
-          m.extra = {{"threads", sc.threads},
-                     {"decode", "open, pread, close, then tjDecompress2 TJPF_RGB TJFLAG_FASTDCT full size, all threads"}};
-        } else if (system == "torch") {
-          const sb::TorchPeerResult r =
-              sb::run_torch_peer(list_file.path().string(), sc, torch_options);
-          m.last = r.loader;
-          m.extra = {{"torch_version", r.torch_version}, {"workers", sc.threads}};
-        } else {
-          m.last = sb::run_opencv_loop(list, sc);
-        }
+        run_system(run, system, list_file, m);
         const sb::CpuUse use = sb::cpu_use(cpu_before, sb::cpu_snapshot());
         m.rates.push_back(m.last.images_per_sec);
         m.cpu_seconds.push_back(use.own_cpu_seconds);
@@ -295,144 +254,213 @@ int main(int argc, char** argv) {
       }
     }
   }
-
-  const double load_after = sb::load_average();
-  load_max = std::max(load_max, load_after);
-  const unsigned cores = std::thread::hardware_concurrency();
-  double others_max = 0;
-  for (const auto& [name, m] : measured) {
-    for (double c : m.others_cores) others_max = std::max(others_max, c);
+  run.load_after = sb::load_average();
+  run.load_max = std::max(run.load_max, run.load_after);
+  for (const auto& [name, m] : run.measured) {
+    for (double c : m.others_cores) run.others_max = std::max(run.others_max, c);
   }
-  const double spare_cores = std::max(0.0, static_cast<double>(cores) - sc.threads);
-  const bool under_load = load_before > sc.threads || others_max > spare_cores + kOthersCoresAllowed;
+  const unsigned cores = std::thread::hardware_concurrency();
+  const double spare_cores = std::max(0.0, static_cast<double>(cores) - run.sc.threads);
+  run.under_load = run.load_before > run.sc.threads || run.others_max > spare_cores + kOthersCoresAllowed;
   std::printf("\nload average (1 min, %u cores): %.2f before, %.2f after, %.2f at most between systems; "
               "other processes took up to %.2f cores during a system's run\n",
-              cores, load_before, load_after, load_max, others_max);
-  if (under_load) {
+              cores, run.load_before, run.load_after, run.load_max, run.others_max);
+  if (run.under_load) {
     std::printf("UNDER LOAD: the load before the run exceeded %d threads, or other processes took over %.2f "
                 "cores: no verdict on the targets (re-run on an idle machine)\n",
-                sc.threads, spare_cores + kOthersCoresAllowed);
+                run.sc.threads, spare_cores + kOthersCoresAllowed);
   }
+}
 
-  auto rate_of = [&](const std::string& system) -> std::optional<double> {
-    const auto it = measured.find(system);
-    if (it == measured.end() || it->second.rates.empty()) return std::nullopt;
-    return median(it->second.rates);
-  };
-  const std::vector<double> no_rates;
-  auto rates_of = [&](const std::string& system) -> const std::vector<double>& {
-    const auto it = measured.find(system);
-    return it == measured.end() ? no_rates : it->second.rates;
-  };
-  const std::optional<double> sluice_rate = rate_of("sluice");
-  auto target_for = [&](const std::string& system) -> std::optional<double> {
-    for (const Target& t : kTargets.at(sc.transform)) {
-      if (t.system == system) return t.min;
+std::optional<double> rate_of(const Run& run, const std::string& system) {
+  const auto it = run.measured.find(system);
+  if (it == run.measured.end() || it->second.rates.empty()) return std::nullopt;
+  return median(it->second.rates);
+}
+
+const std::vector<double>& rates_of(const Run& run, const std::string& system) {
+  static const std::vector<double> no_rates;
+  const auto it = run.measured.find(system);
+  return it == run.measured.end() ? no_rates : it->second.rates;
+}
+
+std::optional<double> target_for(const Run& run, const std::string& system) {
+  for (const Target& t : kTargets.at(run.sc.transform)) {
+    if (t.system == system) return t.min;
+  }
+  return std::nullopt;
+}
+
+// Epoch 0 against the steady state (the sluice systems), printed under the system's row.
+void report_first_epoch(const Run& run, const Measured& m, json& entry) {
+  const double first = *paired_ratio(m.first_epoch_rates, m.rates);
+  std::printf("%-18s %12.1f %7s   epoch 0 = %.2fx its steady state (>= %.2fx %s); set-up %.3f s\n",
+              "  epoch 0", median(m.first_epoch_rates), spread_of(m.first_epoch_rates).c_str(), first,
+              kFirstEpochTarget, run.under_load ? "under load" : first >= kFirstEpochTarget ? "met" : "MISSED",
+              median(m.setup_seconds));
+  entry["epoch0_images_per_sec"] = median(m.first_epoch_rates);
+  entry["rounds_epoch0_images_per_sec"] = m.first_epoch_rates;
+  entry["epoch0_over_steady_state"] = first;
+  entry["setup_seconds"] = median(m.setup_seconds);
+}
+
+// One row of the table: the system's median rate, its spread, its share of the decode limit,
+// sluice's ratio to it and the target that ratio is held to; its JSON entry.
+json report_system(const Run& run, const std::string& system, json& j_ratios, json& j_targets) {
+  const Measured& m = run.measured.at(system);
+  const double rate = *rate_of(run, system);
+  json entry = m.extra;
+  const std::optional<double> share = paired_ratio(m.rates, rates_of(run, "limit"));
+  const std::string of_limit = share ? format("%.2fx", *share) : "-";
+  std::string ratio = "-";
+  std::string target = "";
+  const std::optional<double> min = target_for(run, system);
+  if (rate_of(run, "sluice") && system != "sluice") {
+    const double r = *paired_ratio(rates_of(run, "sluice"), m.rates);
+    ratio = format("%.2fx", r);
+    j_ratios["sluice/" + system] = r;
+    if (min) {
+      target = format(">= %.2fx ", *min) + (run.under_load ? "under load" : r >= *min ? "met" : "MISSED");
+      j_targets.push_back({{"ratio", "sluice/" + system}, {"min", *min}, {"value", r},
+                           {"met", run.under_load ? json(nullptr) : json(r >= *min)}, {"under_load", run.under_load}});
     }
-    return std::nullopt;
-  };
+  } else if (min) {
+    target = format(">= %.2fx", *min);
+  }
+  const double others = *std::max_element(m.others_cores.begin(), m.others_cores.end());
+  std::printf("%-18s %12.1f %7s %10s %16s %7.2f %7.2f %18s\n", kSystemTitles.at(system).c_str(), rate,
+              spread_of(m.rates).c_str(), of_limit.c_str(), ratio.c_str(), median(m.cpu_seconds), others,
+              target.c_str());
+  if (system == "limit") {
+    // The limit is threads x the single-thread rate, so the median's share is the median.
+    entry["single_thread_images_per_sec"] = rate / run.sc.threads;
+    std::printf("%-18s %12.1f   (x%d threads = the limit; timed %.2f s, %lld whole passes, after 64 warm-up decodes)\n",
+                "  1-thread decode", rate / run.sc.threads, run.sc.threads, m.last.seconds,
+                static_cast<long long>(m.extra.value("timed_passes", std::int64_t{0})));
+  }
+  if (!m.first_epoch_rates.empty()) report_first_epoch(run, m, entry);
+  entry["images_per_sec"] = rate;
+  entry["rounds_images_per_sec"] = m.rates;
+  entry["rounds_cpu_seconds"] = m.cpu_seconds;
+  entry["rounds_others_cores"] = m.others_cores;
+  entry["images"] = m.last.images;
+  entry["seconds"] = m.last.seconds;
+  if (share) entry["of_limit"] = *share;
+  return entry;
+}
 
-  // The table: rates are medians over the rounds; "of limit" is each system's share of the
-  // decode limit and "sluice / system" the ratio the targets are stated in, both the median of
-  // the rounds' own ratios.
+// The table: rates are medians over the rounds; "of limit" is each system's share of the decode
+// limit and "sluice / system" the ratio the targets are stated in, both the median of the rounds'
+// own ratios. Returns whether every system ran.
+bool report(const Run& run, bool emit_json) {
   std::printf("\n%-18s %12s %7s %10s %16s %7s %7s %18s\n", "system", "images/s", "spread", "of limit",
               "sluice / system", "CPU s", "others", "target");
   bool all_ran = true;
   json j_systems = json::object();
   json j_ratios = json::object();
   json j_targets = json::array();
-  for (const std::string& system : systems) {
-    const Measured& m = measured[system];
-    const std::optional<double> rate = rate_of(system);
-    json entry = m.extra;
-    if (!rate) {
+  for (const std::string& system : run.systems) {
+    if (!rate_of(run, system)) {
+      const Measured& m = run.measured.at(system);
       all_ran = false;
-      std::printf("%-18s %12s   (%s)\n", kSystemTitles.at(system).c_str(), "failed",
-                  m.error.c_str());
+      std::printf("%-18s %12s   (%s)\n", kSystemTitles.at(system).c_str(), "failed", m.error.c_str());
+      json entry = m.extra;
       entry["error"] = m.error;
       j_systems[system] = entry;
       continue;
     }
-    const std::optional<double> share = paired_ratio(m.rates, rates_of("limit"));
-    const std::string of_limit = share ? format("%.2fx", *share) : "-";
-    std::string ratio = "-";
-    std::string target = "";
-    const std::optional<double> min = target_for(system);
-    if (sluice_rate && system != "sluice") {
-      const double r = *paired_ratio(rates_of("sluice"), m.rates);
-      ratio = format("%.2fx", r);
-      j_ratios["sluice/" + system] = r;
-      if (min) {
-        target = format(">= %.2fx ", *min) + (under_load ? "under load" : r >= *min ? "met" : "MISSED");
-        j_targets.push_back({{"ratio", "sluice/" + system}, {"min", *min}, {"value", r},
-                             {"met", under_load ? json(nullptr) : json(r >= *min)}, {"under_load", under_load}});
-      }
-    } else if (min) {
-      target = format(">= %.2fx", *min);
-    }
-    const double others = *std::max_element(m.others_cores.begin(), m.others_cores.end());
-    std::printf("%-18s %12.1f %7s %10s %16s %7.2f %7.2f %18s\n", kSystemTitles.at(system).c_str(), *rate,
-                spread_of(m.rates).c_str(), of_limit.c_str(), ratio.c_str(), median(m.cpu_seconds), others,
-                target.c_str());
-    if (system == "limit") {
-      // The limit is threads x the single-thread rate, so the median's share is the median.
-      entry["single_thread_images_per_sec"] = *rate / sc.threads;
-      std::printf("%-18s %12.1f   (x%d threads = the limit; timed %.2f s, %lld whole passes, after 64 warm-up decodes)\n",
-                  "  1-thread decode", *rate / sc.threads, sc.threads, m.last.seconds,
-                  static_cast<long long>(m.extra.value("timed_passes", std::int64_t{0})));
-    }
-    if (!m.first_epoch_rates.empty()) {
-      const double first = *paired_ratio(m.first_epoch_rates, m.rates);
-      std::printf("%-18s %12.1f %7s   epoch 0 = %.2fx its steady state (>= %.2fx %s); set-up %.3f s\n",
-                  "  epoch 0", median(m.first_epoch_rates), spread_of(m.first_epoch_rates).c_str(), first,
-                  kFirstEpochTarget, under_load ? "under load" : first >= kFirstEpochTarget ? "met" : "MISSED",
-                  median(m.setup_seconds));
-      entry["epoch0_images_per_sec"] = median(m.first_epoch_rates);
-      entry["rounds_epoch0_images_per_sec"] = m.first_epoch_rates;
-      entry["epoch0_over_steady_state"] = first;
-      entry["setup_seconds"] = median(m.setup_seconds);
-    }
-    entry["images_per_sec"] = *rate;
-    entry["rounds_images_per_sec"] = m.rates;
-    entry["rounds_cpu_seconds"] = m.cpu_seconds;
-    entry["rounds_others_cores"] = m.others_cores;
-    entry["images"] = m.last.images;
-    entry["seconds"] = m.last.seconds;
-    if (share) entry["of_limit"] = *share;
-    j_systems[system] = entry;
+    j_systems[system] = report_system(run, system, j_ratios, j_targets);
   }
-
   for (const auto& [a, b] : kLikeForLike) {
-    const std::optional<double> r = paired_ratio(rates_of(a), rates_of(b));
+    const std::optional<double> r = paired_ratio(rates_of(run, a), rates_of(run, b));
     if (!r) continue;
     std::printf("like for like: %s / %s = %.2fx\n", kSystemTitles.at(a).c_str(), kSystemTitles.at(b).c_str(), *r);
     j_ratios[a + "/" + b] = *r;
   }
-
   if (emit_json) {
-    const json report = {
-        {"data", std::filesystem::absolute(data).lexically_normal().string()},
-        {"images_per_epoch", n},
-        {"classes", list.classes.size()},
-        {"bytes", list.total_bytes},
-        {"transform", transform_name},
+    const sb::Scenario& sc = run.sc;
+    const json out = {
+        {"data", std::filesystem::absolute(run.data).lexically_normal().string()},
+        {"images_per_epoch", run.n},
+        {"classes", run.list.classes.size()},
+        {"bytes", run.list.total_bytes},
+        {"transform", run.transform_name},
         {"size", sc.size},
         {"batch", sc.batch},
         {"threads", sc.threads},
         {"epochs", sc.epochs},
         {"warmup_epochs", 1},
-        {"rounds", rounds},
+        {"rounds", run.rounds},
         {"seed", sc.seed},
         {"cores", std::thread::hardware_concurrency()},
-        {"load_average_before", load_before},
-        {"load_average_after", load_after},
-        {"load_average_max", load_max},
-        {"others_cores_max", others_max},
-        {"under_load", under_load},
+        {"load_average_before", run.load_before},
+        {"load_average_after", run.load_after},
+        {"load_average_max", run.load_max},
+        {"others_cores_max", run.others_max},
+        {"under_load", run.under_load},
         {"systems", j_systems},
         {"ratios", j_ratios},
         {"targets", j_targets}};
-    std::printf("%s\n", report.dump().c_str());
+    std::printf("%s\n", out.dump().c_str());
   }
-  return all_ran ? 0 : 1;
+  return all_ran;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sluice against its peers and the decode limit, same files, one run"};
+  Run run;
+  sb::Scenario& sc = run.sc;
+  sc.size = 0;
+  std::string systems_csv = "sluice,limit,parallel,torch,opencv";
+  bool emit_json = false;
+  app.add_option("--data", run.data, "image folder: class sub-folders, or flat (one class)")
+      ->required()->check(CLI::ExistingDirectory);
+  app.add_option("--transform", run.transform_name, "eval, train or cifar")
+      ->check(CLI::IsMember({"eval", "train", "cifar"}))->capture_default_str();
+  app.add_option("--size", sc.size, "output side (default: 224; cifar: 32)");
+  app.add_option("--batch", sc.batch, "batch size")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--threads", sc.threads, "worker threads of every system (limit: the factor)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", sc.epochs, "timed epochs, after one untimed warm-up epoch")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--seed", sc.seed, "seed of the random transforms")->capture_default_str();
+  app.add_option("--systems", systems_csv,
+                 "comma-separated: sluice, sluice-cached, sluice-bilinear, limit, parallel, read-decode, torch, "
+                 "opencv, opencv-bilinear")
+      ->capture_default_str();
+  app.add_option("--rounds", run.rounds, "run every system this many times in turn; report medians")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--min-decode-seconds", run.min_decode_seconds,
+                 "the decode limit repeats passes over the files at least this long")
+      ->capture_default_str();
+  app.add_option("--python", run.torch_options.python, "interpreter with torch and torchvision")
+      ->capture_default_str();
+  app.add_option("--torch-script", run.torch_options.script, "the torch peer")->capture_default_str();
+  app.add_flag("--json", emit_json, "end stdout with one JSON object holding every figure");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    run.systems = split_systems(systems_csv);
+  } catch (const CLI::Error& e) {
+    return app.exit(e);
+  }
+  sc.transform = *sb::parse_transform(run.transform_name);
+  if (sc.size <= 0) sc.size = sc.transform == sb::Transform::kCifar ? 32 : 224;
+  try {
+    run.list = sb::scan_image_folder(run.data);
+  } catch (const std::exception& e) {
+    std::cerr << "loader_compare: " << e.what() << "\n";
+    return 2;
+  }
+  run.n = static_cast<std::int64_t>(run.list.entries.size());
+  std::cerr << "loader_compare: " << run.n << " images in " << run.list.classes.size() << " class(es), "
+            << format("%.1f", static_cast<double>(run.list.total_bytes) / 1e6) << " MB, "
+            << run.transform_name << " " << sc.size << ", batch " << sc.batch << ", " << sc.threads
+            << " threads, " << sc.epochs << " timed epoch(s) after 1 warm-up, " << run.rounds
+            << " round(s)\n";
+  run_rounds(run);
+  return report(run, emit_json) ? 0 : 1;
 }
