@@ -37,6 +37,7 @@
 #include "cli/remote_options.hpp"
 #include "sluice/core/error.hpp"
 #include "cli/inspect_formats.hpp"
+#include "cli/inspect_histograms.hpp"
 #include "stages/decode/image_decoder.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/source/read_file.hpp"
@@ -143,7 +144,7 @@ Listing list_folder(const fs::path& root, const InspectOptions& options) {
 // What from_shards would read: the samples of every shard, labelled as it labels them (class
 // names, or the distinct label numbers in order).
 Listing list_shards(const std::string& pattern, const RemoteOptions& remote) {
-  stages::Dataset dataset = stages::load_dataset(spec::Shards{{pattern}, ShardIndex::kBesideShard, remote});
+  stages::Dataset dataset = stages::load_dataset(spec::Shards{{pattern}, ShardIndex::kBesideShard, ShardBy::kShards, remote});
   Listing listing;
   listing.flat = false;
   listing.shards = dataset.items.shards().size();
@@ -337,73 +338,6 @@ std::vector<FileReport> inspect_files(const Listing& listing, const InspectOptio
   progress.finish();
   if (InterruptGuard::interrupted()) throw Error(ErrorCode::kCancelled, "interrupted");
   return reports;
-}
-
-// Histogram buckets [min, max); max 0 means unbounded.
-struct Bucket {
-  std::uint64_t min;
-  std::uint64_t max;
-  const char* label;
-  std::uint64_t files = 0;
-};
-
-std::vector<Bucket> size_buckets() {
-  constexpr std::uint64_t k = 1024;
-  return {{0, 1, "empty"},
-          {1, k, "< 1 KiB"},
-          {k, 4 * k, "1-4 KiB"},
-          {4 * k, 16 * k, "4-16 KiB"},
-          {16 * k, 64 * k, "16-64 KiB"},
-          {64 * k, 256 * k, "64-256 KiB"},
-          {256 * k, k * k, "256 KiB-1 MiB"},
-          {k * k, 4 * k * k, "1-4 MiB"},
-          {4 * k * k, 16 * k * k, "4-16 MiB"},
-          {16 * k * k, 0, ">= 16 MiB"}};
-}
-
-// By the shorter side: what resize_shorter and the crops care about.
-std::vector<Bucket> side_buckets() {
-  return {{0, 32, "< 32"},          {32, 64, "32-63"},       {64, 128, "64-127"},
-          {128, 256, "128-255"},    {256, 512, "256-511"},   {512, 1024, "512-1023"},
-          {1024, 2048, "1024-2047"}, {2048, 4096, "2048-4095"}, {4096, 0, ">= 4096"}};
-}
-
-void count_into(std::vector<Bucket>& buckets, std::uint64_t value) {
-  for (Bucket& b : buckets) {
-    if (value >= b.min && (b.max == 0 || value < b.max)) {
-      ++b.files;
-      return;
-    }
-  }
-}
-
-json buckets_json(const std::vector<Bucket>& buckets) {
-  json out = json::array();
-  for (const Bucket& b : buckets) {
-    out.push_back({{"min", b.min}, {"max", b.max == 0 ? json(nullptr) : json(b.max)},
-                   {"label", b.label}, {"files", b.files}});
-  }
-  return out;
-}
-
-void print_buckets(std::ostream& out, const std::vector<Bucket>& buckets) {
-  // Only the span that holds files: a dozen empty rows hide the shape.
-  std::size_t first = buckets.size();
-  std::size_t last = 0;
-  std::uint64_t peak = 1;
-  for (std::size_t i = 0; i < buckets.size(); ++i) {
-    if (buckets[i].files == 0) continue;
-    first = std::min(first, i);
-    last = i;
-    peak = std::max(peak, buckets[i].files);
-  }
-  for (std::size_t i = first; i <= last && first < buckets.size(); ++i) {
-    const auto width = static_cast<std::size_t>(40 * buckets[i].files / peak);
-    char line[160];
-    std::snprintf(line, sizeof line, "  %-14s %8llu  %s\n", buckets[i].label,
-                  static_cast<unsigned long long>(buckets[i].files), std::string(width, '#').c_str());
-    out << line;
-  }
 }
 
 // What the files add up to: per class, the histograms, the dimensions and kinds the headers

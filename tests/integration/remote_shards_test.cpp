@@ -291,7 +291,7 @@ TEST_F(RemoteShards, NoThreadOrSocketIsLeftAfterTheLoader) {
   // The transport alone (the loader's worker pool is TBB's, kept for the process).
   const int threads = count_entries("/proc/self/task");
   const int sockets = count_entries("/proc/self/fd", "socket:");
-  const stages::Dataset fetched = stages::load_dataset(spec::Shards{{http_pattern(server)}, ShardIndex::kBesideShard, remote()});
+  const stages::Dataset fetched = stages::load_dataset(spec::Shards{{http_pattern(server)}, ShardIndex::kBesideShard, ShardBy::kShards, remote()});
   EXPECT_EQ(fetched.items.size(), 120);
   EXPECT_EQ(count_entries("/proc/self/task"), threads);
   EXPECT_EQ(count_entries("/proc/self/fd", "socket:"), sockets);
