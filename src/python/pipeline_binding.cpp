@@ -317,10 +317,8 @@ std::vector<spec::Stage> every_stage() {
   return every_alternative(std::make_index_sequence<std::variant_size_v<spec::Stage>>{});
 }
 
-void bind_pipeline(py::module_& m) {
-  m.def("stage_reference", &stage_reference,
-        "Every stage of a spec with its options and their defaults, as the canonical JSON writes them (a list of "
-        "one-key dicts; required sizes show as 0). docs/json-spec.md says what each option means.");
+// The iterator pipeline.epoch(e) and iter(pipeline) return.
+void bind_epoch_iterator(py::module_& m) {
   py::class_<EpochIterator>(m, "EpochIterator",
                             "One pass over an epoch's batches, from pipeline.epoch(e) or iter(pipeline); it starts "
                             "at its first next() (which abandons any epoch in progress on the pipeline).")
@@ -335,11 +333,56 @@ void bind_pipeline(py::module_& m) {
            "Batches in a full epoch (after restore(), the resumed epoch yields only those not yet delivered).")
       .def_property_readonly("epoch", [](const EpochIterator& self) { return self.epoch; })
       .def("__repr__", [](const EpochIterator& self) { return "<sluice.EpochIterator epoch " + std::to_string(self.epoch) + ">"; });
+}
+
+// stats(), state() and restore(): what the pipeline measured and where the job is.
+void add_stats_and_state(py::class_<PipelineRef>& pipeline) {
+  pipeline
+      .def("stats",
+           [](const PipelineRef& p) {
+             const std::string text = locked(*p.core, [&] { return stats_to_json(p.core->loader.stats()); });
+             return py::module_::import("json").attr("loads")(text);
+           },
+           "Statistics as a dict: per-stage busy time, samples, batches, skipped files, consumer wait, memory "
+           "per use, cache and tuning (the fields of sluice::Stats).")
+      .def("state",
+           [](const PipelineRef& p) {
+             // After restore() and until an epoch starts, the Loader's state() is the restored one.
+             const std::vector<std::uint8_t> s = locked(*p.core, [&] { return p.core->loader.state(); });
+             return py::bytes(reinterpret_cast<const char*>(s.data()), s.size());
+           },
+           "Where the whole job is (epoch, global steps delivered, global batch; not the rank or world size) "
+           "as bytes, for restore(); after restore() and before the next epoch starts, the state it restored.")
+      .def(
+          "restore",
+          [](const PipelineRef& p, const py::object& state) {
+            const std::string bytes = py::bytes(state).cast<std::string>();
+            locked(*p.core, [&] {
+              const std::span state(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+              p.core->loader.restore(state);
+              ++p.core->generation;  // the runtime abandoned the epoch in progress
+              p.core->next_epoch = p.core->loader.resume_epoch();
+              return 0;
+            });
+          },
+          py::arg("state"),
+          "Resumes from state(), saved by any rank at any world size with the same global batch (batch x "
+          "world): the saved epoch (next_epoch, and what iter() iterates) delivers what the job had not "
+          "delivered of it (docs/distributed.md). Raises ValueError for a state of another pipeline, a global "
+          "batch this world size does not split, or a damaged one.");
+}
+
+void bind_pipeline(py::module_& m) {
+  m.def("stage_reference", &stage_reference,
+        "Every stage of a spec with its options and their defaults, as the canonical JSON writes them (a list of "
+        "one-key dicts; required sizes show as 0). docs/json-spec.md says what each option means.");
+  bind_epoch_iterator(m);
 
   py::class_<PipelineRef> pipeline(m, "Pipeline",
                                    "A running sluice pipeline, built from a JSON spec given as a dict or as the path "
                                    "of a JSON file (docs/json-spec.md).");
   add_dataset_properties(pipeline);
+  add_stats_and_state(pipeline);
   pipeline
       .def(py::init(&from_object), py::arg("spec"), py::kw_only(), py::arg("base_dir") = py::none(),
            py::arg("threads") = py::none(), py::arg("memory_budget") = py::none(),
@@ -422,38 +465,6 @@ void bind_pipeline(py::module_& m) {
                              "has fewer). Holding that many batches stops production until one is released.")
       .def_property_readonly("spec", [](const PipelineRef& p) { return py::module_::import("json").attr("loads")(p.spec_json); },
                              "The canonical spec: every option written out.")
-      .def("stats",
-           [](const PipelineRef& p) {
-             const std::string text = locked(*p.core, [&] { return stats_to_json(p.core->loader.stats()); });
-             return py::module_::import("json").attr("loads")(text);
-           },
-           "Statistics as a dict: per-stage busy time, samples, batches, skipped files, consumer wait, memory "
-           "per use, cache and tuning (the fields of sluice::Stats).")
-      .def("state",
-           [](const PipelineRef& p) {
-             // After restore() and until an epoch starts, the Loader's state() is the restored one.
-             const std::vector<std::uint8_t> s = locked(*p.core, [&] { return p.core->loader.state(); });
-             return py::bytes(reinterpret_cast<const char*>(s.data()), s.size());
-           },
-           "Where the whole job is (epoch, global steps delivered, global batch; not the rank or world size) "
-           "as bytes, for restore(); after restore() and before the next epoch starts, the state it restored.")
-      .def(
-          "restore",
-          [](const PipelineRef& p, const py::object& state) {
-            const std::string bytes = py::bytes(state).cast<std::string>();
-            locked(*p.core, [&] {
-              const std::span state(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
-              p.core->loader.restore(state);
-              ++p.core->generation;  // the runtime abandoned the epoch in progress
-              p.core->next_epoch = p.core->loader.resume_epoch();
-              return 0;
-            });
-          },
-          py::arg("state"),
-          "Resumes from state(), saved by any rank at any world size with the same global batch (batch x "
-          "world): the saved epoch (next_epoch, and what iter() iterates) delivers what the job had not "
-          "delivered of it (docs/distributed.md). Raises ValueError for a state of another pipeline, a global "
-          "batch this world size does not split, or a damaged one.")
       .def("__repr__", [](const PipelineRef& p) {
         return "<sluice.Pipeline " + std::to_string(p.core->loader.samples_per_epoch()) + " samples, " +
                std::to_string(p.core->loader.batches_per_epoch()) + " batches of " + p.batch_shape.to_string() + " " +
