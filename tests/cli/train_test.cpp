@@ -172,6 +172,25 @@ TEST(CliTrain, CudaWithoutABackendIsAClearError) {
   EXPECT_NE(run.err.find("--device cuda:0"), std::string::npos) << run.err;
 }
 
+// --save, --save-pruned and --profile are checked before training (an unwritable --save failed
+// after the whole run), and a symlink at --save is never written through.
+TEST(CliTrain, OutputsAreCheckedBeforeTheRun) {
+  TempDir dir;
+  make_split_folder(dir, 28, 2, 1);
+  CliRun run = run_cli({"train", "--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "1", "--batch",
+                        "2", "--save", (dir / "absent" / "w.bin").string()});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("No such file or directory"), std::string::npos) << run.err;
+  EXPECT_EQ(run.out.find("step"), std::string::npos) << "trained before checking: " << run.out;
+  write_bytes(dir / "victim", {'v'});
+  std::filesystem::create_symlink(dir / "victim", dir / "w.bin");
+  run = run_cli({"train", "--data", dir.path().string(), "--model", "fashion-cnn", "--steps", "1", "--batch", "2",
+                 "--profile", (dir / "w.bin").string()});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("symbolic link"), std::string::npos) << run.err;
+  EXPECT_EQ(read_bytes(dir / "victim"), (std::vector<std::uint8_t>{'v'}));
+}
+
 TEST(CliTrain, UsageErrors) {
   EXPECT_EQ(run_cli({"train"}).exit_code, 2);  // neither --dataset nor --data
   EXPECT_EQ(run_cli({"train", "--dataset", "fashion-mnist", "--model", "resnet"}).exit_code, 2);

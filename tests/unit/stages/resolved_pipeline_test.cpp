@@ -108,7 +108,10 @@ TEST(ResolvedPipelineOrder, ChecksFollowTheOrderRule) {
   EXPECT_EQ(refusal({spec::Read{}, spec::DecodeJpeg{}, spec::Batch{0}}),
             "batch (stage 3): batch size must be at least 1, got 0");
   EXPECT_EQ(refusal({spec::Read{}, spec::DecodeJpeg{}, spec::RandomCrop{8, 8, {.padding = -1}}}),
-            "random_crop (stage 3): padding must be >= 0");
+            "random_crop (stage 3): padding must be from 0 to 1048576, got -1");
+  // Past the bound: an image's side plus twice the padding would overflow an int.
+  EXPECT_EQ(refusal({spec::Read{}, spec::DecodeJpeg{}, spec::RandomCrop{8, 8, {.padding = 2147483647}}}),
+            "random_crop (stage 3): padding must be from 0 to 1048576, got 2147483647");
 }
 
 }  // namespace
