@@ -265,9 +265,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.color = (flags & 1) != 0 ? Color::kGrey : Color::kRGB;
   // Small enough that a lying header cannot make the fuzzer allocate gigabytes of output.
   options.max_image_pixels = (flags & 2) != 0 ? 4096 : (1u << 22);
+  MemoryBudget budget(std::uint64_t{1} << 31);  // declared first: it outlives the workspace it accounts
   stages::ImageDecoder decoder(options);
   stages::JpegDecoder jpeg(options);
-  MemoryBudget budget(std::uint64_t{1} << 31);
   decoder.attach(budget, MemoryUse::kDecodeBuffers, 0);
   try {
     const stages::ImageProbe probe = stages::probe_image(file, jpeg, decoder);

@@ -245,7 +245,7 @@ TEST(BadConfiguration, FailsAtBuildSayingWhatToChange) {
   EXPECT_NE(build_error(Pipeline::from_items(items).shard(3, 2).read().decode_jpeg().batch(2)).find("shard"), std::string::npos);
 
   std::filesystem::create_directories(dir / "empty/class");
-  EXPECT_NE(build_error(Pipeline::from_folder((dir / "empty").string()).read().decode_jpeg().batch(2)).find("no JPEG files"),
+  EXPECT_NE(build_error(Pipeline::from_folder((dir / "empty").string()).read().decode_jpeg().batch(2)).find("no image files"),
             std::string::npos);
 }
 

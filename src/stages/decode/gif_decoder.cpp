@@ -48,6 +48,11 @@ struct FirstFrame {
     int error = 0;
     gif = DGifOpen(&input, read_input, &error);
     if (gif == nullptr) fail(error);
+  }
+
+  // Reads the records before the first frame's pixels. Not in the constructor: a throw from
+  // there would skip the destructor and leak giflib's handle.
+  void seek() {
     for (;;) {
       GifRecordType record = UNDEFINED_RECORD_TYPE;
       if (DGifGetRecordType(gif, &record) == GIF_ERROR) fail(gif->Error);
@@ -108,6 +113,7 @@ class GifDecoder final : public FormatDecoder {
   ImageProbe probe(std::span<const std::uint8_t> bytes) override {
     clear_warnings();
     FirstFrame f(bytes);
+    f.seek();
     const GifImageDesc& d = f.gif->Image;
     ImageProbe p;
     p.format = ImageFormat::kGif;
@@ -131,6 +137,7 @@ class GifDecoder final : public FormatDecoder {
               AlignedBuffer& scratch) override {
     clear_warnings();
     FirstFrame f(bytes);
+    f.seek();
     const GifImageDesc& d = f.gif->Image;
     if (std::max<int>(f.gif->SWidth, d.Left + d.Width) != probe.width ||
         std::max<int>(f.gif->SHeight, d.Top + d.Height) != probe.height) {

@@ -22,6 +22,50 @@ namespace sluice::stages {
 
 namespace {
 
+// How rows are asked of libspng. 8-bit grey, RGB and RGBA come as they are stored (SPNG_FMT_PNG:
+// libspng hands over the defiltered row without its pixel-by-pixel conversion, and RGB lands in
+// the output row directly), and we drop alpha or expand grey; everything else (palettes, tRNS,
+// 1/2/4/16 bits, grey+alpha) through libspng's RGB8. Both give Pillow's pixels.
+struct Rows {
+  int format = SPNG_FMT_RGB8;
+  int samples = 3;        // per pixel, in the decoded row
+  std::size_t bytes = 0;  // of a decoded row
+  bool direct = false;    // the decoded row is the output row
+};
+
+Rows rows_of(const ImageProbe& p, int out_channels) {
+  Rows r;
+  if (p.bit_depth == 8 && !p.palette && (p.channels == 1 || p.channels == 3 || p.channels == 4)) {
+    r.format = SPNG_FMT_PNG;
+    r.samples = p.channels;
+  }
+  r.bytes = static_cast<std::size_t>(p.width) * static_cast<std::size_t>(r.samples);
+  r.direct = r.samples == out_channels;
+  return r;
+}
+
+// A decoded row of 1 (grey), 3 (RGB) or 4 (RGBA) samples into 3 or 1 output channels: grey
+// replicated, alpha dropped, RGB to grey with Pillow's weights.
+void store_row(const std::uint8_t* in, int samples, int width, std::uint8_t* out, int out_channels) {
+  if (samples == 1) {  // to RGB (grey output is direct)
+    for (int x = 0; x < width; ++x) out[3 * x] = out[3 * x + 1] = out[3 * x + 2] = in[x];
+    return;
+  }
+  if (samples == 3) {
+    store_rgb_row(in, width, out, out_channels);
+    return;
+  }
+  for (int x = 0; x < width; ++x, in += 4) {
+    if (out_channels == 3) {
+      out[3 * x] = in[0];
+      out[3 * x + 1] = in[1];
+      out[3 * x + 2] = in[2];
+    } else {
+      out[x] = rgb_to_grey(in[0], in[1], in[2]);
+    }
+  }
+}
+
 // The most an ancillary chunk (text, ICC profile, EXIF) may take, and all of them together:
 // libspng allocates them before the image data, so a lying length must not size an allocation.
 constexpr std::size_t kChunkLimit = 16u << 20;
@@ -109,7 +153,8 @@ class PngDecoder final : public FormatDecoder {
   std::uint64_t workspace_requirements(const ImageProbe& probe, int out_channels) const override {
     const std::uint64_t row = std::uint64_t(probe.width) * 3;
     if (probe.interlaced) return row * static_cast<std::uint64_t>(probe.height);  // whole image, then rows
-    return out_channels == 3 ? 0 : row;                                           // one RGB row for grey
+    const Rows r = rows_of(probe, out_channels);
+    return r.direct ? 0 : static_cast<std::uint64_t>(r.bytes);  // one decoded row to convert from
   }
 
   bool begin_rows(std::span<const std::uint8_t> bytes, const ImageProbe& probe) override {
@@ -117,7 +162,7 @@ class PngDecoder final : public FormatDecoder {
     rows_.reset();
     if (probe.interlaced) return false;  // Adam7: no row is final before the last pass
     std::unique_ptr<Ctx> owned = take(bytes, probe);
-    check(spng_decode_image(owned->ctx, nullptr, 0, SPNG_FMT_RGB8, SPNG_DECODE_PROGRESSIVE));
+    check(spng_decode_image(owned->ctx, nullptr, 0, rows_of(probe, 3).format, SPNG_DECODE_PROGRESSIVE));
     rows_ = std::move(owned);
     rows_probe_ = probe;
     rows_read_ = 0;
@@ -128,16 +173,16 @@ class PngDecoder final : public FormatDecoder {
     if (!rows_ || rows.width != rows_probe_.width || rows.height > rows_probe_.height - rows_read_) {
       throw Error(ErrorCode::kInvalidArgument, "PNG: read_rows() outside a band decode");
     }
-    const std::size_t row = static_cast<std::size_t>(rows_probe_.width) * 3;
-    if (rows.channels != 3) scratch.reserve(row);
+    const Rows r = rows_of(rows_probe_, rows.channels);
+    if (!r.direct) scratch.reserve(r.bytes);
     for (int y = 0; y < rows.height; ++y, ++rows_read_) {
-      std::uint8_t* target = rows.channels == 3 ? rows.row(y) : scratch.data();
-      const int code = spng_decode_row(rows_->ctx, target, row);
+      std::uint8_t* target = r.direct ? rows.row(y) : scratch.data();
+      const int code = spng_decode_row(rows_->ctx, target, r.bytes);
       if (code != 0 && !(code == SPNG_EOI && rows_read_ + 1 == rows_probe_.height)) {
         rows_.reset();
         fail(code);
       }
-      if (rows.channels != 3) store_rgb_row(target, rows.width, rows.row(y), 1);
+      if (!r.direct) store_row(target, r.samples, rows.width, rows.row(y), rows.channels);
     }
   }
 
@@ -150,30 +195,24 @@ class PngDecoder final : public FormatDecoder {
     finish(*done);
   }
 
+  // Interlaced: the whole image in RGB, then its rows; else the rows as they come.
   void decode(std::span<const std::uint8_t> bytes, const ImageProbe& probe, ImageView out,
               AlignedBuffer& scratch) override {
+    if (!probe.interlaced) {
+      begin_rows(bytes, probe);
+      read_rows(out, scratch);
+      end_rows();
+      return;
+    }
     clear_warnings();
     rows_.reset();
     std::unique_ptr<Ctx> owned = take(bytes, probe);
-    Ctx& c = *owned;
     const std::size_t row = static_cast<std::size_t>(probe.width) * 3;
-    const std::uint64_t need = workspace_requirements(probe, out.channels);
-    if (need > 0) scratch.reserve(static_cast<std::size_t>(need));
-    if (probe.interlaced) {
-      const std::size_t size = row * static_cast<std::size_t>(probe.height);
-      check(spng_decode_image(c.ctx, scratch.data(), size, SPNG_FMT_RGB8, 0));
-      for (int y = 0; y < probe.height; ++y) store_rgb_row(scratch.data() + row * y, probe.width, out.row(y), out.channels);
-      finish(c);
-      return;
-    }
-    check(spng_decode_image(c.ctx, nullptr, 0, SPNG_FMT_RGB8, SPNG_DECODE_PROGRESSIVE));
-    for (int y = 0; y < probe.height; ++y) {
-      std::uint8_t* target = out.channels == 3 ? out.row(y) : scratch.data();
-      const int code = spng_decode_row(c.ctx, target, row);
-      if (code != 0 && !(code == SPNG_EOI && y + 1 == probe.height)) fail(code);
-      if (out.channels != 3) store_rgb_row(target, probe.width, out.row(y), 1);
-    }
-    finish(c);
+    const std::size_t size = row * static_cast<std::size_t>(probe.height);
+    scratch.reserve(size);
+    check(spng_decode_image(owned->ctx, scratch.data(), size, SPNG_FMT_RGB8, 0));
+    for (int y = 0; y < probe.height; ++y) store_rgb_row(scratch.data() + row * y, probe.width, out.row(y), out.channels);
+    finish(*owned);
   }
 
  private:

@@ -224,8 +224,8 @@ TEST(ImageFormats, WorkspaceStaysWithinWhatTheDecoderStates) {
   for (const Color color : {Color::kRGB, Color::kGrey}) {
     DecodeOptions options;
     options.color = color;
+    MemoryBudget budget(64u << 20);  // declared first: it outlives the workspace it accounts
     ImageDecoder decoder(options);
-    MemoryBudget budget(64u << 20);
     decoder.attach(budget, MemoryUse::kDecodeBuffers, 0);
     JpegDecoder jpeg(options);
     std::uint64_t stated = 0;
@@ -247,8 +247,8 @@ TEST(ImageFormats, WorkspacePastTheBudgetIsRefused) {
   REQUIRE_CORPUS();
   DecodeOptions options;
   options.color = Color::kGrey;  // WebP's grey output needs the whole RGB image
+  MemoryBudget budget(1024);  // below the 37x29x3 bytes it states; declared first: it outlives the workspace
   ImageDecoder decoder(options);
-  MemoryBudget budget(1024);  // below the 37x29x3 bytes it states
   decoder.attach(budget, MemoryUse::kDecodeBuffers, 0);
   JpegDecoder jpeg(options);
   const Bytes bytes = test::read_bytes(corpus.path("webp_lossy.webp"));
