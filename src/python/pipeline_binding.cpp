@@ -206,6 +206,21 @@ py::tuple shape_tuple(const Shape& shape) {
   return out;
 }
 
+// Pipeline.outputs: the Loader's output descriptions as a list of dicts.
+py::list outputs_list(const PipelineRef& p) {
+  py::list out;
+  for (const OutputDescription& o : p.outputs) {
+    py::dict d;
+    d["name"] = o.name;
+    d["shape"] = shape_tuple(o.shape);
+    d["dtype"] = dtype_name(o.dtype);
+    d["layout"] = o.layout;
+    d["device"] = to_string(o.device);
+    out.append(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_pipeline(py::module_& m) {
@@ -272,20 +287,7 @@ void bind_pipeline(py::module_& m) {
                              "Shape of a full batch's data.")
       .def_property_readonly("dtype", [](const PipelineRef& p) { return dtype_name(p.dtype); })
       .def_property_readonly(
-          "outputs",
-          [](const PipelineRef& p) {
-            py::list out;
-            for (const OutputDescription& o : p.outputs) {
-              py::dict d;
-              d["name"] = o.name;
-              d["shape"] = shape_tuple(o.shape);
-              d["dtype"] = dtype_name(o.dtype);
-              d["layout"] = o.layout;
-              d["device"] = to_string(o.device);
-              out.append(d);
-            }
-            return out;
-          },
+          "outputs", &outputs_list,
           "What a batch holds as it arrives, one dict per output (\"data\", then \"labels\"): name, shape "
           "(of a full batch), dtype, layout (\"NCHW\", \"NHWC\", \"N\") and device; the C++ Loader::outputs().")
       .def_property_readonly("device", [](const PipelineRef& p) { return to_string(p.core->device); })
