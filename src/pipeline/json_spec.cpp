@@ -60,7 +60,10 @@ std::vector<spec::Stage> read_preset(const json& v, const std::string& path) {
   }
   int size = 0;
   if (entry->takes_size) {
-    size = o.positive("size");
+    size = o.require<int>("size", "a positive integer", [](const json& x, const std::string& xp) {
+      // The presets' own bound (presets.cpp): size * 256 / 224 must fit an int.
+      return static_cast<int>(as_integer(x, xp, 1, 65536, "an integer in [1, 65536]"));
+    });
   } else if (o.find("size") != nullptr) {
     bad(o.path("size") + ": " + name + " has its data set's size and takes none");
   }

@@ -2,6 +2,8 @@
 // a preset's stages are exactly the ones the builder's calls would record.
 #include "sluice/pipeline/presets.hpp"
 
+#include <string>
+
 #include "sluice/core/error.hpp"
 
 namespace sluice::presets {
@@ -11,6 +13,17 @@ namespace {
 Transform stages_of(const Pipeline& p) { return Transform{p.spec().stages}; }
 
 Pipeline empty() { return Pipeline(PipelineSpec{}); }
+
+// Sides up to kMaxSize (JSON specs check the same bound, json_spec.cpp): eval_crop's
+// size * 256 / 224 must fit an int.
+constexpr int kMaxSize = 65536;
+
+void check_size(int size) {
+  if (size < 1 || size > kMaxSize) {
+    throw Error(ErrorCode::kInvalidArgument, "a preset's size must be in [1, " + std::to_string(kMaxSize) + "], got " +
+                                                 std::to_string(size));
+  }
+}
 
 Transform with_stats(Transform t, const ChannelStats& stats, Output output) {
   Pipeline p = empty();
@@ -44,18 +57,21 @@ Pipeline& Transform::apply(Pipeline& pipeline) const {
 }
 
 Transform eval_crop(int size) {
+  check_size(size);
   Pipeline p = empty();
   p.resize_shorter(size * 256 / 224).center_crop(size);
   return stages_of(p);
 }
 
 Transform resized_crop_flip(int size) {
+  check_size(size);
   Pipeline p = empty();
   p.random_resized_crop(size).flip_horizontal(0.5);
   return stages_of(p);
 }
 
 Transform pad_crop_flip(int size, int padding) {
+  check_size(size);
   Pipeline p = empty();
   p.random_crop(size, {.padding = padding}).flip_horizontal(0.5);
   return stages_of(p);

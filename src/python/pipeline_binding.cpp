@@ -311,6 +311,18 @@ void add_dataset_properties(py::class_<PipelineRef>& pipeline) {
                              "ImageFolder.samples; the whole data set, before a shard takes its slice).");
 }
 
+// Pipeline.outputs: the Loader's output descriptions as a list of dicts.
+py::list outputs_list(const PipelineRef& p) {
+  for (const OutputDescription& o : p.outputs) {
+    py::dict d;
+    d["name"] = o.name;
+    d["shape"] = shape_tuple(o.shape);
+    d["dtype"] = dtype_name(o.dtype);
+    d["layout"] = o.layout;
+    d["device"] = to_string(o.device);
+    out.append(d);
+  }
+
 }  // namespace
 
 std::vector<spec::Stage> every_stage() {
@@ -435,20 +447,7 @@ void bind_pipeline(py::module_& m) {
                              "Shape of a full batch's data.")
       .def_property_readonly("dtype", [](const PipelineRef& p) { return dtype_name(p.dtype); })
       .def_property_readonly(
-          "outputs",
-          [](const PipelineRef& p) {
-            py::list out;
-            for (const OutputDescription& o : p.outputs) {
-              py::dict d;
-              d["name"] = o.name;
-              d["shape"] = shape_tuple(o.shape);
-              d["dtype"] = dtype_name(o.dtype);
-              d["layout"] = o.layout;
-              d["device"] = to_string(o.device);
-              out.append(d);
-            }
-            return out;
-          },
+          "outputs", &outputs_list,
           "What a batch holds as it arrives, one dict per output (\"data\", then \"labels\"): name, shape "
           "(of a full batch), dtype, layout (\"NCHW\", \"NHWC\", \"N\") and device; the C++ Loader::outputs().")
       .def_property_readonly("device", [](const PipelineRef& p) { return to_string(p.core->device); })

@@ -66,7 +66,11 @@ TEST(Presets, BadPresetsNameTheField) {
   EXPECT_NE(message(R"({"preset": {"name": "cifar10_train", "size": 32}})").find("stages[0].preset.size"), std::string::npos);
   EXPECT_NE(message(R"({"preset": {"name": "cifar10_train", "crop": 32}})").find("unknown key \"crop\""), std::string::npos);
   EXPECT_NE(message(R"({"preset": 7})").find("stages[0].preset"), std::string::npos);
+  EXPECT_NE(message(R"({"preset": {"name": "imagenet_eval", "size": 2147483647}})").find("stages[0].preset.size"),
+            std::string::npos);  // size * 256 / 224 would overflow
   EXPECT_THROW(presets::find("nope"), Error);
+  EXPECT_THROW(presets::imagenet_eval(0), Error);
+  EXPECT_THROW(presets::eval_crop(65537), Error);
 }
 
 }  // namespace
