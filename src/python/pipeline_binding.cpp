@@ -313,6 +313,7 @@ void add_dataset_properties(py::class_<PipelineRef>& pipeline) {
 
 // Pipeline.outputs: the Loader's output descriptions as a list of dicts.
 py::list outputs_list(const PipelineRef& p) {
+  py::list out;
   for (const OutputDescription& o : p.outputs) {
     py::dict d;
     d["name"] = o.name;
@@ -322,6 +323,8 @@ py::list outputs_list(const PipelineRef& p) {
     d["device"] = to_string(o.device);
     out.append(d);
   }
+  return out;
+}
 
 }  // namespace
 
