@@ -211,15 +211,15 @@ ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& 
       .split = shard_split(spec.source),
   };
   const EpochOrder order(plan.order);  // validates the shard
-  if (order.size() == 0) {
-    bad("shard(" + std::to_string(spec.shard_rank) + ", " + std::to_string(spec.shard_world) +
-        ") leaves no items: the data set has only " + std::to_string(plan.dataset.items.size()));
-  }
   plan.batch_size = batch->size;
   plan.drop_last = batch->options.drop_last;
   if (plan.drop_last && order.batches() == 0) {
     bad("batch(" + std::to_string(plan.batch_size) + ", drop_last) leaves no batch: the epoch has only " +
         std::to_string(plan.dataset.items.size()) + " samples for " + std::to_string(spec.shard_world) + " rank(s)");
+  }
+  if (order.size() == 0) {
+    bad("shard(" + std::to_string(spec.shard_rank) + ", " + std::to_string(spec.shard_world) +
+        ") leaves no items: the data set has only " + std::to_string(plan.dataset.items.size()));
   }
   plan.prefetch = prefetch ? prefetch->depth : 2;
   plan.prefetch_set = prefetch.has_value();

@@ -226,8 +226,8 @@ std::vector<int> epoch_labels(const std::vector<Item>& items) {
                       .batch(4)
                       .build({.threads = 1});
   std::vector<int> labels;
-  for (Batch& b : loader.epoch(1)) {
-    for (const std::int32_t label : b.labels()) labels.push_back(label);
+  for (Batch& b : loader.epoch(1)) {  // padding (a short rank's repeats) left out
+    for (std::int64_t i = 0; i < b.size() - b.padding(); ++i) labels.push_back(b.labels()[static_cast<std::size_t>(i)]);
   }
   return labels;
 }

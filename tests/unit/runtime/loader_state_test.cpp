@@ -148,10 +148,12 @@ TEST_F(LoaderStateTest, AnOlderSluicesStateIsRefusedSayingWhatToDo) {
 TEST_F(LoaderStateTest, StatesOfAnotherPipelineAreRefused) {
   const auto p = plan();
   const auto bytes = LoaderState(p).save(1, 1, 3);
-  const LoaderState other_seed(plan(4, 2));
+  const auto seed_plan = plan(4, 2);  // a LoaderState refers to its plan: keep it alive
+  const LoaderState other_seed(seed_plan);
   EXPECT_NE(other_seed.fingerprint(), LoaderState(p).fingerprint());
   EXPECT_NE(refusal(other_seed, bytes).find("different pipeline"), std::string::npos);
-  EXPECT_NE(refusal(LoaderState(plan(3)), bytes).find("global batch"), std::string::npos);
+  const auto batch_plan = plan(3);
+  EXPECT_NE(refusal(LoaderState(batch_plan), bytes).find("global batch"), std::string::npos);
   std::vector<Item> fewer(items_.begin(), items_.end() - 1);
   const auto less = stages::resolve_pipeline(
       Pipeline::from_items(fewer).shuffle_files(5).read().decode_jpeg().batch(4).spec(), BuildOptions{.seed = 1});
