@@ -193,6 +193,21 @@ INSTANTIATE_TEST_SUITE_P(
                       Fault{"EtagChangedMidTransfer", R"({"reset_every": 2, "etag_change": true})", RetryCause::kEtagChanged}),
     [](const ::testing::TestParamInfo<Fault>& info) { return std::string(info.param.name); });
 
+TEST_F(RemoteShards, ARefusedConnectionIsRetriedThenTheShardIsABadSample) {
+  const RemoteServer server(dir_ / "root");
+  const std::string closed = "http://127.0.0.1:1/shards/train-000000.tar";  // port 1: nothing listens
+  const std::uint64_t before = retries(RetryCause::kRefused);
+  try {
+    (void)remote_hashes(http_pattern(server), remote(5, 1));  // reachable: fine
+    (void)remote_hashes(closed, remote(5, 1), 2, OnError::kFail);
+    ADD_FAILURE() << "kFail went past a shard that could not be fetched";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(closed + ":*"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("connection refused"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(retries(RetryCause::kRefused) - before, 1u);
+}
+
 TEST_F(RemoteShards, ResumedTransfersUseRangeRequests) {
   const RemoteServer server(dir_ / "root");
   server.faults(R"({"reset_every": 2})");
