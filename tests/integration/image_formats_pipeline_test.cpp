@@ -19,6 +19,7 @@
 #include "shard_support.hpp"
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
+#include "image_corpus.hpp"
 #include "test_support.hpp"
 
 namespace sluice {
@@ -26,56 +27,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Variant {
-  std::string name;
-  std::string expect;
-};
-
-class Corpus {
- public:
-  static const Corpus& get() {
-    static const Corpus corpus;
-    return corpus;
-  }
-  const std::string& error() const { return error_; }
-  std::vector<fs::path> files(bool good) const {
-    std::vector<fs::path> out;
-    for (const Variant& v : variants_) {
-      if ((v.expect == "pixels") == good) out.push_back(dir_.path() / v.name);
-    }
-    return out;
-  }
-
- private:
-  Corpus() {
-    const std::string command = std::string("'") + SLUICE_SYSTEM_PYTHON + "' -W ignore '" + SLUICE_SOURCE_DIR +
-                                "/tests/reference/image_corpus.py' '" + dir_.path().string() + "' 2>&1";
-    FILE* pipe = popen(command.c_str(), "r");
-    std::string said;
-    char buf[4096];
-    while (pipe != nullptr && std::fgets(buf, sizeof buf, pipe) != nullptr) said += buf;
-    const int status = pipe != nullptr ? pclose(pipe) : -1;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      error_ = "the corpus script failed (python3-pil, python3-numpy): " + said;
-      return;
-    }
-    std::ifstream manifest(dir_.path() / "corpus.txt");
-    std::string name, expect;
-    int w = 0, h = 0, tol = 0;
-    while (manifest >> name >> w >> h >> tol >> expect) variants_.push_back({name, expect});
-  }
-
-  test::TempDir dir_;
-  std::string error_;
-  std::vector<Variant> variants_;
-};
-
-#define REQUIRE_CORPUS()                \
-  const Corpus& corpus = Corpus::get(); \
-  if (!corpus.error().empty()) GTEST_SKIP() << corpus.error()
+using test::ImageCorpus;
 
 // The good variants and two JPEGs, spread over two class folders.
-fs::path mixed_folder(const Corpus& corpus, const fs::path& root) {
+fs::path mixed_folder(const ImageCorpus& corpus, const fs::path& root) {
   int i = 0;
   for (const fs::path& f : corpus.files(true)) {
     const fs::path dir = root / (i++ % 2 == 0 ? "a" : "b");

@@ -19,6 +19,7 @@
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/program/sample_program.hpp"
 #include "one_file_table.hpp"
+#include "image_corpus.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {
@@ -26,56 +27,8 @@ namespace {
 
 using Bytes = std::vector<std::uint8_t>;
 
-struct Variant {
-  std::string name;
-  int width = 0;
-  int height = 0;
-  int tolerance = 0;
-  std::string expect;  // pixels, refused, sluice-refuses
-};
-
-// The corpus, written once per test binary into a folder that lives as long as the binary.
-class Corpus {
- public:
-  static const Corpus& get() {
-    static const Corpus corpus;
-    return corpus;
-  }
-  const std::string& error() const { return error_; }
-  const std::vector<Variant>& variants() const { return variants_; }
-  std::filesystem::path path(const std::string& name) const { return dir_.path() / name; }
-
- private:
-  Corpus() {
-    const std::string command = std::string("'") + SLUICE_SYSTEM_PYTHON + "' -W ignore '" + SLUICE_SOURCE_DIR +
-                                "/tests/reference/image_corpus.py' '" + dir_.path().string() + "' 2>&1";
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) {
-      error_ = "cannot start " + std::string(SLUICE_SYSTEM_PYTHON);
-      return;
-    }
-    std::string said;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, pipe) != nullptr) said += buf;
-    const int status = pclose(pipe);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      error_ = "the corpus script failed (it needs python3-pil and python3-numpy for " + std::string(SLUICE_SYSTEM_PYTHON) +
-               "): " + said;
-      return;
-    }
-    std::ifstream manifest(dir_.path() / "corpus.txt");
-    Variant v;
-    while (manifest >> v.name >> v.width >> v.height >> v.tolerance >> v.expect) variants_.push_back(v);
-  }
-
-  test::TempDir dir_;
-  std::string error_;
-  std::vector<Variant> variants_;
-};
-
-#define REQUIRE_CORPUS()                                                 \
-  const Corpus& corpus = Corpus::get();                                  \
-  if (!corpus.error().empty()) GTEST_SKIP() << corpus.error()
+using test::ImageCorpus;
+using Variant = test::CorpusVariant;
 
 struct Decoded {
   bool ok = false;
@@ -102,7 +55,7 @@ Decoded decode_file(ImageDecoder& decoder, JpegDecoder& jpeg, const Bytes& bytes
 }
 
 void check_corpus(Color color) {
-  const Corpus& corpus = Corpus::get();
+  const ImageCorpus& corpus = ImageCorpus::get();
   DecodeOptions options;
   options.color = color;
   ImageDecoder decoder(options);
