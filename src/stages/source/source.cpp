@@ -231,7 +231,7 @@ Dataset load_folder(const spec::Folder& folder) {
       if (dataset.items.size() == before && !folder.allow_empty_classes) {
         throw Error(ErrorCode::kInvalidArgument,
                     "class folder " + escape_name(classes[i].filename().string()) +
-                        " holds no JPEG files, which would shift every later class's label; remove it, or allow "
+                        " holds no image files, which would shift every later class's label; remove it, or allow "
                         "it with allow_empty_classes (JSON \"allow_empty_classes\": true, on the command line "
                         "--allow-empty-classes)",
                     folder.path);
