@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -85,7 +86,14 @@ void expect_clean_stop(int signal, int expected_code) {
                                       "--cache", "disk:" + cache.string()};
   const Stopped s = signal_after(args, signal, 1500ms, dir / "stderr.txt");
   EXPECT_EQ(s.exit_code, expected_code) << s.err;
-  EXPECT_LT(s.seconds_after_signal, 1.0) << "took " << s.seconds_after_signal << " s to stop";
+  // A second on an idle machine; a busy one (CI runs two tests at once, a developer compiles
+  // beside them) stretches every step of the shutdown by about the load per core.
+  double load = 0;
+  std::ifstream("/proc/loadavg") >> load;
+  const double cores = std::max(1u, std::thread::hardware_concurrency());
+  const double allowed = std::max(1.0, load / cores);
+  EXPECT_LT(s.seconds_after_signal, allowed)
+      << "took " << s.seconds_after_signal << " s to stop (allowed " << allowed << " s at load " << load << ")";
   EXPECT_NE(s.err.find("interrupted"), std::string::npos) << "stderr: " << s.err;
   for (const auto& file : list_files(dir.path())) {
     EXPECT_EQ(file.string().find(".tmp"), std::string::npos) << "left behind: " << file;
