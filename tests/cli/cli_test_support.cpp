@@ -220,4 +220,21 @@ std::vector<fs::path> list_files(const fs::path& root) {
   return files;
 }
 
+
+int spawn_cli(const std::vector<std::string>& args, const std::string& err_file) {
+  std::string cli = SLUICE_CLI;
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv{cli.data()};
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, cli.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
+}
+
 }  // namespace sluice::test

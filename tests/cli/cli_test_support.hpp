@@ -19,6 +19,10 @@ struct CliRun {
 // Runs SLUICE_CLI with `args` (no shell), stdin from /dev/null, stdout and stderr captured.
 CliRun run_cli(const std::vector<std::string>& args);
 
+// Starts SLUICE_CLI with `args` (no shell) in the background, stdout to /dev/null and stderr to
+// `err_file`; returns its pid for the caller to signal and reap (-1 when it could not start).
+int spawn_cli(const std::vector<std::string>& args, const std::string& err_file = "/dev/null");
+
 // IDX bytes as the format defines them; magic and header fields are parameters so tests can
 // write files that lie.
 std::vector<std::uint8_t> idx_images(std::uint32_t count, std::uint32_t rows, std::uint32_t cols,

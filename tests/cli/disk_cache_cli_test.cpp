@@ -35,19 +35,8 @@ json run_json(const std::vector<std::string>& args) {
 
 // Starts the CLI, lets it run for `ms`, then SIGKILLs it; returns true if it was still running.
 bool kill_after(const std::vector<std::string>& args, int ms) {
-  std::vector<char*> argv;
-  std::string cli = SLUICE_CLI;
-  argv.push_back(cli.data());
-  std::vector<std::string> copy = args;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, cli.c_str(), &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t pid = spawn_cli(args);
+  EXPECT_GT(pid, 0) << "cannot start " << SLUICE_CLI;
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   const bool running = waitpid(pid, nullptr, WNOHANG) == 0;
   kill(pid, SIGKILL);

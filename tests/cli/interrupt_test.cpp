@@ -40,19 +40,8 @@ struct Stopped {
 // Starts the CLI, sends `signal` after `after`, and waits (at most 30 s) for it to end.
 Stopped signal_after(const std::vector<std::string>& args, int signal, std::chrono::milliseconds after,
                      const std::filesystem::path& err_file) {
-  std::vector<char*> argv;
-  std::string cli = SLUICE_CLI;
-  argv.push_back(cli.data());
-  std::vector<std::string> copy = args;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, cli.c_str(), &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t pid = spawn_cli(args, err_file.string());
+  EXPECT_GT(pid, 0) << "cannot start " << SLUICE_CLI;
   std::this_thread::sleep_for(after);
   Stopped out;
   int status = 0;
