@@ -5,7 +5,10 @@
 # r runs one epoch as `sluice bench --spec` with "shard": "launcher" (RANK=r WORLD_SIZE=W), from
 # local shards and then remotely with a cache folder of its own (a cold cache: as a rank on
 # another node); the bytes each remote rank fetched are the server's counter before and after.
-# Prints one line per rank and a summary per (mode, W) with the load average.
+# Prints one line per rank and a summary per (mode, W) with the load average: images/s of the
+# epoch, and the rank's whole wait from build() to the epoch's end (a rank that splits by shards
+# fetches its shards when the epoch starts, inside the epoch's time; one that fetches every
+# shard does so in build()).
 #
 #   bench/e2e/remote_ranks.sh SLUICE_BINARY [LATENCY_MS=40]
 #
@@ -46,10 +49,10 @@ spec() {  # $1: pattern, $2: shard_by, $3: cache folder
 EOF
 }
 
-run() {  # $1 mode, $2 world, $3 rank, $4 pattern, $5 cache: prints "images_per_sec setup_seconds"
+run() {  # $1 mode, $2 world, $3 rank, $4 pattern, $5 cache: prints "images_per_sec seconds_from_build_to_end"
   spec "$4" "$1" "$5"
   RANK=$3 WORLD_SIZE=$2 "$sluice" bench --spec "$tmp/spec.json" --json | tail -1 |
-    /usr/bin/python3 -c "import json,sys; r=json.load(sys.stdin); print(r['images_per_sec'], r['setup_seconds'])"
+    /usr/bin/python3 -c "import json,sys; r=json.load(sys.stdin); print(r['images_per_sec'], r['setup_seconds'] + r['seconds'])"
 }
 
 echo "load average before: $(cat /proc/loadavg)"
@@ -71,7 +74,7 @@ import sys
 rows = [line.split() for line in open(sys.argv[1])]
 whole = int(sys.argv[2])
 print(f"{'shard_by':8s} {'W':>2s} {'rank':>4s} {'local img/s':>11s} {'remote img/s':>12s} {'remote/local':>12s} "
-      f"{'fetched MB':>10s} {'of the set':>10s} {'build() local/remote s':>22s}")
+      f"{'fetched MB':>10s} {'of the set':>10s} {'build+epoch local/remote s':>26s}")
 for mode, w, r, lr, rr, fetched, ls, rs in rows:
     print(f"{mode:8s} {w:>2s} {r:>4s} {float(lr):11.1f} {float(rr):12.1f} {float(rr) / float(lr):11.2f}x "
           f"{int(fetched) / 1e6:10.1f} {int(fetched) / whole:9.2f}x {float(ls):10.2f} / {float(rs):.2f}")
@@ -82,6 +85,9 @@ for mode in ("shards", "samples"):
         lr = sum(float(x[3]) for x in sel) / len(sel)
         rr = sum(float(x[4]) for x in sel) / len(sel)
         fetched = sum(int(x[5]) for x in sel) / len(sel)
+        lt = sum(float(x[6]) for x in sel) / len(sel)
+        rt = sum(float(x[7]) for x in sel) / len(sel)
         print(f"{mode:8s} W={w}: {lr:7.1f} local, {rr:7.1f} remote images/s per rank ({rr / lr:.2f}x); "
+              f"build+epoch {lt:5.2f} s local, {rt:5.2f} s remote ({rt / lt:.2f}x); "
               f"{fetched / 1e6:6.1f} MB fetched per rank ({fetched / whole:.2f}x the set)")
 PY

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,8 @@
 namespace sluice::stages::remote {
 
 namespace {
+
+std::atomic<bool (*)()> g_process_stop{nullptr};  // set_process_stop
 
 using Clock = std::chrono::steady_clock;
 
@@ -323,9 +326,10 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   bool stopped = false;
   while (next < transfers.size() || !active.empty() || !waiting.empty()) {
     const auto now = Clock::now();
-    if (limits.stop && now >= next_stop_check) {
+    bool (*const process_stop)() = g_process_stop.load(std::memory_order_acquire);
+    if ((limits.stop || process_stop != nullptr) && now >= next_stop_check) {
       next_stop_check = now + kStopCheck;
-      if (limits.stop()) {
+      if ((process_stop != nullptr && process_stop()) || (limits.stop && limits.stop())) {
         for (Transfer* t : active) curl_multi_remove_handle(multi.get(), t->easy);
         active.clear();
         stopped = true;
@@ -370,6 +374,8 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
 }
 
 }  // namespace
+
+void set_process_stop(bool (*check)()) { g_process_stop.store(check, std::memory_order_release); }
 
 std::vector<Downloaded> download_all(const std::vector<Download>& downloads, const AwsConfig& aws,
                                      const TransferLimits& limits) {

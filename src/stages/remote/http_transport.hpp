@@ -49,6 +49,11 @@ struct Downloaded {
   bool fatal = false;           // when !ok: not worth retrying (403, 404, a bad URL)
 };
 
+// A stop for every transfer of the process (null: none), asked as TransferLimits::stop is: the
+// command line's signal guard sets it, so Ctrl-C ends build()'s fetch too, before any loader
+// exists to cancel.
+void set_process_stop(bool (*check)());
+
 // Fetches every download, `limits.connections` at a time; never throws for a failed object (its
 // result says why), only for a file it cannot create.
 std::vector<Downloaded> download_all(const std::vector<Download>& downloads, const AwsConfig& aws,
