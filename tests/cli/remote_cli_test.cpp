@@ -52,6 +52,8 @@ TEST(RemoteCli, BenchAndInspectTakeUrls) {
   EXPECT_EQ(cold["remote"]["requests"], 6);
   EXPECT_EQ(cold["remote"]["cache_misses"], 6);
   EXPECT_GT(cold["remote"]["bytes"].get<std::int64_t>(), 0);
+  // The cold start's wait: build() (which fetched the shards) and the first batch.
+  EXPECT_GT(cold["first_batch_seconds"].get<double>(), cold["setup_seconds"].get<double>());
   EXPECT_FALSE(expected.contains("remote"));
   const json warm = run_json(remote);
   EXPECT_EQ(warm["checksum"], expected["checksum"]);
