@@ -222,9 +222,10 @@ class Handler(BaseHTTPRequestHandler):
                     return
                 if not chunk:
                     break
+                # Counted before it is sent: a client that has every byte finds them all counted.
+                count("bytes", len(chunk))
                 self.wfile.write(chunk)
                 pos += len(chunk)
-                count("bytes", len(chunk))
                 if rate:
                     ahead = (pos - start) / rate - (time.monotonic() - began)
                     if ahead > 0:
