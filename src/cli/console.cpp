@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "stages/remote/http_transport.hpp"
+
 namespace sluice::cli {
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
@@ -102,9 +104,12 @@ InterruptGuard::InterruptGuard() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, &g_previous_int);
   sigaction(SIGTERM, &action, &g_previous_term);
+  // Network waits end too, build()'s fetch of remote shards included.
+  stages::remote::set_process_stop(&InterruptGuard::interrupted);
 }
 
 InterruptGuard::~InterruptGuard() {
+  stages::remote::set_process_stop(nullptr);
   sigaction(SIGINT, &g_previous_int, nullptr);
   sigaction(SIGTERM, &g_previous_term, nullptr);
 }

@@ -206,6 +206,20 @@ void LoaderImpl::start_epoch(std::int64_t epoch) {
   // it is read or decoded. Batch indices (and ring positions) continue after the earlier runs'
   // steps; position p of the ring is p - first_step * batch of the slice.
   slice_ = order_.compute(epoch, state_.begin_epoch(epoch), epoch_items_);
+  // Remote shards fetched on demand: those of this rank's part of the epoch, before its reads.
+  // cancel() and the wait check (Ctrl-C in Python and the CLI) end the wait on the network.
+  if (plan_.dataset.fetcher) {
+    const auto stop = [this] {
+      if (cancel_requested_.load(std::memory_order_acquire)) return true;
+      return wait_check_ && wait_check_();
+    };
+    try {
+      plan_.dataset.fetcher->fetch(std::span<const std::int64_t>(epoch_items_.data(), static_cast<std::size_t>(slice_.positions)), stop);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kCancelled) cancel_requested_.store(false, std::memory_order_release);
+      throw;
+    }
+  }
   const std::int64_t b = plan_.batch_size;
   const std::int64_t first = slice_.first_step + slice_.skip;
   ring().start_epoch(epoch, slice_.first_step + slice_.batches, slice_.first_step * b + slice_.positions, first);

@@ -1,13 +1,18 @@
 // Shards named by URL from the command line (docs/remote.md): `bench --shards URL` gives the
 // checksum of the same shards on disk and reports what the transport did under "remote" (a cold
 // cache, then a warm one revalidated with 304s); `inspect --shards URL` reads them;
-// --remote-cache-limit that is not a size is refused. The shards are served on 127.0.0.1 by
+// --remote-cache-limit that is not a size is refused; SIGINT while build() fetches ends the run
+// at once (exit 130, no temporary left in the cache). The shards are served on 127.0.0.1 by
 // tests/support/remote_server.py.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_test_support.hpp"
@@ -47,6 +52,8 @@ TEST(RemoteCli, BenchAndInspectTakeUrls) {
   EXPECT_EQ(cold["remote"]["requests"], 6);
   EXPECT_EQ(cold["remote"]["cache_misses"], 6);
   EXPECT_GT(cold["remote"]["bytes"].get<std::int64_t>(), 0);
+  // The cold start's wait: build() (which fetched the shards) and the first batch.
+  EXPECT_GT(cold["first_batch_seconds"].get<double>(), cold["setup_seconds"].get<double>());
   EXPECT_FALSE(expected.contains("remote"));
   const json warm = run_json(remote);
   EXPECT_EQ(warm["checksum"], expected["checksum"]);
@@ -60,6 +67,37 @@ TEST(RemoteCli, BenchAndInspectTakeUrls) {
   const CliRun bad = run_cli({"bench", "--shards", url, "--remote-cache-limit", "lots"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--remote-cache-limit"), std::string::npos) << bad.err;
+}
+
+TEST(RemoteCli, SigintWhileBuildFetchesEndsTheRunAtOnce) {
+  const TempDir dir;
+  make_image_folder(dir / "folder", 3, 20, 40, 30);
+  shard_folder(dir / "folder", dir / "root" / "shards", 10);
+  const RemoteServer server(dir / "root");
+  server.faults(R"({"latency_ms": 20000})");  // the shards' first bytes would come after 20 s
+  const pid_t pid = spawn_cli({"bench", "--shards", server.url("/shards/train-{000000..000005}.tar"), "--remote-cache",
+                               (dir / "cache").string(), "--transform", "pad-crop", "--size", "24", "--batch", "8"});
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(pid, SIGINT);
+  const auto sent = std::chrono::steady_clock::now();
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() - sent > std::chrono::seconds(30)) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ADD_FAILURE() << "still running 30 s after SIGINT";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  EXPECT_LT(seconds, 2.0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  for (const auto& e : fs::directory_iterator(dir / "cache")) {
+    EXPECT_EQ(e.path().filename().string(), ".sluice-remote-cache") << "left behind: " << e.path();
+  }
 }
 
 }  // namespace

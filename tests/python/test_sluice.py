@@ -15,6 +15,7 @@ import os
 import tempfile
 import threading
 import unittest
+import urllib.request
 
 import sluice
 
@@ -489,18 +490,37 @@ class RemoteShardsTest(unittest.TestCase):
             try:
                 port = int(server.stdout.readline())
 
-                def batches(shards):
+                def batches(shards, shard=None):
                     spec = {"source": {"shards": shards}, "shuffle_files": {"seed": 4},
                             "stages": ["read", "decode_jpeg", {"center_crop": {"size": 24}},
                                        {"normalize": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}}, {"batch": {"size": 5}}],
                             "build": {"threads": 2, "seed": 1}}
-                    return [bytes(np_bytes(b)) for b in sluice.Pipeline(spec).epoch(0)]
+                    return [bytes(np_bytes(b)) for b in sluice.Pipeline(spec, shard=shard).epoch(0)]
 
                 local = batches({"path": os.path.join(tmp, "root", "s-{0..2}.tar"), "index": "memory"})
                 remote = batches({"path": "http://127.0.0.1:%d/s-{0..2}.tar" % port,
                                   "remote": {"cache_dir": os.path.join(tmp, "cache"), "cache_limit": "16MiB"}})
                 self.assertEqual(len(local), 5)
                 self.assertEqual(remote, local)
+
+                # Split by shards among 3 ranks (each with a cache of its own, as on 3 nodes), a
+                # rank fetches the shards' index files and the one shard it reads, not all three.
+                def served():
+                    with urllib.request.urlopen("http://127.0.0.1:%d/__stats" % port) as reply:
+                        return json.load(reply)["bytes"]
+                batches({"path": os.path.join(tmp, "root", "s-{0..2}.tar")})  # writes the index files beside
+                shard_bytes = [os.path.getsize(os.path.join(tmp, "root", "s-%d.tar" % i)) for i in range(3)]
+                index_bytes = sum(os.path.getsize(os.path.join(tmp, "root", "s-%d.tar.sluice-idx" % i)) for i in range(3))
+                fetched = []
+                for rank in range(3):
+                    before = served()
+                    got = batches({"path": "http://127.0.0.1:%d/s-{0..2}.tar" % port,
+                                   "remote": {"cache_dir": os.path.join(tmp, "cache-rank%d" % rank)}}, shard=(rank, 3))
+                    self.assertEqual(got, batches({"path": os.path.join(tmp, "root", "s-{0..2}.tar"), "index": "memory"},
+                                                  shard=(rank, 3)))
+                    fetched.append(served() - before - index_bytes)
+                    self.assertIn(fetched[-1], shard_bytes)
+                self.assertEqual(sorted(fetched), sorted(shard_bytes))
             finally:
                 server.terminate()
                 server.wait()

@@ -19,6 +19,7 @@ Faults are switched at run time by PUT /__faults with a JSON object (missing key
   not_found        every object GET answers 404
   etag_change      the object's ETag changes after its first GET (it was replaced meanwhile)
   only             the faults apply to paths containing this text only
+  only_end         ... to paths ending with this text only (a shard, not its index file beside it)
 The counts are per object, so which request of an object fails does not depend on how the
 client interleaves its transfers. The server exits when its parent process is gone.
 GET /__stats gives the counters as JSON: requests, object_gets, range_gets, not_modified,
@@ -157,6 +158,8 @@ class Handler(BaseHTTPRequestHandler):
             n = PER_PATH[path] = PER_PATH.get(path, 0) + 1
         if faults.get("only") and faults["only"] not in path:
             faults = {}
+        if faults.get("only_end") and not path.endswith(faults["only_end"]):
+            faults = {}
         if faults.get("latency_ms"):
             time.sleep(faults["latency_ms"] / 1000.0)
         file = os.path.realpath(os.path.join(ARGS.root, path.lstrip("/")))
@@ -219,9 +222,10 @@ class Handler(BaseHTTPRequestHandler):
                     return
                 if not chunk:
                     break
+                # Counted before it is sent: a client that has every byte finds them all counted.
+                count("bytes", len(chunk))
                 self.wfile.write(chunk)
                 pos += len(chunk)
-                count("bytes", len(chunk))
                 if rate:
                     ahead = (pos - start) / rate - (time.monotonic() - began)
                     if ahead > 0:

@@ -35,6 +35,7 @@ Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_o
                         const ReadOptions& read, OnError on_error, FileOps* file_ops) {
   std::vector<std::int64_t> order;
   EpochOrder(order_options).compute(0, order);
+  if (dataset.fetcher) dataset.fetcher->fetch(order, {});  // epoch 0's shards: the epoch reads them first
   AlignedBuffer bytes;
   JpegDecoder decoder(decode);
   ImageDecoder others(decode);
@@ -197,7 +198,10 @@ ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& 
 
   ResolvedPipeline plan;
   plan.options = options;
-  plan.dataset = load_dataset(spec.source, file_ops);
+  // A rank of several reading whole shards fetches only the remote shards it reads
+  // (stages/tar/shard_fetcher.hpp); split by samples, every rank reads every shard.
+  const bool on_demand = spec.shard_world > 1 && shard_split(spec.source) == ShardSplit::kShards;
+  plan.dataset = load_dataset(spec.source, file_ops, on_demand);
   plan.order = EpochOrderOptions{
       .items = plan.dataset.items.size(),
       .shard_rank = spec.shard_rank,

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,8 @@
 namespace sluice::stages::remote {
 
 namespace {
+
+std::atomic<bool (*)()> g_process_stop{nullptr};  // set_process_stop
 
 using Clock = std::chrono::steady_clock;
 
@@ -280,7 +283,7 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
     r.etag = r.not_modified ? t.download->cached_etag : t.first_etag;
     r.bytes = t.have;
   } else {
-    remote_stats().add_failure();
+    if (!(t.download->may_be_absent && status_of(t.easy) == 404)) remote_stats().add_failure();
     r.fatal = v.outcome == Outcome::kFail;
     r.error = t.download->name + ": " + v.why +
               (v.outcome == Outcome::kRetry ? " (gave up after " + std::to_string(t.attempts) + " attempts)" : "");
@@ -318,8 +321,21 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     finish_attempt(t, code, aws, limits, rng, waiting);
   };
   const int connections = limits.connections;
+  constexpr auto kStopCheck = std::chrono::milliseconds(50);
+  auto next_stop_check = started + kStopCheck;
+  bool stopped = false;
   while (next < transfers.size() || !active.empty() || !waiting.empty()) {
     const auto now = Clock::now();
+    bool (*const process_stop)() = g_process_stop.load(std::memory_order_acquire);
+    if ((limits.stop || process_stop != nullptr) && now >= next_stop_check) {
+      next_stop_check = now + kStopCheck;
+      if ((process_stop != nullptr && process_stop()) || (limits.stop && limits.stop())) {
+        for (Transfer* t : active) curl_multi_remove_handle(multi.get(), t->easy);
+        active.clear();
+        stopped = true;
+        break;
+      }
+    }
     for (auto it = waiting.begin(); it != waiting.end() && static_cast<int>(active.size()) < connections;) {
       if ((*it)->not_before <= now) {
         start(**it);
@@ -344,7 +360,7 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
       end(**stalled, CURLE_OPERATION_TIMEDOUT);
     }
     if (next < transfers.size() || !active.empty() || !waiting.empty()) {
-      curl_multi_poll(multi.get(), nullptr, 0, active.empty() ? 10 : 100, nullptr);
+      curl_multi_poll(multi.get(), nullptr, 0, active.empty() ? 10 : 50, nullptr);
     }
   }
   for (Transfer& t : transfers) {
@@ -354,9 +370,12 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     t.headers_out = nullptr;
   }
   remote_stats().add_wait_ns(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count()));
+  if (stopped) throw Error(ErrorCode::kCancelled, "stopped while fetching from the network");
 }
 
 }  // namespace
+
+void set_process_stop(bool (*check)()) { g_process_stop.store(check, std::memory_order_release); }
 
 std::vector<Downloaded> download_all(const std::vector<Download>& downloads, const AwsConfig& aws,
                                      const TransferLimits& limits) {
@@ -388,7 +407,7 @@ std::vector<Downloaded> download_all(const std::vector<Download>& downloads, con
 
 std::string fetch_text(const std::string& name, const std::string& http_url, bool sign, const AwsConfig& aws,
                        const TransferLimits& limits, std::uint64_t max_bytes) {
-  const Download d{name, http_url, sign, {}, {}};
+  const Download d{name, http_url, sign, {}, {}, false};
   Downloaded result;
   std::string text;
   std::vector<Transfer> transfers(1);

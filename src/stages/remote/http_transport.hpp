@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct TransferLimits {
   double timeout_s = 30;        // no byte for this long (or no connection): the attempt failed
   double backoff_s = 0.2;       // first retry's delay before jitter; doubles per attempt
   double max_backoff_s = 20;    // a delay (Retry-After included) never exceeds this
+  // Asked every 50 ms or so while transfers run or wait out a retry's delay: true ends them all
+  // and throws kCancelled (Loader::cancel, a signal seen by the loader's wait check).
+  std::function<bool()> stop;
 };
 
 struct Download {
@@ -33,6 +37,7 @@ struct Download {
   bool sign = false;            // SigV4 with the config's credentials
   std::string path;             // the file the body is written to (created or truncated)
   std::string cached_etag;      // non-empty: If-None-Match; a 304 leaves `path` untouched
+  bool may_be_absent = false;   // a 404 is an answer (an optional object), not a failure in stats
 };
 
 struct Downloaded {
@@ -43,6 +48,11 @@ struct Downloaded {
   std::string error;            // when !ok: the URL, the status or curl's error, what to check
   bool fatal = false;           // when !ok: not worth retrying (403, 404, a bad URL)
 };
+
+// A stop for every transfer of the process (null: none), asked as TransferLimits::stop is: the
+// command line's signal guard sets it, so Ctrl-C ends build()'s fetch too, before any loader
+// exists to cancel.
+void set_process_stop(bool (*check)());
 
 // Fetches every download, `limits.connections` at a time; never throws for a failed object (its
 // result says why), only for a file it cannot create.

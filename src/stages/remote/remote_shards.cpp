@@ -8,6 +8,7 @@
 #include <set>
 
 #include "sluice/core/error.hpp"
+#include "sluice/detail/core/binary_io.hpp"
 #include "sluice/detail/core/log.hpp"
 #include "stages/remote/aws_credentials.hpp"
 #include "stages/remote/http_transport.hpp"
@@ -22,6 +23,8 @@ namespace {
 
 constexpr std::uint64_t kMaxListingPage = 64ULL << 20;
 constexpr std::size_t kMaxListedKeys = 1'000'000;
+constexpr const char* kIndexSuffix = ".sluice-idx";  // stages/tar/tar_source.cpp's shard_index_path
+constexpr std::uint64_t kMaxIndexBytes = std::uint64_t{4} << 30;
 
 TransferLimits limits_of(const RemoteOptions& o) {
   TransferLimits l;
@@ -77,7 +80,9 @@ std::vector<std::string> list_s3_glob(const std::string& pattern, const RemoteOp
   return out;
 }
 
-std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& urls, const RemoteOptions& options) {
+std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& urls, const RemoteOptions& options,
+                                             const std::vector<std::string>& keep_urls,
+                                             const std::function<bool()>& stop) {
   if (options.cache_limit == 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "remote cache_limit 0 (streaming without a local copy) is not supported: sluice keeps a copy of each "
@@ -95,9 +100,11 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
     d.cached_etag = cache.cached_etag(url);
     downloads.push_back(std::move(d));
   }
+  TransferLimits limits = limits_of(options);
+  limits.stop = stop;
   std::vector<Downloaded> got;
   try {
-    got = download_all(downloads, aws, limits_of(options));
+    got = download_all(downloads, aws, limits);
   } catch (...) {
     for (const Download& d : downloads) ::unlink(d.path.c_str());
     throw;
@@ -121,6 +128,7 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
     keep.insert(out[i].local_path);
   }
   if (!fatal.empty()) throw Error(ErrorCode::kNotFound, fatal);
+  for (const std::string& url : keep_urls) keep.insert(cache.path_of(url));
   cache.evict(keep);
   const std::uint64_t used = cache.used();
   if (used > cache.limit()) {
@@ -130,6 +138,48 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
                 cache.dir());
   }
   if (log_enabled(LogLevel::kInfo)) log(LogLevel::kInfo, "remote shards: " + describe(remote_stats().snapshot()));
+  return out;
+}
+
+std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls, const RemoteOptions& options) {
+  const ShardCache cache(options.cache_dir, options.cache_limit);
+  std::vector<std::string> out;
+  out.reserve(urls.size());
+  for (const std::string& url : urls) out.push_back(cache.path_of(url));
+  return out;
+}
+
+std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<std::string>& urls,
+                                                            const RemoteOptions& options) {
+  const bool any_s3 = std::any_of(urls.begin(), urls.end(), [](const std::string& u) { return is_s3_url(u); });
+  const AwsConfig aws = any_s3 ? load_aws_config(options.anonymous) : AwsConfig{.anonymous = true};
+  const ShardCache cache(options.cache_dir, options.cache_limit);  // its folder holds the temporaries
+  std::vector<Download> downloads;
+  downloads.reserve(urls.size());
+  for (const std::string& url : urls) {
+    Download d = request_for(url + kIndexSuffix, aws);
+    d.path = cache.temp_path_of(url + kIndexSuffix);
+    d.may_be_absent = true;
+    downloads.push_back(std::move(d));
+  }
+  std::vector<Downloaded> got;
+  try {
+    got = download_all(downloads, aws, limits_of(options));
+  } catch (...) {
+    for (const Download& d : downloads) ::unlink(d.path.c_str());
+    throw;
+  }
+  std::vector<std::vector<std::uint8_t>> out(urls.size());
+  for (std::size_t i = 0; i < urls.size(); ++i) {
+    if (got[i].ok && got[i].bytes <= kMaxIndexBytes) {
+      try {
+        out[i] = core::read_regular_file(downloads[i].path, kMaxIndexBytes, "shard index");
+      } catch (const Error&) {
+        out[i].clear();  // unreadable: the shard is fetched whole
+      }
+    }
+    ::unlink(downloads[i].path.c_str());
+  }
   return out;
 }
 

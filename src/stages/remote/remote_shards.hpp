@@ -4,10 +4,13 @@
 // then indexes and reads the copies as it reads shards on disk, so batches, their order and
 // resume are those of the same shards on disk.
 //
-// The seam for rank sharding: every rank fetches every shard it is handed here; a split by
-// shards (each rank fetching only its own) belongs before this call, once the split is by shards.
+// A rank of several that splits by shards reads only some shards: it learns every shard's
+// samples from the index file beside it on the server (fetch_remote_indexes) and fetches a shard
+// only when an epoch reads it (stages/tar/shard_fetcher.hpp calls fetch_remote_shards then).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,8 +30,22 @@ struct RemoteShard {
 
 // Fetches `urls` into the cache. A 403/404 or a failure to use the cache folder throws; a shard
 // still failing after its retries comes back with its error (its samples become bad samples).
-// Throws kOutOfBudget when the shards need more than cache_limit.
-std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& urls, const RemoteOptions& options);
+// Copies of `urls` and of `keep_urls` are never evicted; throws kOutOfBudget when they need more
+// than cache_limit.
+// `stop` (may be empty): asked while the transfers run; true ends them and throws kCancelled.
+std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& urls, const RemoteOptions& options,
+                                             const std::vector<std::string>& keep_urls = {},
+                                             const std::function<bool()>& stop = {});
+
+// Where the cache keeps the copy of each of `urls` (whether or not it is there yet).
+std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls, const RemoteOptions& options);
+
+// The index files sluice writes beside shards ("<url>.sluice-idx", stages/tar/tar_index.hpp),
+// fetched into memory up to eight at a time: what a rank that reads some shards only needs to
+// know of every one. An element is empty where the server has none (a 404, not counted as a
+// failure) or it could not be fetched: that shard is then fetched whole.
+std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<std::string>& urls,
+                                                            const RemoteOptions& options);
 
 // An object's bytes (a list file named by URL), at most max_bytes.
 std::string fetch_remote_text(const std::string& url, const RemoteOptions& options, std::uint64_t max_bytes);

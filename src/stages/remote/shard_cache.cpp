@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "sluice/core/error.hpp"
@@ -116,8 +117,16 @@ ShardCache::ShardCache(std::string dir, std::uint64_t limit) : dir_(std::move(di
   }
   const std::string marker = dir_ + "/" + kMarker;
   if (ours) {
-    std::ifstream in(marker);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Another process (or loader) that made the folder just now may not have written the
+    // marker's text yet (it creates the file, then writes): a prefix of it is waited on, for a
+    // second at most; anything else is not ours.
+    std::string text;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      std::ifstream in(marker);
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      if (text == kMarkerText || !std::string_view(kMarkerText).starts_with(text)) break;
+      ::usleep(10'000);
+    }
     if (text != kMarkerText) foreign(dir_, kMarker);
     remove_orphans(names);
     return;

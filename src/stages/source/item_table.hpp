@@ -17,7 +17,9 @@
 //   members    tar tables only: per item, data offset (u64) and size (u32)
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +59,14 @@ class ChunkedVector {
   std::int64_t size_ = 0;
 };
 
+// Why a shard fetched on demand (stages/tar/shard_fetcher.hpp) could not be fetched: `cause` is
+// written once, before `failed` is set (release); a worker reads it only after seeing `failed`
+// set (acquire), so an epoch's fetch may record it while an abandoned epoch's samples still run.
+struct FetchFailure {
+  std::atomic<bool> failed{false};
+  std::string cause;
+};
+
 class ItemTable {
  public:
   enum class Kind : std::uint8_t { kFile, kMember };
@@ -67,6 +77,11 @@ class ItemTable {
     std::uint64_t size = 0;
     std::int64_t mtime_ns = 0;
     std::string origin;      // a remote shard's URL: what messages and the data set's identity name
+    // A remote shard fetched when an epoch first reads it: indexed from the index file beside it
+    // on the server, so its copy's mtime is not known (kAnyMtime: only the size is checked, and
+    // each read checks the member's own header); `fetch_failure` says why the fetch failed.
+    std::shared_ptr<const FetchFailure> fetch_failure;
+    static constexpr std::int64_t kAnyMtime = std::numeric_limits<std::int64_t>::min();
     const std::string& name() const { return origin.empty() ? path : origin; }
   };
 

@@ -169,7 +169,8 @@ int ItemReader::shard_fd(const ItemTable& items, std::int32_t shard) {
   struct stat st {};
   if (ops_->fstat(fd, &st) != 0) throw_errno(errno, "cannot stat shard", s.name());
   const std::int64_t mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != s.size || mtime_ns != s.mtime_ns) {
+  const bool mtime_known = s.mtime_ns != ItemTable::Shard::kAnyMtime;
+  if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != s.size || (mtime_known && mtime_ns != s.mtime_ns)) {
     throw Error(ErrorCode::kCorruptData,
                 "the shard changed since it was indexed (its size or mtime differs): build the pipeline again",
                 s.name());
@@ -193,6 +194,10 @@ std::span<const std::uint8_t> ItemReader::read(const ItemTable& items, std::int6
                 items.path(item));
   }
   if (at.size == 0) throw Error(ErrorCode::kCorruptData, "empty member", items.path(item));
+  const FetchFailure* failure = items.shards()[static_cast<std::size_t>(at.shard)].fetch_failure.get();
+  if (failure != nullptr && failure->failed.load(std::memory_order_acquire)) {
+    throw Error(ErrorCode::kIo, "the shard could not be fetched: " + failure->cause, items.path(item));
+  }
   const int fd = shard_fd(items, at.shard);
   // The header too: one pread, and the check below that the index still describes this shard.
   const std::size_t total = static_cast<std::size_t>(tar::kBlock + at.size);

@@ -314,15 +314,16 @@ Dataset load_items(const spec::Items& items) {
 
 }  // namespace
 
-Dataset load_dataset(const spec::Source& source, FileOps* ops) {
+Dataset load_dataset(const spec::Source& source, FileOps* ops, bool fetch_on_demand) {
   struct Visitor {
     FileOps* ops;
+    bool on_demand;
     Dataset operator()(const spec::Folder& f) const { return load_folder(f); }
     Dataset operator()(const spec::ListFile& l) const { return load_list(l); }
     Dataset operator()(const spec::Items& i) const { return load_items(i); }
-    Dataset operator()(const spec::Shards& s) const { return load_shards(s, ops); }
+    Dataset operator()(const spec::Shards& s) const { return load_shards(s, ops, on_demand); }
   };
-  Dataset dataset = std::visit(Visitor{ops}, source);
+  Dataset dataset = std::visit(Visitor{ops, fetch_on_demand}, source);
   dataset.items.finish();
   return dataset;
 }

@@ -3,6 +3,10 @@
 // keyed on).
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,11 +18,26 @@ namespace sluice::stages {
 
 class FileOps;
 
+// Brings the shards that a list of items lives in to local files before those items are read:
+// remote shards that a rank splitting by shards fetches only once an epoch (or build()'s size
+// probe) is about to read them (stages/tar/shard_fetcher.hpp). Called on the consumer's thread
+// before the epoch's samples are submitted; a shard that cannot be fetched makes its samples
+// fail when read (ItemTable::Shard::fetch_failure), as under the build-time fetch. `stop` (may
+// be empty) is asked every 50 ms or so while it waits on the network: true ends the fetch with
+// Error(kCancelled).
+class ShardFetcher {
+ public:
+  virtual ~ShardFetcher() = default;
+  virtual void fetch(std::span<const std::int64_t> items, const std::function<bool()>& stop) = 0;
+};
+
 struct Dataset {
   ItemTable items;
   // Label i is class_names[i]: the sorted class folders, or the sorted class names of shards
   // labelled by name; empty for lists, items and shards labelled by number.
   std::vector<std::string> class_names;
+  // Set when some shards are fetched on demand (load_dataset's fetch_on_demand): who fetches them.
+  std::shared_ptr<ShardFetcher> fetcher;
 };
 
 // Folder: labels are the indices of the sorted class sub-folder names; files are taken
@@ -31,8 +50,9 @@ struct Dataset {
 // resolved against the list's folder; entries that leave it throw unless
 // ListFile::allow_outside_root. A regular file under 256 MiB only. Throws sluice::Error naming the path (and line).
 // Shards: see stages/tar/tar_source.hpp. `ops` (null: the real file system) is what shards and their
-// index files are opened through.
-Dataset load_dataset(const spec::Source& source, FileOps* ops = nullptr);
+// index files are opened through. `fetch_on_demand` (a rank of several splitting tar shards by
+// shards): remote shards whose index file the server has are fetched when read, not in here.
+Dataset load_dataset(const spec::Source& source, FileOps* ops = nullptr, bool fetch_on_demand = false);
 
 // Whether the name ends in an image extension the decode stage reads (any case): .jpg, .jpeg,
 // .png, .webp, .bmp, .gif, .tif, .tiff, .ppm, .pgm, .pbm and their kin (image_format.hpp). The

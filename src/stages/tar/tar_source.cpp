@@ -16,10 +16,12 @@
 #include <set>
 
 #include "sluice/core/error.hpp"
+#include "sluice/detail/core/binary_io.hpp"
 #include "sluice/detail/core/log.hpp"
 #include "stages/remote/remote_shards.hpp"
 #include "stages/remote/remote_url.hpp"
 #include "stages/source/file_ops.hpp"
+#include "stages/tar/shard_fetcher.hpp"
 #include "stages/tar/shard_manifest.hpp"
 #include "stages/tar/tar_index.hpp"
 
@@ -305,6 +307,23 @@ void resolve_labels(Dataset& dataset, const Labels& labels) {
   table.relabel(relabel, 0);
 }
 
+// The index files of the remote shards in `urls` that the server has beside them and that
+// decode (an index checks its own size and mtime fields against the shard's, which here are
+// only known from the index itself: each read checks the member's header anyway).
+std::vector<std::optional<IndexedShard>> remote_indexes(const std::vector<std::string>& urls, const RemoteOptions& options) {
+  std::vector<std::vector<std::uint8_t>> files = remote::fetch_remote_indexes(urls, options);
+  std::vector<std::optional<IndexedShard>> out(urls.size());
+  for (std::size_t i = 0; i < urls.size(); ++i) {
+    const std::vector<std::uint8_t>& bytes = files[i];
+    if (bytes.size() < kShardIndexHeaderBytes || !is_shard_index(bytes)) continue;
+    std::string why;
+    out[i] = decode_shard_index(bytes, core::get_le<std::uint64_t>(bytes.data() + 16),
+                                core::get_le<std::int64_t>(bytes.data() + 24), why);
+    if (!out[i] && log_enabled(LogLevel::kInfo)) log(LogLevel::kInfo, urls[i] + ": fetched whole: its index file " + why);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& patterns, const RemoteOptions& remote) {
@@ -325,7 +344,7 @@ std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& p
 
 std::string shard_index_path(const std::string& shard) { return shard + ".sluice-idx"; }
 
-Dataset load_shards(const spec::Shards& shards, FileOps* ops_or_null) {
+Dataset load_shards(const spec::Shards& shards, FileOps* ops_or_null, bool fetch_on_demand) {
   FileOps& ops = ops_or_null != nullptr ? *ops_or_null : real_file_ops();
   const std::vector<std::string> names = expand_shard_patterns(shards.patterns, shards.remote);
   std::vector<std::string> urls;
@@ -333,15 +352,42 @@ Dataset load_shards(const spec::Shards& shards, FileOps* ops_or_null) {
   for (const std::string& name : names) (remote::is_remote_url(name) ? urls : local).push_back(name);
   // A local set that a killed prepare run left is refused, not read as whole.
   check_shard_manifests(local);
-  // Remote shards are fetched into the shard cache first, all at once, then read as local ones.
-  std::vector<remote::RemoteShard> fetched = urls.empty() ? std::vector<remote::RemoteShard>{}
-                                                          : remote::fetch_remote_shards(urls, shards.remote);
+  // Remote shards are fetched into the shard cache first, all at once, then read as local ones;
+  // on demand, those the server has an index file for wait until an epoch reads them.
+  std::vector<std::optional<IndexedShard>> deferred(urls.size());
+  std::vector<std::string> copies;
+  if (fetch_on_demand && !urls.empty()) {
+    deferred = remote_indexes(urls, shards.remote);
+    copies = remote::remote_copy_paths(urls, shards.remote);
+  }
+  std::vector<std::string> now;
+  for (std::size_t i = 0; i < urls.size(); ++i) {
+    if (!deferred[i]) now.push_back(urls[i]);
+  }
+  std::vector<remote::RemoteShard> fetched = now.empty() ? std::vector<remote::RemoteShard>{}
+                                                         : remote::fetch_remote_shards(now, shards.remote);
   std::size_t next_remote = 0;
+  std::size_t next_fetched = 0;
+  std::vector<OnDemandShards::Shard> on_demand;
   Dataset dataset;
   Labels labels;
   int from_files = 0;
   for (const std::string& name : names) {
-    const remote::RemoteShard* copy = remote::is_remote_url(name) ? &fetched[next_remote++] : nullptr;
+    const bool is_url = remote::is_remote_url(name);
+    const std::size_t r = is_url ? next_remote++ : 0;
+    std::optional<IndexedShard>* index = is_url ? &deferred[r] : nullptr;
+    if (index != nullptr && index->has_value()) {
+      OnDemandShards::Shard later{.url = name, .copy = copies[r],
+                                  .size = (*index)->shard_size, .first = dataset.items.size(),
+                                  .failure = std::make_shared<FetchFailure>()};
+      const std::int32_t shard = dataset.items.add_shard(
+          ItemTable::Shard{later.copy, later.size, ItemTable::Shard::kAnyMtime, name, later.failure});
+      add_samples(dataset.items, shard, name, **index, labels);
+      later.end = dataset.items.size();
+      on_demand.push_back(std::move(later));
+      continue;
+    }
+    const remote::RemoteShard* copy = is_url ? &fetched[next_fetched++] : nullptr;
     if (copy != nullptr && copy->local_path.empty()) {
       // Still failing after its retries: one damaged sample in the shard's place, so the error
       // policy decides (kSkip goes on without it, kFail stops at it naming the URL and cause).
@@ -360,6 +406,12 @@ Dataset load_shards(const spec::Shards& shards, FileOps* ops_or_null) {
     bad("no samples (key.jpg with key.cls members) in " + std::to_string(names.size()) + " shard(s)", names.front());
   }
   resolve_labels(dataset, labels);
+  if (!on_demand.empty()) {
+    if (log_enabled(LogLevel::kInfo)) {
+      log(LogLevel::kInfo, std::to_string(on_demand.size()) + " remote shards indexed from their index files, fetched when read");
+    }
+    dataset.fetcher = std::make_shared<OnDemandShards>(shards.remote, std::move(on_demand));
+  }
   if (log_enabled(LogLevel::kInfo)) {
     log(LogLevel::kInfo, std::to_string(names.size()) + " shards, " + std::to_string(dataset.items.size()) +
                              " samples (" + std::to_string(dataset.items.damaged()) + " damaged); " +

@@ -42,6 +42,9 @@ std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& p
 
 std::string shard_index_path(const std::string& shard);
 
-Dataset load_shards(const spec::Shards& shards, FileOps* ops);
+// `fetch_on_demand`: remote shards whose index file ("<url>.sluice-idx") the server has are
+// indexed from it and fetched only when an epoch reads them (stages/tar/shard_fetcher.hpp);
+// the others are fetched here, as every remote shard is without it.
+Dataset load_shards(const spec::Shards& shards, FileOps* ops, bool fetch_on_demand = false);
 
 }  // namespace sluice::stages
