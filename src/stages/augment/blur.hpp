@@ -6,7 +6,8 @@
 //
 // torchvision convolves with the 2-D kernel in f32; the kernel here is applied as two 1-D passes in
 // f32 (a row pass into the workspace, then a column pass), which differs from it by a few f32 ulps
-// and so, after rounding, by at most one level where a value lands next to .5.
+// and so, after rounding, by at most one level where a value lands next to .5 (measured against
+// torchvision 0.14: at most 0.07% of the bytes, tests/unit/stages/augment/blur_test.cpp).
 //
 // A kernel wider or taller than the image: torch's reflect padding refuses a pad of the image's
 // size or more; here the reflection repeats (period 2 * (n - 1)), and a one-pixel axis is
