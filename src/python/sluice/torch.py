@@ -212,7 +212,8 @@ class Loader:
 
     Each batch is (images, labels): images (N, C, H, W) of the normalize stage's dtype (float32,
     float16, bfloat16 or uint8), shared with the pipeline without a copy (with layout "nhwc" the
-    same memory viewed as (N, C, H, W) in torch.channels_last); labels (N,) int64. The last batch
+    same memory viewed as (N, C, H, W) in torch.channels_last); labels (N,) int64, or with MixUp /
+    CutMix (mixup/cutmix stages) float32 (N, num_classes), as torchvision.transforms.v2. The last batch
     of an epoch is short unless drop_last.
 
     iter(loader) iterates the epoch set_epoch() chose, else the one after the last epoch started
