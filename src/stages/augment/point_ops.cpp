@@ -49,16 +49,6 @@ void apply_luts(ConstImageView src, ImageView dst, const Lut* luts) {
   }
 }
 
-// The same table for every channel.
-void apply_lut(ConstImageView src, ImageView dst, const Lut& lut) {
-  const std::size_t n = static_cast<std::size_t>(src.width) * static_cast<std::size_t>(src.channels);
-  for (int y = 0; y < src.height; ++y) {
-    const std::uint8_t* in = src.row(y);
-    std::uint8_t* out = dst.row(y);
-    for (std::size_t i = 0; i < n; ++i) out[i] = lut[in[i]];
-  }
-}
-
 // The same per-value function for every channel, written for the vectoriser (the ops whose table
 // is arithmetic: invert, posterize, solarize); equal to the table it stands for.
 template <class Op>
