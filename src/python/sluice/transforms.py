@@ -21,7 +21,7 @@ torchvision applies it to PIL images), RandomCrop pads with a constant.
 
 from collections.abc import Sequence
 
-__all__ = ["CenterCrop", "Compose", "Normalize", "PILToTensor", "RandomCrop", "RandomHorizontalFlip",
+__all__ = ["CenterCrop", "Compose", "CutMix", "MixUp", "Normalize", "PILToTensor", "RandomCrop", "RandomHorizontalFlip",
            "RandomResizedCrop", "Resize", "ToTensor", "TRANSFORMS", "UnsupportedTransformError", "stages_of"]
 
 
@@ -34,7 +34,7 @@ class UnsupportedTransformError(TypeError):
 _NOT_YET = ("ColorJitter", "Grayscale", "RandomGrayscale", "RandomVerticalFlip", "RandomRotation",
             "RandomAffine", "GaussianBlur", "RandomErasing", "RandomPosterize", "RandomSolarize",
             "RandomEqualize", "RandomAutocontrast", "RandomAdjustSharpness", "RandomInvert",
-            "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "MixUp", "CutMix", "Pad",
+            "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "Pad",
             "RandomPerspective", "FiveCrop", "TenCrop", "ConvertImageDtype", "RandomApply",
             "RandomChoice", "RandomOrder", "ElasticTransform", "Lambda")
 
@@ -164,6 +164,39 @@ class Normalize(Transform):
         self.mean, self.std, self.inplace = mean, std, inplace
 
 
+class MixUp(Transform):
+    """torchvision.transforms.v2.MixUp(alpha, num_classes): the mixup stage, after the batch stage.
+    Labels become float32 (N, num_classes), as v2's (docs/decisions/batch-mix-labels.md)."""
+
+    def __init__(self, *, alpha=1.0, num_classes, labels_getter="default"):
+        self.alpha = alpha
+        self.num_classes = num_classes
+        self.labels_getter = labels_getter
+
+
+class CutMix(Transform):
+    """torchvision.transforms.v2.CutMix(alpha, num_classes): the cutmix stage, after the batch
+    stage. Labels become float32 (N, num_classes), as v2's."""
+
+    def __init__(self, *, alpha=1.0, num_classes, labels_getter="default"):
+        self.alpha = alpha
+        self.num_classes = num_classes
+        self.labels_getter = labels_getter
+
+
+def _batch_mix(t):
+    """MixUp / CutMix (sluice's or torchvision v2's) as its batch-level stage."""
+    name = type(t).__name__
+    if getattr(t, "labels_getter", "default") != "default":
+        raise _refuse(name, "labels_getter: sluice mixes the batch's own labels (labels_getter=\"default\")")
+    alpha, num_classes = getattr(t, "alpha", 1.0), getattr(t, "num_classes", None)
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise _refuse(name, f"num_classes: expected a positive integer, got {num_classes!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha > 0:
+        raise _refuse(name, f"alpha: expected a number > 0, got {alpha!r}")
+    return {name.lower(): {"alpha": float(alpha), "num_classes": num_classes}}
+
+
 def _resize(t):
     name = "Resize"
     _interpolation(name, t.interpolation)
@@ -216,6 +249,8 @@ TRANSFORMS = {
     "ToTensor": "normalize (float32, mean 0, std 1, NCHW); fused into the pass that writes the batch",
     "PILToTensor": "normalize (uint8, NCHW); fused into the pass that writes the batch",
     "Normalize": "normalize's mean and std; fused into the pass that writes the batch",
+    "MixUp": "mixup (after batch); on the complete batch, on a worker; labels become float32 (N, num_classes)",
+    "CutMix": "cutmix (after batch); on the complete batch, on a worker; labels become float32 (N, num_classes)",
 }
 
 
@@ -225,9 +260,16 @@ def stages_of(transforms):
     requires: Normalize needs a tensor, and no image op may follow one). Raises
     UnsupportedTransformError naming a transform sluice does not run."""
     stages = []
+    batch_level = []  # MixUp / CutMix: after the batch stage, so after everything per sample
     output = None  # None: u8 NHWC as decoded; else the normalize stage's options
     for t in _flatten(transforms):
         name = type(t).__name__
+        mixes = _batch_mixes(t)
+        if mixes is not None:
+            batch_level.extend(mixes)
+            continue
+        if batch_level:
+            raise _refuse(name, "comes after MixUp/CutMix, which mix whole batches: put the per-image transforms first")
         if output is not None and name not in ("Normalize",):
             raise _refuse(name, f"comes after {'ToTensor' if output['dtype'] == 'f32' else 'PILToTensor'}: sluice "
                                 "runs the image ops before the batch is written, so they must come first")
@@ -260,7 +302,25 @@ def stages_of(transforms):
             raise _refuse(name, "not a transform sluice knows; sluice.transforms runs " + ", ".join(sorted(TRANSFORMS)))
     if output is not None:
         stages.append({"normalize": output})
-    return stages
+    return stages + batch_level
+
+
+def _batch_mixes(t):
+    """The batch-level stages of MixUp, CutMix, or RandomChoice over them with equal odds (the
+    reference recipe's `RandomChoice([MixUp(...), CutMix(...)])`: each batch picks one); None for
+    any other transform."""
+    name = type(t).__name__
+    if name in ("MixUp", "CutMix"):
+        return [_batch_mix(t)]
+    members = getattr(t, "transforms", None)
+    if name == "RandomChoice" and members and all(type(m).__name__ in ("MixUp", "CutMix") for m in members):
+        p = getattr(t, "p", None)
+        if p is not None and len(set(p)) > 1:
+            raise _refuse(name, f"p={p!r}: sluice picks MixUp or CutMix with equal odds")
+        if len(members) > 2 or len({type(m).__name__ for m in members}) != len(members):
+            raise _refuse(name, "sluice chooses between one MixUp and one CutMix")
+        return [_batch_mix(m) for m in members]
+    return None
 
 
 def _flatten(transforms):
