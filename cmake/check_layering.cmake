@@ -90,7 +90,8 @@ set(submodule_parents stages train)
 set(sub_stages_source decode)  # the extensions the decoders read say which files are images
 set(sub_stages_tar source decode remote)  # remote: shards named by URL, fetched by stages/remote
 set(sub_stages_cache source)
-set(sub_stages_program source tar decode image cache remote)
+set(sub_stages_program source tar decode image cache remote augment)
+# stages/augment (the augmentation kernels on image views) includes no other folder.
 set(sub_train_cpu tensor)
 set(sub_train_cuda tensor)
 set(sub_train_plan tensor)

@@ -122,6 +122,31 @@ Pipeline& Pipeline::flip_horizontal(double probability, FlipOptions options) {
   return *this;
 }
 
+Pipeline& Pipeline::flip_vertical(double probability, FlipOptions options) {
+  spec_.stages.emplace_back(spec::FlipVertical{probability, options});
+  return *this;
+}
+
+Pipeline& Pipeline::color_jitter(ColorJitterOptions options) {
+  spec_.stages.emplace_back(spec::ColorJitter{options});
+  return *this;
+}
+
+Pipeline& Pipeline::grayscale(int num_output_channels) {
+  spec_.stages.emplace_back(spec::Grayscale{num_output_channels});
+  return *this;
+}
+
+Pipeline& Pipeline::random_grayscale(double probability, RandomOptions options) {
+  spec_.stages.emplace_back(spec::RandomGrayscale{probability, options});
+  return *this;
+}
+
+Pipeline& Pipeline::random_erasing(RandomErasingOptions options) {
+  spec_.stages.emplace_back(spec::RandomErasing{std::move(options)});
+  return *this;
+}
+
 Pipeline& Pipeline::normalize(NormalizeOptions options) {
   spec_.stages.emplace_back(spec::Normalize{std::move(options)});
   return *this;

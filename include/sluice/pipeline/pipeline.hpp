@@ -103,9 +103,18 @@ class Pipeline {
   Pipeline& random_crop(int size, RandomCropOptions options = {});
   Pipeline& random_crop(int width, int height, RandomCropOptions options = {});
   Pipeline& flip_horizontal(double probability = 0.5, FlipOptions options = {});
+  Pipeline& flip_vertical(double probability = 0.5, FlipOptions options = {});
+  // torchvision's ColorJitter, Grayscale and RandomGrayscale with Pillow's arithmetic: run on the
+  // sample at its output size, after the crops and resizes (which must come before them; flips may
+  // come anywhere).
+  Pipeline& color_jitter(ColorJitterOptions options);
+  Pipeline& grayscale(int num_output_channels = 1);
+  Pipeline& random_grayscale(double probability = 0.1, RandomOptions options = {});
   Pipeline& normalize(NormalizeOptions options = {});
   Pipeline& normalize(std::vector<float> mean, std::vector<float> std, Layout layout,
                       DType dtype);
+  // After normalize(): torchvision's RandomErasing on the normalised sample.
+  Pipeline& random_erasing(RandomErasingOptions options = {});
   Pipeline& shuffle(std::int64_t buffer, ShuffleOptions options = {});
   Pipeline& batch(int size, BatchOptions options = {});
   Pipeline& prefetch(int depth);

@@ -58,6 +58,13 @@ struct CenterCrop { int width = 0; int height = 0; };
 struct RandomResizedCrop { int width = 0; int height = 0; RandomResizedCropOptions options; };
 struct RandomCrop { int width = 0; int height = 0; RandomCropOptions options; };
 struct FlipHorizontal { double probability = 0.5; FlipOptions options; };
+struct FlipVertical { double probability = 0.5; FlipOptions options; };
+// Pixel ops: run on the u8 sample at the output size, after the resampling, in the chain's order.
+struct ColorJitter { ColorJitterOptions options; };
+struct Grayscale { int num_output_channels = 1; };  // 1, or 3 (the grey level in each)
+struct RandomGrayscale { double probability = 0.1; RandomOptions options; };
+// After normalize(): on the normalised sample in its batch slot.
+struct RandomErasing { RandomErasingOptions options; };
 struct Normalize { NormalizeOptions options; };
 struct Shuffle { std::int64_t buffer = 0; ShuffleOptions options; };
 struct Batch { int size = 0; BatchOptions options; };
@@ -68,7 +75,8 @@ struct ToDevice { DeviceId device; ToDeviceOptions options; };
 // alternative has one descriptor (src/pipeline/descriptors/) with its name, ordering rule, checks,
 // JSON form and geometry, so a new stage is its struct, its entry here and its descriptor file.
 using Stage = std::variant<Read, Cache, DecodeJpeg, ResizeShorter, Resize, CenterCrop, RandomResizedCrop,
-                           RandomCrop, FlipHorizontal, Normalize, Shuffle, Batch, Prefetch, ToDevice>;
+                           RandomCrop, FlipHorizontal, FlipVertical, ColorJitter, Grayscale, RandomGrayscale,
+                           Normalize, RandomErasing, Shuffle, Batch, Prefetch, ToDevice>;
 
 // The stage's name as the builder method spells it ("decode_jpeg"), for messages and stats.
 const char* name_of(const Stage& stage);

@@ -291,8 +291,8 @@ TEST(JsonSpec, ShardsSourceInEveryFormAndItsErrors) {
 TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
   EXPECT_EQ(error_of(with_stages(R"(["read", {"decode_png": {}}])")),
             "stages[1]: unknown stage \"decode_png\" (known: read, cache, decode_jpeg, resize_shorter, resize, "
-            "center_crop, random_resized_crop, random_crop, flip_horizontal, normalize, shuffle, batch, prefetch, "
-            "to_device)");
+            "center_crop, random_resized_crop, random_crop, flip_horizontal, flip_vertical, color_jitter, grayscale, "
+            "random_grayscale, normalize, random_erasing, shuffle, batch, prefetch, to_device)");
   EXPECT_EQ(error_of(with_stages(R"(["read", "decode_jpeg", {"resize_shorter": {"size": 8}},
                                      {"random_resized_crop": {"size": "big"}}])")),
             "stages[3].random_resized_crop.size: expected a positive integer, got \"big\"");
