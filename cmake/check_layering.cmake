@@ -91,7 +91,7 @@ set(sub_stages_source decode)  # the extensions the decoders read say which file
 set(sub_stages_tar source decode remote)  # remote: shards named by URL, fetched by stages/remote
 set(sub_stages_cache source)
 set(sub_stages_program source tar decode image cache remote augment)
-# stages/augment (the augmentation kernels on image views) includes no other folder.
+set(sub_stages_augment "")  # augment: pure pixel kernels on image views, core/detail headers only
 set(sub_train_cpu tensor)
 set(sub_train_cuda tensor)
 set(sub_train_plan tensor)

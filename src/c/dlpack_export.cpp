@@ -31,7 +31,12 @@ static void delete_managed(DLManagedTensor* self) {
 
 TensorDesc describe(const Batch& batch, BatchPart part) {
   TensorDesc d;
-  if (part == BatchPart::kLabels) {
+  if (part == BatchPart::kLabels && batch.soft_labels().data != nullptr) {
+    // mixup() / cutmix(): the soft labels stand for the labels (docs/decisions/batch-mix-labels.md).
+    d.data = batch.soft_labels().data;
+    d.dtype = DType::kF32;
+    d.shape = batch.soft_labels().shape;
+  } else if (part == BatchPart::kLabels) {
     // DLPack's data pointer is not const; consumers get the slot's labels as they are.
     d.data = const_cast<std::int32_t*>(batch.on_device() ? batch.device_labels() : batch.labels().data());
     d.dtype = DType::kI32;

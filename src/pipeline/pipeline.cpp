@@ -172,6 +172,16 @@ Pipeline& Pipeline::to_device(DeviceId device, ToDeviceOptions options) {
   return *this;
 }
 
+Pipeline& Pipeline::mixup(double alpha, int num_classes, std::optional<std::uint64_t> seed) {
+  spec_.stages.emplace_back(spec::MixUp{alpha, num_classes, seed});
+  return *this;
+}
+
+Pipeline& Pipeline::cutmix(double alpha, int num_classes, std::optional<std::uint64_t> seed) {
+  spec_.stages.emplace_back(spec::CutMix{alpha, num_classes, seed});
+  return *this;
+}
+
 Pipeline& Pipeline::prefetch(int depth) {
   spec_.stages.emplace_back(spec::Prefetch{depth});
   return *this;

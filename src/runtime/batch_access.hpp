@@ -20,6 +20,7 @@ class BatchAccess {
                          void* ready_event) {
     batch.set_device(device, data, labels, ready_event);
   }
+  static void set_soft_labels(Batch& batch, TensorView soft_labels) { batch.soft_labels_ = soft_labels; }
 };
 
 }  // namespace sluice::runtime

@@ -71,13 +71,14 @@ bool BatchRing::add_slot(Reclaim reclaim) {
   reservation->reset();  // the buffer reserves for itself; this only checked that it fits
   slot->data.attach(budget_, MemoryUse::kBatches, std::chrono::milliseconds(0));
   try {
-    slot->data.reserve_exact(options_.sample_bytes * static_cast<std::size_t>(options_.batch_size));
+    slot->data.reserve_exact(batch_area() + options_.mix_bytes);
   } catch (const Error&) {
     return false;  // another reservation took the room in between
   }
   prefault(slot->data.data(), slot->data.capacity());
   slot->labels.resize(static_cast<std::size_t>(options_.batch_size));
   slot->data_ptr = slot->data.data();
+  if (options_.mix_bytes != 0) slot->mix_ptr = reinterpret_cast<std::byte*>(slot->data.data() + batch_area());
   slot->labels_ptr = slot->labels.data();
   slot->index = index;
   slots_[static_cast<std::size_t>(index)] = std::move(slot);

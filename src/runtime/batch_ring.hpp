@@ -41,6 +41,8 @@ struct BatchSlot {
   // Where workers write: data and labels above, or memory the slot does not own (transfer ring).
   std::uint8_t* data_ptr = nullptr;
   std::int32_t* labels_ptr = nullptr;
+  // mixup() / cutmix(): the soft labels, then one sample of scratch (in `data`, after the batch).
+  std::byte* mix_ptr = nullptr;
   int index = -1;                     // in the ring
   std::atomic<std::int32_t> remaining{0};
   std::atomic<std::uint32_t> state{kFree};
@@ -56,6 +58,7 @@ struct BatchSlot {
 struct BatchRingOptions {
   int batch_size = 1;
   std::size_t sample_bytes = 0;
+  std::size_t mix_bytes = 0;           // mixup() / cutmix(): stages::batch_mix_slot_bytes, else 0
   std::uint64_t slot_reservation = 0;  // what a host slot costs the budget (the memory plan's batch_bytes)
   bool ordered = true;                 // false: any ready batch may be handed out first
 };
@@ -147,6 +150,10 @@ class BatchRing {
  private:
   void signal();
   int free_index() const;
+  // A slot's batch, rounded up to 64 bytes so the mixing area after it is aligned.
+  std::size_t batch_area() const {
+    return (options_.sample_bytes * static_cast<std::size_t>(options_.batch_size) + 63) / 64 * 64;
+  }
 
   BatchRingOptions options_;
   MemoryBudget& budget_;

@@ -148,6 +148,9 @@ void LoaderImpl::create_slots() {
   shared_->ring = std::make_unique<runtime::BatchRing>(
       runtime::BatchRingOptions{.batch_size = plan_.batch_size,
                                 .sample_bytes = program_->sample_bytes(),
+                                .mix_bytes = mix_classes() == 0 ? 0
+                                                                 : stages::batch_mix_slot_bytes(plan_.batch_size, mix_classes(),
+                                                                                                program_->sample_bytes()),
                                 .slot_reservation = memory_plan_.batch_bytes,
                                 .ordered = plan_.options.ordered},
       budget());
@@ -194,6 +197,11 @@ std::vector<OutputDescription> LoaderImpl::outputs() const {
   }
   OutputDescription labels{.name = "labels", .shape = Shape{plan_.batch_size}, .dtype = DType::kI32, .layout = "N",
                            .device = device};
+  if (mix_classes() != 0) {  // mixup() / cutmix(): soft labels (docs/decisions/batch-mix-labels.md)
+    labels.shape = Shape{plan_.batch_size, mix_classes()};
+    labels.dtype = DType::kF32;
+    labels.layout = "NC";
+  }
   return {std::move(data), std::move(labels)};
 }
 
@@ -246,8 +254,30 @@ void LoaderImpl::run_sample(int s, std::int64_t position) {
   finish_sample(slot);
 }
 
+int LoaderImpl::mix_classes() const {
+  return plan_.batch_mix.choices.empty() ? 0 : plan_.batch_mix.choices.front().num_classes;
+}
+
+void LoaderImpl::mix_batch(BatchSlot& slot) const {
+  try {
+    const Size2 out = program_->output_size();
+    const auto [params, draw] = stages::draw_batch_mix(plan_.batch_mix, slot.epoch, slot.batch, out);
+    const stages::BatchBuffer batch{slot.data_ptr, program_->dtype(), program_->layout(), slot.size,
+                                    program_->channels(),  out.height, out.width};
+    const std::size_t label_bytes = stages::batch_mix_label_bytes(plan_.batch_size, params.num_classes);
+    stages::mix_batch(batch, params, draw, std::span<std::byte>(slot.mix_ptr + label_bytes, program_->sample_bytes()));
+    const auto n = static_cast<std::size_t>(slot.size);
+    stages::mix_labels(std::span<const std::int32_t>(slot.labels_ptr, n), params.num_classes, draw.label_lambda,
+                       std::span<float>(reinterpret_cast<float*>(slot.mix_ptr), n * static_cast<std::size_t>(params.num_classes)));
+  } catch (...) {
+    runtime::BatchRing::record_error(slot, slot.batch * plan_.batch_size, std::current_exception());
+  }
+}
+
 void LoaderImpl::finish_sample(BatchSlot& slot) {
   if (!runtime::BatchRing::finish_sample(slot)) return;
+  // The batch is complete: mix it here, on the worker, off the consumer's thread.
+  if (mix_classes() != 0 && !slot.error && ring().current(slot)) mix_batch(slot);
   // The batch's last sample: ship a complete, current batch to the device, then let it be taken.
   if (shared_->device && !slot.error && ring().current(slot)) {
     if (std::exception_ptr error = shared_->device->ship(slot.index, slot.size)) {
@@ -285,6 +315,9 @@ bool LoaderImpl::next(Batch& out) {
   const std::int64_t padding = std::clamp<std::int64_t>(start + slot.size - std::max(start, slice_.real), 0, slot.size);
   out = runtime::BatchAccess::make(view, std::span<const std::int32_t>(slot.labels_ptr, static_cast<std::size_t>(slot.size)),
                                    slot.epoch, slot.batch, padding, found, shared_);
+  if (mix_classes() != 0) {
+    runtime::BatchAccess::set_soft_labels(out, TensorView{slot.mix_ptr, DType::kF32, Shape{slot.size, mix_classes()}});
+  }
   if (shared_->device) shared_->device->hand_over(found, slot.size, out);
   return true;
 }

@@ -83,6 +83,9 @@ class LoaderImpl {
   static void run_sample_entry(void* self, std::int64_t slot, std::int64_t position);
   void run_sample(int slot, std::int64_t position);
   void finish_sample(runtime::BatchSlot& slot);
+  // mixup() / cutmix() on a complete batch, on the worker that finished it.
+  void mix_batch(runtime::BatchSlot& slot) const;
+  int mix_classes() const;  // the soft labels' width; 0 without mixing
   void issue_batches();
   int wait_for_ready();
   void abandon_epoch();

@@ -34,7 +34,11 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
   LoaderMemoryPlan m;
   m.threads = threads;
   m.min_slots = min_prefetch + 2;
-  m.batch_bytes = AlignedBuffer::page_capacity(sample_bytes * static_cast<std::size_t>(plan.batch_size)) +
+  // A slot: the batch (64-byte aligned), mixup()/cutmix()'s soft labels and scratch, the labels.
+  const std::size_t mix = plan.batch_mix.choices.empty()
+                              ? 0
+                              : stages::batch_mix_slot_bytes(plan.batch_size, plan.batch_mix.choices.front().num_classes, sample_bytes);
+  m.batch_bytes = AlignedBuffer::page_capacity((sample_bytes * static_cast<std::size_t>(plan.batch_size) + 63) / 64 * 64 + mix) +
                   sizeof(std::int32_t) * static_cast<std::uint64_t>(plan.batch_size);
   const stages::ItemTable& items = plan.dataset.items;
   const std::int64_t n = items.size();

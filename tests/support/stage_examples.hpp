@@ -40,6 +40,7 @@ inline std::vector<spec::Stage> stage_examples() {
       spec::Batch{8, {.drop_last = true}},
       spec::Prefetch{3},
       spec::ToDevice{cuda(1), {.normalize_on_device = true, .stage_through_ring = true}},
+      spec::MixUp{0.2, 1000, 7}, spec::CutMix{1.0, 10, std::nullopt},
   };
 }
 

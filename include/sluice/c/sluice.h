@@ -173,7 +173,7 @@ typedef struct sluice_batch_info {
 sluice_status_t sluice_batch_info(const sluice_batch_t* batch, sluice_batch_info_t* info);
 
 /* The batch's data (N, C, H, W) or (N, H, W, C) in u8, f16, bf16 or f32, and its labels (N) in
- * int32, as DLPack tensors with explicit strides, on the CPU or, after a to_device stage, on the
+ * int32 (with a mixup or cutmix stage: the soft labels, (N, num_classes) in float32), as DLPack tensors with explicit strides, on the CPU or, after a to_device stage, on the
  * CUDA device. Each call returns a new DLManagedTensor sharing the batch's memory; its deleter
  * (called by whoever consumes it) releases that hold on the batch's slot. */
 sluice_status_t sluice_batch_data(sluice_batch_t* batch, DLManagedTensor** tensor);

@@ -45,6 +45,7 @@ class Batch {
       release();
       data_ = other.data_;
       labels_ = other.labels_;
+      soft_labels_ = other.soft_labels_;
       epoch_ = other.epoch_;
       index_ = other.index_;
       padding_ = other.padding_;
@@ -62,6 +63,10 @@ class Batch {
   // (N, C, H, W) or (N, H, W, C) as the normalize stage chose; N is size().
   const TensorView& data() const { return data_; }
   std::span<const std::int32_t> labels() const { return labels_; }
+  // With mixup() or cutmix(): the mixed one-hot labels, f32 (N, num_classes), which C and Python
+  // export as the batch's labels (docs/decisions/batch-mix-labels.md); labels() keeps the classes.
+  // Empty (data == nullptr) without them.
+  const TensorView& soft_labels() const { return soft_labels_; }
   std::int64_t size() const { return static_cast<std::int64_t>(labels_.size()); }
   std::int64_t epoch() const { return epoch_; }
   std::int64_t index() const { return index_; }  // position of the batch in its epoch
@@ -120,6 +125,7 @@ class Batch {
 
   TensorView data_;
   std::span<const std::int32_t> labels_;
+  TensorView soft_labels_;
   std::int64_t epoch_ = 0;
   std::int64_t index_ = 0;
   std::int64_t padding_ = 0;

@@ -120,6 +120,11 @@ class Pipeline {
   Pipeline& prefetch(int depth);
   // Batches go to `device` (after batch()); sluice::cuda(i) without a usable GPU fails at build().
   Pipeline& to_device(DeviceId device, ToDeviceOptions options = {});
+  // Batch-level MixUp / CutMix (after batch(); torchvision.transforms.v2's): each batch mixes with
+  // itself rolled by one, with one Beta(alpha, alpha) weight per batch, and its labels become f32
+  // (N, num_classes). Both in one pipeline: each batch picks one (docs/decisions/batch-mix-labels.md).
+  Pipeline& mixup(double alpha, int num_classes, std::optional<std::uint64_t> seed = {});
+  Pipeline& cutmix(double alpha, int num_classes, std::optional<std::uint64_t> seed = {});
 
   const PipelineSpec& spec() const { return spec_; }
 

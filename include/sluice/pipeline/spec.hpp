@@ -70,13 +70,17 @@ struct Shuffle { std::int64_t buffer = 0; ShuffleOptions options; };
 struct Batch { int size = 0; BatchOptions options; };
 struct Prefetch { int depth = 0; };
 struct ToDevice { DeviceId device; ToDeviceOptions options; };
+// Batch-level mixing after batch(), torchvision.transforms.v2.MixUp / CutMix: the labels become
+// soft, f32 (N, num_classes) (docs/decisions/batch-mix-labels.md).
+struct MixUp { double alpha = 1.0; int num_classes = 0; std::optional<std::uint64_t> seed; };
+struct CutMix { double alpha = 1.0; int num_classes = 0; std::optional<std::uint64_t> seed; };
 
 // Every stage, in the order the JSON schema lists them. This list is the stage registry: each
 // alternative has one descriptor (src/pipeline/descriptors/) with its name, ordering rule, checks,
 // JSON form and geometry, so a new stage is its struct, its entry here and its descriptor file.
 using Stage = std::variant<Read, Cache, DecodeJpeg, ResizeShorter, Resize, CenterCrop, RandomResizedCrop,
                            RandomCrop, FlipHorizontal, FlipVertical, ColorJitter, Grayscale, RandomGrayscale,
-                           Normalize, RandomErasing, Shuffle, Batch, Prefetch, ToDevice>;
+                           Normalize, RandomErasing, Shuffle, Batch, Prefetch, ToDevice, MixUp, CutMix>;
 
 // The stage's name as the builder method spells it ("decode_jpeg"), for messages and stats.
 const char* name_of(const Stage& stage);

@@ -79,6 +79,8 @@ struct Chain {
   std::optional<spec::Batch> batch;
   std::optional<spec::Prefetch> prefetch;
   std::optional<spec::ToDevice> to_device;
+  std::vector<BatchMixParams> mixes;          // mixup() / cutmix(), in order
+  std::optional<std::uint64_t> mix_seed;      // the first one's own seed
 };
 
 // The stage's ordering rule, from its descriptor: once-only first, then the phase it may follow.
@@ -111,6 +113,8 @@ struct Collect {
   void operator()(const spec::Batch& s) const { chain.batch = s; }
   void operator()(const spec::ToDevice& s) const { chain.to_device = s; }
   void operator()(const spec::Prefetch& s) const { chain.prefetch = s; }
+  void operator()(const spec::MixUp& s) const { mix(BatchMixKind::kMixUp, s.alpha, s.num_classes, s.seed); }
+  void operator()(const spec::CutMix& s) const { mix(BatchMixKind::kCutMix, s.alpha, s.num_classes, s.seed); }
   // Image ops contribute through their descriptor's GeometryRule (collect_chain adds them to the
   // geometry steps before this visit is reached); listing them here keeps the visit exhaustive.
   void operator()(const spec::ResizeShorter& /*unused*/) const { image_op(); }
@@ -138,6 +142,10 @@ struct Collect {
     steps.push_back(AugmentStep{stage, derive_key(derive_key(own.value_or(seed), stream), steps.size())});
   }
 
+  void mix(BatchMixKind kind, double alpha, int num_classes, std::optional<std::uint64_t> seed) const {
+    if (chain.mixes.empty()) chain.mix_seed = seed;
+    chain.mixes.push_back(BatchMixParams{kind, alpha, num_classes});
+  }
   // Reached only if an image op's descriptor lost its GeometryRule: its effect would be lost.
   static void image_op() { throw Error(ErrorCode::kInternal, "an image op without a geometry rule"); }
 };
@@ -234,6 +242,32 @@ NormalizeOptions split_normalize(Chain& chain) {
   return chain.normalize->options;
 }
 
+// mixup() / cutmix(): one width of soft labels, a float batch for mixup, a host batch, and every
+// label a column of them.
+BatchMixPlan batch_mix_plan(const Chain& chain, const ItemTable& items, std::uint64_t build_seed) {
+  BatchMixPlan plan{chain.mixes, chain.mix_seed.value_or(build_seed)};
+  if (plan.choices.empty()) return plan;
+  const int classes = plan.choices.front().num_classes;
+  for (const BatchMixParams& p : plan.choices) {
+    if (p.num_classes != classes) bad("mixup and cutmix need the same num_classes, got " + std::to_string(classes) + " and " + std::to_string(p.num_classes));
+    const char* name = p.kind == BatchMixKind::kMixUp ? "mixup" : "cutmix";
+    try {
+      check_batch_mix_dtype(p.kind, chain.program.normalize.dtype);
+    } catch (const Error& e) {
+      bad(std::string(e.what()) + (chain.to_device ? " (with normalize_on_device the host batch is u8)" : ""));
+    }
+    if (chain.to_device) bad(std::string(name) + ": not with to_device() yet; mix the batch on the device after delivery");
+  }
+  for (std::int64_t i = 0; i < items.size(); ++i) {
+    const std::int32_t label = items.label(i);
+    if (label < 0 || label >= classes) {
+      bad("mixup/cutmix: num_classes is " + std::to_string(classes) + " but item " + std::to_string(i) + " has label " +
+          std::to_string(label) + " (" + items.path(i) + ")");
+    }
+  }
+  return plan;
+}
+
 // Tar shards split as their options say; every other source by samples.
 ShardSplit shard_split(const spec::Source& source) {
   const auto* shards = std::get_if<spec::Shards>(&source);
@@ -297,6 +331,7 @@ ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& 
   plan.cache = chain.cache;
   plan.to_device = chain.to_device;
   plan.device_normalize = device_normalize;
+  plan.batch_mix = batch_mix_plan(chain, plan.dataset.items, options.seed);
 
   program.file_ops = file_ops;
   program.output = geometry.out ? *geometry.out

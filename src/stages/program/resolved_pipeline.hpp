@@ -9,6 +9,7 @@
 
 #include "sluice/pipeline/options.hpp"
 #include "sluice/pipeline/spec.hpp"
+#include "stages/augment/batch_mix.hpp"
 #include "stages/source/epoch_order.hpp"
 #include "stages/program/sample_program.hpp"
 #include "stages/source/source.hpp"
@@ -28,6 +29,7 @@ struct ResolvedPipeline {
   NormalizeOptions device_normalize;  // with to_device({.normalize_on_device}): done on the device
   BuildOptions options;
   std::uint64_t skip_key = 0;  // random stream that picks replacements for bad samples
+  BatchMixPlan batch_mix;      // mixup() / cutmix(): mixed on the host once a batch is complete
 };
 
 // Throws sluice::Error(kInvalidArgument, kNotFound, ...) for a pipeline that cannot run. Every

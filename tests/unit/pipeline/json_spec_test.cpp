@@ -292,7 +292,7 @@ TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
   EXPECT_EQ(error_of(with_stages(R"(["read", {"decode_png": {}}])")),
             "stages[1]: unknown stage \"decode_png\" (known: read, cache, decode_jpeg, resize_shorter, resize, "
             "center_crop, random_resized_crop, random_crop, flip_horizontal, flip_vertical, color_jitter, grayscale, "
-            "random_grayscale, normalize, random_erasing, shuffle, batch, prefetch, to_device)");
+            "random_grayscale, normalize, random_erasing, shuffle, batch, prefetch, to_device, mixup, cutmix)");
   EXPECT_EQ(error_of(with_stages(R"(["read", "decode_jpeg", {"resize_shorter": {"size": 8}},
                                      {"random_resized_crop": {"size": "big"}}])")),
             "stages[3].random_resized_crop.size: expected a positive integer, got \"big\"");

@@ -1,0 +1,173 @@
+// Micro benchmark of the augment kernels (src/stages/augment/) on 224x224 RGB images, each kernel's
+// cost per image as a fraction of decoding that image's JPEG, both measured in this run:
+//   decode_224        JpegDecoder read_header + decode of one imagenette-val JPEG (224x224, RGB)
+//   rotate_nearest / rotate_bilinear   F.rotate by 17 degrees
+//   affine_nearest / affine_bilinear   F.affine (angle 12, translate (5, -3), scale 1.1, shear 8)
+//   blur_3 / blur_23  F.gaussian_blur, kernel 3 (sigma 1) and 23 (sigma 3.5, SimCLR's size)
+//   posterize, solarize, invert, autocontrast, equalize, sharpness (factor 1.8)
+// Each iteration takes the next of the decoded images, so the inputs are real photos.
+// Run: ./build/bench/augment_bench --benchmark_repetitions=5 --benchmark_enable_random_interleaving
+// (the closing table: the median of the repetitions, per image, and the fraction of decode_224;
+// SLUICE_DATASETS overrides the datasets folder)
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stages/augment/affine.hpp"
+#include "stages/augment/blur.hpp"
+#include "stages/augment/point_ops.hpp"
+#include "stages/decode/jpeg_decoder.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using sluice::ConstImageView;
+using sluice::ImageView;
+using namespace sluice::stages;  // NOLINT: the kernels under test
+
+constexpr int kSide = 224;
+constexpr std::size_t kImageBytes = kSide * kSide * 3;
+
+struct Data {
+  std::vector<std::vector<std::uint8_t>> jpegs;   // 224x224 RGB JPEGs
+  std::vector<std::vector<std::uint8_t>> pixels;  // the same, decoded
+};
+
+const Data& data() {
+  static const Data loaded = [] {
+    Data d;
+    const char* env = std::getenv("SLUICE_DATASETS");
+    const fs::path dir = fs::path(env != nullptr && *env != '\0' ? env : SLUICE_DATASETS_DIR) / "imagenette-val";
+    std::vector<fs::path> paths;
+    if (fs::is_directory(dir)) {
+      for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (e.is_regular_file()) paths.push_back(e.path());
+      }
+    }
+    std::sort(paths.begin(), paths.end());
+    JpegDecoder decoder(sluice::DecodeOptions{});
+    for (const auto& p : paths) {
+      if (d.jpegs.size() == 256) break;
+      std::ifstream in(p, std::ios::binary);
+      std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      try {
+        const JpegHeader header = decoder.read_header(bytes);
+        if (header.width != kSide || header.height != kSide || header.components != 3) continue;
+        std::vector<std::uint8_t> px(kImageBytes);
+        decoder.decode(bytes, header, JpegRequest{1, {}}, ImageView{px.data(), kSide, kSide, 3, kSide * 3});
+        d.jpegs.push_back(std::move(bytes));
+        d.pixels.push_back(std::move(px));
+      } catch (const std::exception&) {
+        continue;  // a greyscale or odd file: not in the sample
+      }
+    }
+    return d;
+  }();
+  return loaded;
+}
+
+void run_decode(benchmark::State& state) {
+  if (data().jpegs.empty()) return state.SkipWithError("imagenette-val not found (set SLUICE_DATASETS)");
+  JpegDecoder decoder(sluice::DecodeOptions{});
+  std::vector<std::uint8_t> out(kImageBytes);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const auto& bytes = data().jpegs[i++ % data().jpegs.size()];
+    const JpegHeader header = decoder.read_header(bytes);
+    decoder.decode(bytes, header, JpegRequest{1, {}}, ImageView{out.data(), kSide, kSide, 3, kSide * 3});
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// kernel(src, dst, workspace): one image through one kernel.
+using Kernel = std::function<void(ConstImageView, ImageView, std::span<std::byte>)>;
+
+void run_kernel(benchmark::State& state, const Kernel& kernel) {
+  if (data().pixels.empty()) return state.SkipWithError("imagenette-val not found (set SLUICE_DATASETS)");
+  std::vector<std::uint8_t> out(kImageBytes);
+  std::vector<std::byte> workspace(gaussian_blur_workspace_bytes({kSide, kSide}, 3, {23, 23, 3.5, 3.5}));
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const auto& px = data().pixels[i++ % data().pixels.size()];
+    kernel(ConstImageView(px.data(), kSide, kSide, 3, kSide * 3), ImageView{out.data(), kSide, kSide, 3, kSide * 3},
+           workspace);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// The median images/s of each benchmark's repetitions.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      const auto it = run.counters.find("items_per_second");
+      if (it != run.counters.end() && run.run_type == Run::RT_Iteration) {
+        samples[run.run_name.function_name].push_back(it->second.value);
+      }
+    }
+  }
+  std::map<std::string, double> medians() {
+    std::map<std::string, double> out;
+    for (auto& [name, v] : samples) {
+      std::sort(v.begin(), v.end());
+      out[name] = v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    }
+    return out;
+  }
+  std::map<std::string, std::vector<double>> samples;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto nearest = WarpInterpolation::kNearest;
+  const auto bilinear = WarpInterpolation::kBilinear;
+  const AffineParams affine_params{12, 5, -3, 1.1, 8, 0};
+  const std::vector<std::pair<std::string, Kernel>> kernels = {
+      {"rotate_nearest", [=](auto s, auto d, auto) { rotate(s, d, 17, nearest); }},
+      {"rotate_bilinear", [=](auto s, auto d, auto) { rotate(s, d, 17, bilinear); }},
+      {"affine_nearest", [=](auto s, auto d, auto) { affine(s, d, affine_params, nearest); }},
+      {"affine_bilinear", [=](auto s, auto d, auto) { affine(s, d, affine_params, bilinear); }},
+      {"blur_3", [](auto s, auto d, auto w) { gaussian_blur(s, d, {3, 3, 1.0, 1.0}, w); }},
+      {"blur_23", [](auto s, auto d, auto w) { gaussian_blur(s, d, {23, 23, 3.5, 3.5}, w); }},
+      {"posterize", [](auto s, auto d, auto) { posterize(s, d, 4); }},
+      {"solarize", [](auto s, auto d, auto) { solarize(s, d, 128); }},
+      {"invert", [](auto s, auto d, auto) { invert(s, d); }},
+      {"autocontrast", [](auto s, auto d, auto) { autocontrast(s, d); }},
+      {"equalize", [](auto s, auto d, auto) { equalize(s, d); }},
+      {"sharpness", [](auto s, auto d, auto w) { adjust_sharpness(s, d, 1.8f, w); }},
+  };
+  benchmark::RegisterBenchmark("decode_224", run_decode)->MinTime(0.5);
+  for (const auto& [name, fn] : kernels) {
+    benchmark::RegisterBenchmark(name.c_str(), [fn = fn](benchmark::State& s) { run_kernel(s, fn); })->MinTime(0.5);
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+
+  const std::map<std::string, double> rates = reporter.medians();
+  const auto base = rates.find("decode_224");
+  std::printf("\n%-18s %12s %14s\n", "224x224 RGB", "images/s", "x decode time");
+  if (base != rates.end()) std::printf("%-18s %12.0f %14.3f\n", "decode_224", base->second, 1.0);
+  for (const auto& [name, fn] : kernels) {
+    const auto it = rates.find(name);
+    if (it == rates.end()) continue;  // filtered out
+    std::printf("%-18s %12.0f", name.c_str(), it->second);
+    if (base != rates.end()) std::printf(" %14.3f", base->second / it->second);
+    std::printf("\n");
+  }
+  return 0;
+}

@@ -1,0 +1,266 @@
+// The point ops as Pillow computes them: a 256-entry table per channel (from the value alone, or
+// from the channel's histogram), applied in one pass; and the sharpness blend with Pillow's SMOOTH
+// filter, in f32 as Pillow's C code does.
+#include "stages/augment/point_ops.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "sluice/core/error.hpp"
+
+namespace sluice::stages {
+namespace {
+
+constexpr int kMaxChannels = 4;
+using Lut = std::array<std::uint8_t, 256>;
+using Histogram = std::array<std::uint32_t, 256>;
+
+void check_pair(ConstImageView src, ImageView dst, const char* op) {
+  if (src.width != dst.width || src.height != dst.height || src.channels != dst.channels) {
+    throw Error(ErrorCode::kInvalidArgument, std::string(op) + ": source and destination differ in size or channels");
+  }
+  if (src.channels < 1 || src.channels > kMaxChannels) {
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(op) + ": 1 to 4 channels, got " + std::to_string(src.channels));
+  }
+}
+
+bool empty(ConstImageView v) { return v.width <= 0 || v.height <= 0; }
+
+// One table per channel.
+void apply_luts(ConstImageView src, ImageView dst, const Lut* luts) {
+  const int c = src.channels;
+  const std::size_t n = static_cast<std::size_t>(src.width) * static_cast<std::size_t>(c);
+  for (int y = 0; y < src.height; ++y) {
+    const std::uint8_t* in = src.row(y);
+    std::uint8_t* out = dst.row(y);
+    if (c == 1) {
+      const Lut& l = luts[0];
+      for (std::size_t i = 0; i < n; ++i) out[i] = l[in[i]];
+    } else {
+      for (std::size_t i = 0; i < n; i += static_cast<std::size_t>(c)) {
+        for (int k = 0; k < c; ++k) out[i + k] = luts[k][in[i + k]];
+      }
+    }
+  }
+}
+
+// The same table for every channel.
+void apply_lut(ConstImageView src, ImageView dst, const Lut& lut) {
+  const std::size_t n = static_cast<std::size_t>(src.width) * static_cast<std::size_t>(src.channels);
+  for (int y = 0; y < src.height; ++y) {
+    const std::uint8_t* in = src.row(y);
+    std::uint8_t* out = dst.row(y);
+    for (std::size_t i = 0; i < n; ++i) out[i] = lut[in[i]];
+  }
+}
+
+// The same per-value function for every channel, written for the vectoriser (the ops whose table
+// is arithmetic: invert, posterize, solarize); equal to the table it stands for.
+template <class Op>
+void apply_op(ConstImageView src, ImageView dst, Op op) {
+  const std::size_t n = static_cast<std::size_t>(src.width) * static_cast<std::size_t>(src.channels);
+  for (int y = 0; y < src.height; ++y) {
+    const std::uint8_t* in = src.row(y);
+    std::uint8_t* out = dst.row(y);
+    for (std::size_t i = 0; i < n; ++i) out[i] = op(in[i]);
+  }
+}
+
+std::array<Histogram, kMaxChannels> histograms(ConstImageView src) {
+  std::array<Histogram, kMaxChannels> h{};
+  const int c = src.channels;
+  for (int y = 0; y < src.height; ++y) {
+    const std::uint8_t* in = src.row(y);
+    for (int x = 0; x < src.width; ++x) {
+      for (int k = 0; k < c; ++k) ++h[k][in[x * c + k]];
+    }
+  }
+  return h;
+}
+
+Lut identity_lut() {
+  Lut l{};
+  for (int i = 0; i < 256; ++i) l[i] = static_cast<std::uint8_t>(i);
+  return l;
+}
+
+// ImageOps.autocontrast, cutoff 0, for one channel's histogram.
+Lut autocontrast_lut(const Histogram& h) {
+  int lo = 0;
+  while (lo < 256 && h[lo] == 0) ++lo;
+  int hi = 255;
+  while (hi >= 0 && h[hi] == 0) --hi;
+  if (hi <= lo) return identity_lut();
+  const double scale = 255.0 / (hi - lo);
+  const double offset = -lo * scale;
+  Lut l{};
+  for (int i = 0; i < 256; ++i) {
+    // Python's int() truncates toward zero.
+    int v = static_cast<int>(i * scale + offset);
+    v = v < 0 ? 0 : (v > 255 ? 255 : v);
+    l[i] = static_cast<std::uint8_t>(v);
+  }
+  return l;
+}
+
+// ImageOps.equalize for one channel's histogram.
+Lut equalize_lut(const Histogram& h) {
+  std::uint64_t total = 0;
+  std::uint64_t last = 0;
+  int nonzero = 0;
+  for (int i = 0; i < 256; ++i) {
+    if (h[i] != 0) {
+      total += h[i];
+      last = h[i];
+      ++nonzero;
+    }
+  }
+  if (nonzero <= 1) return identity_lut();
+  const std::uint64_t step = (total - last) / 255;
+  if (step == 0) return identity_lut();
+  Lut l{};
+  std::uint64_t n = step / 2;
+  for (int i = 0; i < 256; ++i) {
+    const std::uint64_t v = n / step;
+    l[i] = static_cast<std::uint8_t>(v > 255 ? 255 : v);
+    n += h[i];
+  }
+  return l;
+}
+
+}  // namespace
+
+void posterize(ConstImageView src, ImageView dst, int bits) {
+  check_pair(src, dst, "posterize");
+  if (bits < 0 || bits > 8) {
+    throw Error(ErrorCode::kInvalidArgument, "posterize: bits must be 0 to 8, got " + std::to_string(bits));
+  }
+  if (empty(src)) return;
+  const auto mask = static_cast<std::uint8_t>(~((1 << (8 - bits)) - 1));
+  apply_op(src, dst, [mask](std::uint8_t v) { return static_cast<std::uint8_t>(v & mask); });
+}
+
+void solarize(ConstImageView src, ImageView dst, double threshold) {
+  check_pair(src, dst, "solarize");
+  if (std::isnan(threshold)) throw Error(ErrorCode::kInvalidArgument, "solarize: threshold is NaN");
+  if (empty(src)) return;
+  // v < threshold for an integer v is v < ceil(threshold); clamp to 0..256 (256: the identity).
+  const double t = std::ceil(std::clamp(threshold, 0.0, 256.0));
+  const int first = static_cast<int>(t);
+  if (first > 255) {
+    apply_op(src, dst, [](std::uint8_t v) { return v; });
+    return;
+  }
+  const auto limit = static_cast<std::uint8_t>(first);
+  apply_op(src, dst, [limit](std::uint8_t v) { return v < limit ? v : static_cast<std::uint8_t>(255 - v); });
+}
+
+void invert(ConstImageView src, ImageView dst) {
+  check_pair(src, dst, "invert");
+  if (empty(src)) return;
+  apply_op(src, dst, [](std::uint8_t v) { return static_cast<std::uint8_t>(255 - v); });
+}
+
+void autocontrast(ConstImageView src, ImageView dst) {
+  check_pair(src, dst, "autocontrast");
+  if (empty(src)) return;
+  const auto h = histograms(src);
+  std::array<Lut, kMaxChannels> luts{};
+  for (int k = 0; k < src.channels; ++k) luts[k] = autocontrast_lut(h[k]);
+  apply_luts(src, dst, luts.data());
+}
+
+void equalize(ConstImageView src, ImageView dst) {
+  check_pair(src, dst, "equalize");
+  if (empty(src)) return;
+  const auto h = histograms(src);
+  std::array<Lut, kMaxChannels> luts{};
+  for (int k = 0; k < src.channels; ++k) luts[k] = equalize_lut(h[k]);
+  apply_luts(src, dst, luts.data());
+}
+
+std::size_t sharpness_workspace_bytes(Size2 size, int channels) {
+  if (size.width <= 0 || size.height <= 0 || channels <= 0) return 0;
+  return 2 * static_cast<std::size_t>(size.width) * static_cast<std::size_t>(channels);
+}
+
+namespace {
+
+// Pillow's Image.blend(degenerate, image, factor) on one value: in f32, truncated; clamped when
+// the factor extrapolates (outside [0, 1]).
+inline std::uint8_t blend(int smooth, int original, float factor, bool extrapolate) {
+  const float v = static_cast<float>(smooth) + factor * static_cast<float>(original - smooth);
+  if (!extrapolate) return static_cast<std::uint8_t>(v);
+  if (v <= 0.0f) return 0;
+  if (v >= 255.0f) return 255;
+  return static_cast<std::uint8_t>(v);
+}
+
+// One interior row: SMOOTH (Pillow's ImagingFilter3x3 with the kernel over 13 and +0.5 for
+// rounding, in f32 in its order of operations) then the blend. above/here/below are source rows;
+// the first and last pixel keep their value, as Pillow's filter does.
+void sharpen_row(const std::uint8_t* above, const std::uint8_t* here, const std::uint8_t* below,
+                 int width, int c, float factor, bool extrapolate, std::uint8_t* out) {
+  const float k1 = 1.0f / 13.0f;
+  const float k5 = 5.0f / 13.0f;
+  std::memcpy(out, here, static_cast<std::size_t>(c));
+  // Every interior value, channels interleaved: one flat loop the compiler vectorises.
+  const int end = (width - 1) * c;
+  for (int i = c; i < end; ++i) {
+    const auto f = [](std::uint8_t v) { return static_cast<float>(v); };
+    float ss = 0.5f;
+    ss += f(below[i - c]) * k1 + f(below[i]) * k1 + f(below[i + c]) * k1;
+    ss += f(here[i - c]) * k1 + f(here[i]) * k5 + f(here[i + c]) * k1;
+    ss += f(above[i - c]) * k1 + f(above[i]) * k1 + f(above[i + c]) * k1;
+    ss = ss < 0.0f ? 0.0f : ss;
+    ss = ss > 255.0f ? 255.0f : ss;
+    const int smooth = static_cast<std::uint8_t>(ss);
+    out[i] = blend(smooth, here[i], factor, extrapolate);
+  }
+  const std::size_t last = static_cast<std::size_t>(width - 1) * static_cast<std::size_t>(c);
+  std::memcpy(out + last, here + last, static_cast<std::size_t>(c));
+}
+
+}  // namespace
+
+void adjust_sharpness(ConstImageView src, ImageView dst, float factor, std::span<std::byte> workspace) {
+  check_pair(src, dst, "adjust_sharpness");
+  if (!(factor >= 0.0f) || !std::isfinite(factor)) {
+    throw Error(ErrorCode::kInvalidArgument, "adjust_sharpness: the factor must be >= 0 and finite, got " + std::to_string(factor));
+  }
+  if (empty(src)) return;
+  const int w = src.width;
+  const int h = src.height;
+  const int c = src.channels;
+  const std::size_t row_bytes = static_cast<std::size_t>(w) * static_cast<std::size_t>(c);
+  // Pillow's filter returns a copy of an image smaller than its kernel; the blend of two equal
+  // images is the image.
+  if (w < 3 || h < 3) {
+    if (src.data != dst.data) {
+      for (int y = 0; y < h; ++y) std::memcpy(dst.row(y), src.row(y), row_bytes);
+    }
+    return;
+  }
+  if (workspace.size() < sharpness_workspace_bytes({w, h}, c)) {
+    throw Error(ErrorCode::kInvalidArgument, "adjust_sharpness: workspace smaller than sharpness_workspace_bytes()");
+  }
+  const bool extrapolate = !(factor >= 0.0f && factor <= 1.0f);
+  // Two saved source rows (the one above and the one being written), so dst may be src.
+  auto* saved_above = reinterpret_cast<std::uint8_t*>(workspace.data());
+  auto* saved_here = saved_above + row_bytes;
+  std::memcpy(saved_above, src.row(0), row_bytes);
+  if (src.data != dst.data) std::memcpy(dst.row(0), src.row(0), row_bytes);
+  for (int y = 1; y < h - 1; ++y) {
+    std::memcpy(saved_here, src.row(y), row_bytes);
+    sharpen_row(saved_above, saved_here, src.row(y + 1), w, c, factor, extrapolate, dst.row(y));
+    std::swap(saved_above, saved_here);
+  }
+  if (src.data != dst.data) std::memcpy(dst.row(h - 1), src.row(h - 1), row_bytes);
+}
+
+}  // namespace sluice::stages
