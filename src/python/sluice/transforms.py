@@ -21,8 +21,9 @@ torchvision applies it to PIL images), RandomCrop pads with a constant.
 
 from collections.abc import Sequence
 
-__all__ = ["CenterCrop", "Compose", "Normalize", "PILToTensor", "RandomCrop", "RandomHorizontalFlip",
-           "RandomResizedCrop", "Resize", "ToTensor", "TRANSFORMS", "UnsupportedTransformError", "stages_of"]
+__all__ = ["CenterCrop", "ColorJitter", "Compose", "Grayscale", "Normalize", "PILToTensor", "RandomCrop",
+           "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomResizedCrop", "RandomVerticalFlip",
+           "Resize", "ToTensor", "TRANSFORMS", "UnsupportedTransformError", "stages_of"]
 
 
 class UnsupportedTransformError(TypeError):
@@ -31,8 +32,7 @@ class UnsupportedTransformError(TypeError):
 
 # torchvision's augmentations sluice has no stage for yet: named in the refusal, so that a recipe
 # that uses one learns which line, rather than that an attribute is missing.
-_NOT_YET = ("ColorJitter", "Grayscale", "RandomGrayscale", "RandomVerticalFlip", "RandomRotation",
-            "RandomAffine", "GaussianBlur", "RandomErasing", "RandomPosterize", "RandomSolarize",
+_NOT_YET = ("RandomRotation", "RandomAffine", "GaussianBlur", "RandomPosterize", "RandomSolarize",
             "RandomEqualize", "RandomAutocontrast", "RandomAdjustSharpness", "RandomInvert",
             "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "MixUp", "CutMix", "Pad",
             "RandomPerspective", "FiveCrop", "TenCrop", "ConvertImageDtype", "RandomApply",
@@ -148,6 +148,65 @@ class RandomHorizontalFlip(Transform):
         self.p = p
 
 
+class RandomVerticalFlip(Transform):
+    """RandomVerticalFlip(p): flip_vertical with probability p."""
+
+    def __init__(self, p=0.5):
+        self.p = p
+
+
+def _jitter_range(name, field, value, center=1.0, bound=(0.0, float("inf")), clip_first_on_zero=True):
+    """torchvision's ColorJitter._check_input: a number around `center`, or (min, max) inside `bound`;
+    None when the adjustment is left out."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{name}: {field} {value!r}: a single number must be non negative")
+        value = [center - float(value), center + float(value)]
+        if clip_first_on_zero:
+            value[0] = max(value[0], 0.0)
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        if not bound[0] <= value[0] <= value[1] <= bound[1]:
+            raise ValueError(f"{name}: {field} values should be between {bound}, got {value!r}")
+        value = [float(value[0]), float(value[1])]
+    else:
+        raise TypeError(f"{name}: {field} should be a single number or a list/tuple with length 2, got {value!r}")
+    return None if value[0] == value[1] == center else value
+
+
+class ColorJitter(Transform):
+    """ColorJitter(brightness, contrast, saturation, hue): color_jitter, torchvision's ranges, random
+    order and Pillow's arithmetic, on the sample at its output size (after the crops and resizes)."""
+
+    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
+        name = "ColorJitter"
+        self.brightness = _jitter_range(name, "brightness", brightness)
+        self.contrast = _jitter_range(name, "contrast", contrast)
+        self.saturation = _jitter_range(name, "saturation", saturation)
+        self.hue = _jitter_range(name, "hue", hue, center=0.0, bound=(-0.5, 0.5), clip_first_on_zero=False)
+
+
+class Grayscale(Transform):
+    """Grayscale(num_output_channels): grayscale, Pillow's convert("L"); 1 channel or 3."""
+
+    def __init__(self, num_output_channels=1):
+        self.num_output_channels = num_output_channels
+
+
+class RandomGrayscale(Transform):
+    """RandomGrayscale(p): random_grayscale with probability p (the image keeps its channels)."""
+
+    def __init__(self, p=0.1):
+        self.p = p
+
+
+class RandomErasing(Transform):
+    """RandomErasing(p, scale, ratio, value): random_erasing on the normalised sample, after
+    ToTensor() and Normalize as in torchvision; value a number, one per channel, or "random"."""
+
+    def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0, inplace=False):
+        self.p, self.scale, self.ratio, self.value, self.inplace = p, scale, ratio, value, inplace
+
+
 class ToTensor(Transform):
     """ToTensor(): float32 (N, C, H, W) in [0, 1] (the normalize stage, mean 0 and std 1)."""
 
@@ -162,6 +221,27 @@ class Normalize(Transform):
 
     def __init__(self, mean, std, inplace=False):
         self.mean, self.std, self.inplace = mean, std, inplace
+
+
+def _color_jitter(t):
+    options = {}
+    for field in ("brightness", "contrast", "saturation", "hue"):
+        value = getattr(t, field)
+        if value is not None:
+            options[field] = _floats("ColorJitter", field, value)
+    return {"color_jitter": options}
+
+
+def _random_erasing(t):
+    name = "RandomErasing"
+    value = t.value
+    if isinstance(value, str):
+        if value != "random":
+            raise _refuse(name, f"value {value!r}: a number, one number per channel, or 'random'")
+    else:
+        value = _floats(name, "value", value)
+    return {"random_erasing": {"probability": float(t.p), "scale": _floats(name, "scale", t.scale),
+                               "ratio": _floats(name, "ratio", t.ratio), "value": value}}
 
 
 def _resize(t):
@@ -213,6 +293,11 @@ TRANSFORMS = {
     "RandomResizedCrop": "random_resized_crop; fused (folds into the source mapping)",
     "RandomCrop": "random_crop; fused (folds into the source mapping, padding included)",
     "RandomHorizontalFlip": "flip_horizontal; fused (folds into the source mapping)",
+    "RandomVerticalFlip": "flip_vertical; fused (folds into the source mapping)",
+    "ColorJitter": "color_jitter; a pass over the u8 sample at the output size, after the resampling",
+    "Grayscale": "grayscale; a pass over the u8 sample at the output size, after the resampling",
+    "RandomGrayscale": "random_grayscale; a pass over the u8 sample at the output size, when drawn",
+    "RandomErasing": "random_erasing; writes the rectangle into the normalised sample in its slot, after Normalize",
     "ToTensor": "normalize (float32, mean 0, std 1, NCHW); fused into the pass that writes the batch",
     "PILToTensor": "normalize (uint8, NCHW); fused into the pass that writes the batch",
     "Normalize": "normalize's mean and std; fused into the pass that writes the batch",
@@ -226,9 +311,10 @@ def stages_of(transforms):
     UnsupportedTransformError naming a transform sluice does not run."""
     stages = []
     output = None  # None: u8 NHWC as decoded; else the normalize stage's options
+    after = []     # the stages on the normalised sample (RandomErasing)
     for t in _flatten(transforms):
         name = type(t).__name__
-        if output is not None and name not in ("Normalize",):
+        if output is not None and name not in ("Normalize", "RandomErasing"):
             raise _refuse(name, f"comes after {'ToTensor' if output['dtype'] == 'f32' else 'PILToTensor'}: sluice "
                                 "runs the image ops before the batch is written, so they must come first")
         if name == "Resize":
@@ -241,6 +327,18 @@ def stages_of(transforms):
             stages.append(_random_crop(t))
         elif name == "RandomHorizontalFlip":
             stages.append({"flip_horizontal": {"probability": float(t.p)}})
+        elif name == "RandomVerticalFlip":
+            stages.append({"flip_vertical": {"probability": float(t.p)}})
+        elif name == "ColorJitter":
+            stages.append(_color_jitter(t))
+        elif name == "Grayscale":
+            stages.append({"grayscale": {"num_output_channels": int(t.num_output_channels)}})
+        elif name == "RandomGrayscale":
+            stages.append({"random_grayscale": {"probability": float(t.p)}})
+        elif name == "RandomErasing":
+            if output is None:
+                raise _refuse(name, "needs ToTensor() before it (as in torchvision, it erases a tensor)")
+            after.append(_random_erasing(t))
         elif name == "ToTensor":
             output = {"mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0], "layout": "nchw", "dtype": "f32"}
         elif name == "PILToTensor":
@@ -248,6 +346,9 @@ def stages_of(transforms):
         elif name == "Normalize":
             if output is None or output["dtype"] != "f32":
                 raise _refuse(name, "needs ToTensor() before it (as in torchvision, it normalises a float tensor)")
+            if after:
+                raise _refuse(name, "comes after RandomErasing: sluice erases the normalised sample, so put "
+                                    "RandomErasing after Normalize (as torchvision's reference recipes do)")
             output["mean"] = _floats(name, "mean", t.mean)
             output["std"] = _floats(name, "std", t.std)
         elif name == "Lambda":
@@ -260,7 +361,7 @@ def stages_of(transforms):
             raise _refuse(name, "not a transform sluice knows; sluice.transforms runs " + ", ".join(sorted(TRANSFORMS)))
     if output is not None:
         stages.append({"normalize": output})
-    return stages
+    return stages + after
 
 
 def _flatten(transforms):
