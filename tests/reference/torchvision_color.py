@@ -8,7 +8,9 @@ Reads a job file, one job a line, `key=value` tokens:
   ops: brightness, contrast, saturation, hue (torchvision.transforms.functional.adjust_*),
        grayscale1, grayscale3 (F.rgb_to_grayscale with 1 or 3 output channels),
        jitter with order=<i,j,k,l> factors=<b,c,s,h>: ColorJitter.forward's loop for that fn_idx
-       permutation and those factors (a factor of "none" leaves that adjustment out).
+       permutation and those factors (a factor of "none" leaves that adjustment out),
+       policy with name=<ShearX|...|Invert> magnitude=<m> interpolation=<nearest|bilinear>: the
+       automatic policies' _apply_op (torchvision.transforms.autoaugment) for that op and magnitude.
 Exits 3, naming the package, when torchvision or Pillow is missing.
 """
 import sys
@@ -16,6 +18,8 @@ import sys
 try:
     from PIL import Image
     import torchvision.transforms.functional as F
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.autoaugment import _apply_op
 except ImportError as e:
     sys.stderr.write(f"torchvision or Pillow is missing for this interpreter ({e}): install python3-torchvision\n")
     sys.exit(3)
@@ -49,6 +53,9 @@ def run(job):
         order = [int(v) for v in job["order"].split(",")]
         factors = [None if v == "none" else float(v) for v in job["factors"].split(",")]
         img = jitter(img, order, factors)
+    elif op == "policy":
+        mode = InterpolationMode.BILINEAR if job["interpolation"] == "bilinear" else InterpolationMode.NEAREST
+        img = _apply_op(img, job["name"], float(job["magnitude"]), interpolation=mode, fill=None)
     else:
         raise ValueError("unknown op " + op)
     with open(job["out"], "wb") as f:
