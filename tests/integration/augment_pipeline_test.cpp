@@ -202,6 +202,49 @@ TEST_F(Augment, PixelOpsNeedNoMemoryBeyondThePlan) {
   EXPECT_LE(loader.stats().memory_peak, tight.memory_budget);
 }
 
+TEST_F(Augment, WarpsFiltersAndPoliciesAreTheSameAtOneAndTwoThreads) {
+  const auto chain = [] {
+    return decoded()
+        .random_resized_crop(48)
+        .random_rotation({-20, 20}, {.warp = {.interpolation = WarpFilter::kBilinear, .fill = {10, 20, 30}}})
+        .random_affine({-5, 5}, {.translate_x = 0.1, .translate_y = 0.1, .scale = {0.9, 1.1}, .shear_x = {-4, 4}})
+        .gaussian_blur(3, 5)
+        .random_posterize(5)
+        .random_solarize(160)
+        .random_invert(0.3)
+        .random_autocontrast()
+        .random_equalize()
+        .random_adjust_sharpness(2.0)
+        .trivial_augment_wide()
+        .rand_augment()
+        .auto_augment(AutoAugmentPolicy::kCifar10)
+        .normalize()
+        .batch(4);
+  };
+  Loader one = chain().build({.threads = 1, .seed = 4});
+  Loader two = chain().build({.threads = 2, .seed = 4});
+  EXPECT_EQ(test::epoch_checksum(one, 0), test::epoch_checksum(two, 0));
+  EXPECT_EQ(test::epoch_checksum(one, 1), test::epoch_checksum(two, 1));
+  EXPECT_NE(test::epoch_checksum(one, 0), test::epoch_checksum(one, 1));
+}
+
+// A policy needs a second image for its warps: the plan counts it per worker, and a loader built
+// at the plan's minimum runs inside it.
+TEST_F(Augment, PoliciesWorkspaceIsInThePlan) {
+  const BuildOptions options{.threads = 2};
+  const auto with = decoded().random_resized_crop(48).trivial_augment_wide().normalize().batch(4);
+  const auto without = decoded().random_resized_crop(48).normalize().batch(4);
+  const PipelineMemoryPlan need = with.plan_memory(options);
+  EXPECT_GE(need.minimum_bytes(), without.plan_memory(options).minimum_bytes() + 2 * 48 * 48 * 3);
+  BuildOptions tight = options;
+  tight.memory_budget = need.minimum_bytes();
+  Loader loader = with.build(tight);
+  int batches = 0;
+  for (Batch& b : loader.epoch(0)) batches += b.size() > 0 ? 1 : 0;
+  EXPECT_EQ(batches, kImages / 4);
+  EXPECT_LE(loader.stats().memory_peak, tight.memory_budget);
+}
+
 TEST_F(Augment, BadParametersAreRefusedNamingTheValue) {
   const auto says = [](const std::string& message, const std::string& part) {
     EXPECT_NE(message.find(part), std::string::npos) << "\"" << message << "\" lacks \"" << part << "\"";
@@ -225,6 +268,17 @@ TEST_F(Augment, BadParametersAreRefusedNamingTheValue) {
   says(build_error(decoded().color_jitter({.brightness = {0.5, 1.5}}).random_resized_crop(32).batch(2)),
        "random_resized_crop (stage 4): comes after color_jitter");
   says(build_error(decoded().resize(40, 30).grayscale(1).grayscale(3).batch(2)), "num_output_channels 3 needs an RGB");
+  says(build_error(decoded().gaussian_blur(4, 3).batch(2)), "kernel_size must be odd, from 1 to 1023, got 4");
+  says(build_error(decoded().gaussian_blur(3, 3, {0, 1}).batch(2)), "sigma must be [min, max] with 0 < min");
+  says(build_error(decoded().random_posterize(9).batch(2)), "bits must be from 0 to 8, got 9");
+  says(build_error(decoded().random_adjust_sharpness(-1).batch(2)), "sharpness_factor must be a finite number >= 0");
+  says(build_error(decoded().random_rotation({10, -10}).batch(2)), "degrees must be [min, max]");
+  says(build_error(decoded().random_rotation({-10, 10}, {.warp = {.fill = {1, 2}}}).batch(2)), "got 2 values");
+  says(build_error(decoded().random_affine({0, 0}, {.translate_x = 1.5}).batch(2)), "translate must be two fractions");
+  says(build_error(decoded().random_affine({0, 0}, {.scale = {0, 1}}).batch(2)), "scale must be [min, max] with 0 < min");
+  says(build_error(decoded().trivial_augment_wide(1).batch(2)), "num_magnitude_bins must be from 2 to 1000, got 1");
+  says(build_error(decoded().rand_augment(2, 31, 31).batch(2)), "magnitude must be a bin from 0 to num_magnitude_bins - 1 (30), got 31");
+  says(build_error(decoded().trivial_augment_wide().center_crop(8).batch(2)), "center_crop (stage 4): comes after trivial_augment_wide");
   // Flips commute with the colour ops: allowed after them.
   EXPECT_EQ(build_error(decoded().resize(40, 30).color_jitter({.brightness = {0.5, 1.5}}).flip_vertical().batch(2)), "");
 }
@@ -247,6 +301,14 @@ TEST_F(Augment, JsonNamesTheBadField) {
             "stages[2].random_erasing.value: expected a number, a list of numbers or \"random\", got \"noise\"");
   EXPECT_EQ(error_of(R"({"grayscale": {"num_output_channels": 2}})"),
             "stages[2].grayscale.num_output_channels: expected 1 or 3, got 2");
+  EXPECT_EQ(error_of(R"({"auto_augment": {"policy": "svhn"}})"),
+            "stages[2].auto_augment.policy: expected one of imagenet, cifar10, got \"svhn\"");
+  EXPECT_EQ(error_of(R"({"random_rotation": {"degrees": 10, "interpolation": "bicubic"}})"),
+            "stages[2].random_rotation.interpolation: expected one of nearest, bilinear, got \"bicubic\"");
+  EXPECT_EQ(error_of(R"({"random_rotation": {"degrees": 10, "fill": 300}})"),
+            "stages[2].random_rotation.fill: expected 0-255, got 300");
+  EXPECT_EQ(error_of(R"({"random_rotation": {}})"),
+            "stages[2].random_rotation.degrees: missing (expected a number or [min, max])");
   const PipelineDocument doc = parse_pipeline_json(
       R"({"source": {"folder": "x"}, "stages": ["read", "decode_jpeg", {"color_jitter": {"brightness": 0.4, "hue": 0.1}},
           {"batch": {"size": 2}}]})");

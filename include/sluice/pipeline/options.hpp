@@ -167,6 +167,41 @@ struct ColorJitterOptions {
   std::optional<std::uint64_t> seed;
 };
 
+// How a warp samples: torchvision's InterpolationMode.NEAREST (the default of its RandomRotation,
+// RandomAffine and the automatic policies) or BILINEAR, with Pillow's arithmetic.
+enum class WarpFilter : std::uint8_t { kNearest, kBilinear };
+
+// A warp's sampling and the value of the pixels it brings in from outside the image.
+struct WarpOptions {
+  WarpFilter interpolation = WarpFilter::kNearest;
+  std::vector<std::uint8_t> fill;  // one value, or one per channel; empty: 0
+  std::optional<std::uint64_t> seed;
+};
+
+// torchvision's RandomRotation(degrees, interpolation, expand=False, center, fill).
+struct RandomRotationOptions {
+  std::optional<double> center_x;  // the fixed point in pixels; default the image's centre
+  std::optional<double> center_y;
+  WarpOptions warp;
+};
+
+// torchvision's RandomAffine: the angle drawn from the stage's degrees; a translation of at most
+// translate_x * width and translate_y * height pixels each way (rounded as torchvision does); a
+// scale and shears drawn from their ranges ([1, 1] and [0, 0]: none).
+struct RandomAffineOptions {
+  double translate_x = 0;
+  double translate_y = 0;
+  FactorRange scale{1, 1};
+  FactorRange shear_x{0, 0};  // degrees
+  FactorRange shear_y{0, 0};
+  std::optional<double> center_x;
+  std::optional<double> center_y;
+  WarpOptions warp;
+};
+
+// torchvision's AutoAugment policies learned on ImageNet and on CIFAR-10.
+enum class AutoAugmentPolicy : std::uint8_t { kImageNet, kCifar10 };
+
 // torchvision's RandomErasing, on the normalised sample in its batch slot (torchvision applies it
 // after Normalize): with `probability`, a rectangle of area fraction in `scale` and aspect ratio
 // log-uniform in `ratio` (10 tries, else nothing) takes `value`.

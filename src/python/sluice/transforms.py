@@ -21,9 +21,11 @@ torchvision applies it to PIL images), RandomCrop pads with a constant.
 
 from collections.abc import Sequence
 
-__all__ = ["CenterCrop", "ColorJitter", "Compose", "Grayscale", "Normalize", "PILToTensor", "RandomCrop",
-           "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomResizedCrop", "RandomVerticalFlip",
-           "Resize", "ToTensor", "TRANSFORMS", "UnsupportedTransformError", "stages_of"]
+__all__ = ["AutoAugment", "AutoAugmentPolicy", "CenterCrop", "ColorJitter", "Compose", "GaussianBlur", "Grayscale",
+           "Normalize", "PILToTensor", "RandAugment", "RandomAdjustSharpness", "RandomAffine", "RandomAutocontrast",
+           "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomInvert",
+           "RandomPosterize", "RandomResizedCrop", "RandomRotation", "RandomSolarize", "RandomVerticalFlip", "Resize",
+           "ToTensor", "TrivialAugmentWide", "TRANSFORMS", "UnsupportedTransformError", "stages_of"]
 
 
 class UnsupportedTransformError(TypeError):
@@ -32,9 +34,7 @@ class UnsupportedTransformError(TypeError):
 
 # torchvision's augmentations sluice has no stage for yet: named in the refusal, so that a recipe
 # that uses one learns which line, rather than that an attribute is missing.
-_NOT_YET = ("RandomRotation", "RandomAffine", "GaussianBlur", "RandomPosterize", "RandomSolarize",
-            "RandomEqualize", "RandomAutocontrast", "RandomAdjustSharpness", "RandomInvert",
-            "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "MixUp", "CutMix", "Pad",
+_NOT_YET = ("AugMix", "MixUp", "CutMix", "Pad",
             "RandomPerspective", "FiveCrop", "TenCrop", "ConvertImageDtype", "RandomApply",
             "RandomChoice", "RandomOrder", "ElasticTransform", "Lambda")
 
@@ -207,6 +207,111 @@ class RandomErasing(Transform):
         self.p, self.scale, self.ratio, self.value, self.inplace = p, scale, ratio, value, inplace
 
 
+def _angles(name, field, value):
+    """torchvision's _setup_angle: a number d >= 0 is [-d, d], a pair is [min, max]."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{name}: if {field} is a single number, it must be positive, got {value!r}")
+        return [-float(value), float(value)]
+    return [float(v) for v in value]
+
+
+class RandomRotation(Transform):
+    """RandomRotation(degrees, interpolation, expand=False, center, fill): random_rotation."""
+
+    def __init__(self, degrees, interpolation="nearest", expand=False, center=None, fill=0):
+        self.degrees = _angles("RandomRotation", "degrees", degrees)
+        self.interpolation, self.expand, self.center, self.fill = interpolation, expand, center, fill
+
+
+class RandomAffine(Transform):
+    """RandomAffine(degrees, translate, scale, shear, interpolation, fill, center): random_affine."""
+
+    def __init__(self, degrees, translate=None, scale=None, shear=None, interpolation="nearest", fill=0, center=None):
+        self.degrees = _angles("RandomAffine", "degrees", degrees)
+        self.shear = None if shear is None else _angles("RandomAffine", "shear", shear)
+        self.translate, self.scale, self.interpolation, self.fill, self.center = translate, scale, interpolation, fill, center
+
+
+class GaussianBlur(Transform):
+    """GaussianBlur(kernel_size, sigma=(0.1, 2.0)): gaussian_blur."""
+
+    def __init__(self, kernel_size, sigma=(0.1, 2.0)):
+        self.kernel_size = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        self.sigma = (sigma, sigma) if isinstance(sigma, (int, float)) else tuple(sigma)
+
+
+class RandomPosterize(Transform):
+    """RandomPosterize(bits, p=0.5): random_posterize."""
+
+    def __init__(self, bits, p=0.5):
+        self.bits, self.p = bits, p
+
+
+class RandomSolarize(Transform):
+    """RandomSolarize(threshold, p=0.5): random_solarize."""
+
+    def __init__(self, threshold, p=0.5):
+        self.threshold, self.p = threshold, p
+
+
+class RandomInvert(Transform):
+    """RandomInvert(p=0.5): random_invert."""
+
+    def __init__(self, p=0.5):
+        self.p = p
+
+
+class RandomAutocontrast(Transform):
+    """RandomAutocontrast(p=0.5): random_autocontrast."""
+
+    def __init__(self, p=0.5):
+        self.p = p
+
+
+class RandomEqualize(Transform):
+    """RandomEqualize(p=0.5): random_equalize."""
+
+    def __init__(self, p=0.5):
+        self.p = p
+
+
+class RandomAdjustSharpness(Transform):
+    """RandomAdjustSharpness(sharpness_factor, p=0.5): random_adjust_sharpness."""
+
+    def __init__(self, sharpness_factor, p=0.5):
+        self.sharpness_factor, self.p = sharpness_factor, p
+
+
+class TrivialAugmentWide(Transform):
+    """TrivialAugmentWide(num_magnitude_bins=31, interpolation, fill): trivial_augment_wide."""
+
+    def __init__(self, num_magnitude_bins=31, interpolation="nearest", fill=None):
+        self.num_magnitude_bins, self.interpolation, self.fill = num_magnitude_bins, interpolation, fill
+
+
+class RandAugment(Transform):
+    """RandAugment(num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation, fill): rand_augment."""
+
+    def __init__(self, num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation="nearest", fill=None):
+        self.num_ops, self.magnitude, self.num_magnitude_bins = num_ops, magnitude, num_magnitude_bins
+        self.interpolation, self.fill = interpolation, fill
+
+
+class AutoAugmentPolicy:
+    """torchvision's AutoAugmentPolicy names: IMAGENET and CIFAR10 (SVHN is not run)."""
+
+    IMAGENET = "imagenet"
+    CIFAR10 = "cifar10"
+
+
+class AutoAugment(Transform):
+    """AutoAugment(policy=AutoAugmentPolicy.IMAGENET, interpolation, fill): auto_augment."""
+
+    def __init__(self, policy=AutoAugmentPolicy.IMAGENET, interpolation="nearest", fill=None):
+        self.policy, self.interpolation, self.fill = policy, interpolation, fill
+
+
 class ToTensor(Transform):
     """ToTensor(): float32 (N, C, H, W) in [0, 1] (the normalize stage, mean 0 and std 1)."""
 
@@ -221,6 +326,66 @@ class Normalize(Transform):
 
     def __init__(self, mean, std, inplace=False):
         self.mean, self.std, self.inplace = mean, std, inplace
+
+
+def _warp(name, t):
+    """interpolation (nearest or bilinear) and fill (None, a grey level or one per channel, 0-255)."""
+    value = str(getattr(t.interpolation, "value", t.interpolation)).lower()
+    if value not in ("nearest", "bilinear"):
+        raise _refuse(name, f"interpolation {value!r}: sluice warps with nearest or bilinear only")
+    fill = t.fill
+    if fill is None:
+        fill = []
+    elif isinstance(fill, (int, float)) and not isinstance(fill, bool):
+        fill = [fill]
+    fill = list(fill)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() and 0 <= v <= 255
+               for v in fill):
+        raise _refuse(name, f"fill {t.fill!r}: sluice fills with whole grey levels 0-255")
+    return {"interpolation": value, "fill": [int(v) for v in fill]}
+
+
+def _center(name, center):
+    return {} if center is None else {"center": _floats(name, "center", center)}
+
+
+def _random_rotation(t):
+    name = "RandomRotation"
+    if t.expand:
+        raise _refuse(name, "expand=True: the sample keeps its size in sluice (expand=False)")
+    return {"random_rotation": {"degrees": _floats(name, "degrees", t.degrees), **_center(name, t.center),
+                                **_warp(name, t)}}
+
+
+def _random_affine(t):
+    name = "RandomAffine"
+    options = {"degrees": _floats(name, "degrees", t.degrees)}
+    if t.translate is not None:
+        options["translate"] = _floats(name, "translate", t.translate)
+    if t.scale is not None:
+        options["scale"] = _floats(name, "scale", t.scale)
+    if t.shear is not None:
+        options["shear"] = _floats(name, "shear", t.shear)
+    return {"random_affine": {**options, **_center(name, t.center), **_warp(name, t)}}
+
+
+def _gaussian_blur(t):
+    name = "GaussianBlur"
+    kernel = [int(v) for v in t.kernel_size]
+    return {"gaussian_blur": {"kernel_size": kernel, "sigma": _floats(name, "sigma", t.sigma)}}
+
+
+def _policy(name, t):
+    warp = _warp(name, t)
+    if name == "TrivialAugmentWide":
+        return {"trivial_augment_wide": {"num_magnitude_bins": int(t.num_magnitude_bins), **warp}}
+    if name == "RandAugment":
+        return {"rand_augment": {"num_ops": int(t.num_ops), "magnitude": int(t.magnitude),
+                                 "num_magnitude_bins": int(t.num_magnitude_bins), **warp}}
+    policy = str(getattr(t.policy, "value", t.policy)).lower()
+    if policy not in ("imagenet", "cifar10"):
+        raise _refuse(name, f"policy {policy!r}: sluice has the ImageNet and CIFAR-10 policies")
+    return {"auto_augment": {"policy": policy, **warp}}
 
 
 def _color_jitter(t):
@@ -298,6 +463,18 @@ TRANSFORMS = {
     "Grayscale": "grayscale; a pass over the u8 sample at the output size, after the resampling",
     "RandomGrayscale": "random_grayscale; a pass over the u8 sample at the output size, when drawn",
     "RandomErasing": "random_erasing; writes the rectangle into the normalised sample in its slot, after Normalize",
+    "RandomRotation": "random_rotation; a warp of the u8 sample at the output size into a second buffer",
+    "RandomAffine": "random_affine; a warp of the u8 sample at the output size into a second buffer",
+    "GaussianBlur": "gaussian_blur; two 1-D passes over the u8 sample at the output size",
+    "RandomPosterize": "random_posterize; a pass over the u8 sample when drawn",
+    "RandomSolarize": "random_solarize; a pass over the u8 sample when drawn",
+    "RandomInvert": "random_invert; a pass over the u8 sample when drawn",
+    "RandomAutocontrast": "random_autocontrast; a histogram pass and a table pass when drawn",
+    "RandomEqualize": "random_equalize; a histogram pass and a table pass when drawn",
+    "RandomAdjustSharpness": "random_adjust_sharpness; a 3x3 filter pass when drawn",
+    "TrivialAugmentWide": "trivial_augment_wide; one op of its 14 per sample, each a pass as above",
+    "RandAugment": "rand_augment; num_ops ops of its 14 per sample, each a pass as above",
+    "AutoAugment": "auto_augment (imagenet, cifar10); up to two ops per sample, each a pass as above",
     "ToTensor": "normalize (float32, mean 0, std 1, NCHW); fused into the pass that writes the batch",
     "PILToTensor": "normalize (uint8, NCHW); fused into the pass that writes the batch",
     "Normalize": "normalize's mean and std; fused into the pass that writes the batch",
@@ -335,6 +512,24 @@ def stages_of(transforms):
             stages.append({"grayscale": {"num_output_channels": int(t.num_output_channels)}})
         elif name == "RandomGrayscale":
             stages.append({"random_grayscale": {"probability": float(t.p)}})
+        elif name == "RandomRotation":
+            stages.append(_random_rotation(t))
+        elif name == "RandomAffine":
+            stages.append(_random_affine(t))
+        elif name == "GaussianBlur":
+            stages.append(_gaussian_blur(t))
+        elif name == "RandomPosterize":
+            stages.append({"random_posterize": {"bits": int(t.bits), "probability": float(t.p)}})
+        elif name == "RandomSolarize":
+            stages.append({"random_solarize": {"threshold": float(t.threshold), "probability": float(t.p)}})
+        elif name in ("RandomInvert", "RandomAutocontrast", "RandomEqualize"):
+            stages.append({{"RandomInvert": "random_invert", "RandomAutocontrast": "random_autocontrast",
+                            "RandomEqualize": "random_equalize"}[name]: {"probability": float(t.p)}})
+        elif name == "RandomAdjustSharpness":
+            stages.append({"random_adjust_sharpness": {"sharpness_factor": float(t.sharpness_factor),
+                                                       "probability": float(t.p)}})
+        elif name in ("TrivialAugmentWide", "RandAugment", "AutoAugment"):
+            stages.append(_policy(name, t))
         elif name == "RandomErasing":
             if output is None:
                 raise _refuse(name, "needs ToTensor() before it (as in torchvision, it erases a tensor)")

@@ -130,6 +130,18 @@ struct Collect {
   void operator()(const spec::RandomGrayscale& s) const {
     add(chain.program.pixel_ops, kPixelStream, s, s.options.seed);
   }
+  void operator()(const spec::RandomRotation& s) const { pixel(s, s.options.warp.seed); }
+  void operator()(const spec::RandomAffine& s) const { pixel(s, s.options.warp.seed); }
+  void operator()(const spec::GaussianBlur& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomPosterize& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomSolarize& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomInvert& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomAutocontrast& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomEqualize& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomAdjustSharpness& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::TrivialAugmentWide& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandAugment& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::AutoAugment& s) const { pixel(s, s.options.seed); }
   void operator()(const spec::RandomErasing& s) const { add(chain.program.slot_ops, kSlotStream, s, s.options.seed); }
 
  private:
@@ -137,6 +149,9 @@ struct Collect {
   // colour op changes no crop, and adding a crop no colour.
   static constexpr std::uint64_t kPixelStream = 0x706978656c;  // "pixel"
   static constexpr std::uint64_t kSlotStream = 0x736c6f74;     // "slot"
+  void pixel(const spec::Stage& stage, std::optional<std::uint64_t> own) const {
+    add(chain.program.pixel_ops, kPixelStream, stage, own);
+  }
   void add(std::vector<AugmentStep>& steps, std::uint64_t stream, const spec::Stage& stage,
            std::optional<std::uint64_t> own) const {
     steps.push_back(AugmentStep{stage, derive_key(derive_key(own.value_or(seed), stream), steps.size())});

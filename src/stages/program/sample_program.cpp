@@ -148,6 +148,7 @@ std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBu
   ws->decoded.attach_share(budget, MemoryUse::kDecodeBuffers, share.decoded);
   ws->resized.attach_share(budget, MemoryUse::kDecodeBuffers, share.resized);
   ws->scratch.attach_share(budget, MemoryUse::kDecodeBuffers, share.scratch);
+  ws->augment.attach_share(budget, MemoryUse::kDecodeBuffers, share.augment);
   ws->decoder.attach(budget, MemoryUse::kDecodeBuffers, share.decoder);
   ws->formats.attach(budget, MemoryUse::kDecodeBuffers, share.formats);
   return ws;
@@ -167,8 +168,10 @@ WorkspaceShare SampleProgram::workspace_requirements(const SampleProgramConfig& 
   const std::uint64_t file = ItemReader::workspace_requirements(probes.largest_file, probes.kind);
   share.file = probes.largest_file > 0 ? with_headroom(file) : 0;
   share.decoded = probes.largest_image > 0 ? with_headroom(probes.largest_image) : 0;
-  // The pixel ops run in place in this buffer and the slot ops in the slot: neither needs more.
+  // The pixel ops run in place in this buffer (with their own scratch below), the slot ops in the slot.
   share.resized = AlignedBuffer::rounded_capacity(out_row * static_cast<std::uint64_t>(config.output.height));
+  const std::size_t augment = pixel_ops_workspace_bytes(config.pixel_ops, config.output, static_cast<int>(channels));
+  share.augment = augment > 0 ? AlignedBuffer::rounded_capacity(augment) : 0;
   share.scratch = AlignedBuffer::rounded_capacity(Resampler::workspace_requirements(out_row));
   share.decoder = probes.decoder;
   // Coefficients are accounted, not allocated by us: the same headroom, no power-of-two rounding.
@@ -457,7 +460,10 @@ void SampleProgram::write_sample(const SampleGeometry& plan, ConstImageView samp
       const std::size_t row = static_cast<std::size_t>(sample.width) * channels_;
       for (int y = 0; y < sample.height; ++y) std::memcpy(image.row(y), sample.row(y), row);
     }
-    sample = run_pixel_ops(config_.pixel_ops, image, ws.key);
+    const std::size_t scratch = pixel_ops_workspace_bytes(config_.pixel_ops, config_.output, channels_);
+    ws.augment.reserve(scratch);
+    sample = run_pixel_ops(config_.pixel_ops, image,
+                           std::span<std::byte>(reinterpret_cast<std::byte*>(ws.augment.data()), scratch), ws.key);
     ws.counters.add(StageCounters::kTransform, elapsed_ns(t),
                     static_cast<std::int64_t>(sample.width) * sample.height * sample.channels);
   }

@@ -89,8 +89,9 @@ struct WorkspaceShare {
   std::uint64_t scratch = 0;       // the resampler's rows
   DecoderShare decoder;            // component planes, libjpeg's coefficient buffer
   std::uint64_t formats = 0;       // the other formats' workspace (ImageDecoder::workspace_requirements)
+  std::uint64_t augment = 0;       // the pixel ops' scratch (pixel_ops_workspace_bytes)
   std::uint64_t total() const {
-    return file + decoded + resized + scratch + decoder.planes + decoder.coefficients + formats;
+    return file + decoded + resized + scratch + decoder.planes + decoder.coefficients + formats + augment;
   }
 };
 
@@ -127,6 +128,7 @@ class SampleProgram {
     AlignedBuffer decoded;   // the decoded region, HWC u8 (after a header, see sample_program.cpp)
     AlignedBuffer resized;   // the resampled sample, HWC u8
     AlignedBuffer scratch;   // the resampler's intermediate rows
+    AlignedBuffer augment;   // the pixel ops' scratch (a warp's second image, filter rows)
     JpegDecoder decoder;
     ImageDecoder formats;    // PNG, WebP, GIF, BMP, PNM, TIFF (by their first bytes)
     ItemReader reader;       // the shards it keeps open, a file's path
