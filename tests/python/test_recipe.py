@@ -106,19 +106,41 @@ class TransformsSpecTest(unittest.TestCase):
         self.assertEqual(T.stages_of([tvT.ToTensor(), tvT.RandomErasing(value=(1, 2, 3))])[-1]["random_erasing"]["value"],
                          [1.0, 2.0, 3.0])
 
+    def test_warps_point_ops_and_policies_build_their_stages(self):
+        def ops(M):
+            return [M.RandomRotation(15), M.RandomAffine(10, translate=(0.1, 0.2), scale=(0.9, 1.1), shear=5),
+                    M.GaussianBlur(5), M.RandomPosterize(4), M.RandomSolarize(128), M.RandomInvert(),
+                    M.RandomAutocontrast(), M.RandomEqualize(), M.RandomAdjustSharpness(2), M.TrivialAugmentWide(),
+                    M.RandAugment(), M.AutoAugment(M.AutoAugmentPolicy.CIFAR10)]
+        stages = T.stages_of(ops(T))
+        self.assertEqual(T.stages_of(ops(tvT)), stages)
+        self.assertEqual([list(s)[0] for s in stages], [
+            "random_rotation", "random_affine", "gaussian_blur", "random_posterize", "random_solarize", "random_invert",
+            "random_autocontrast", "random_equalize", "random_adjust_sharpness", "trivial_augment_wide",
+            "rand_augment", "auto_augment"])
+        self.assertEqual(stages[1]["random_affine"]["shear"], [-5.0, 5.0])
+        self.assertEqual(stages[9], {"trivial_augment_wide": {"num_magnitude_bins": 31, "interpolation": "nearest",
+                                                              "fill": []}})
+
     def test_unsupported_transforms_are_refused_by_name(self):
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Lambda: a Python function"):
             T.stages_of([tvT.Lambda(lambda x: x)])
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^RandomPerspective: sluice has no stage"):
             T.stages_of([tvT.RandomPerspective()])
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^RandomRotation: expand=True"):
+            T.stages_of([tvT.RandomRotation(10, expand=True)])
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^AutoAugment: policy 'svhn'"):
+            T.stages_of([tvT.AutoAugment(tvT.AutoAugmentPolicy.SVHN)])
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^TrivialAugmentWide: interpolation 'bicubic'"):
+            T.stages_of([tvT.TrivialAugmentWide(interpolation=tvT.InterpolationMode.BICUBIC)])
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^RandomErasing: needs ToTensor"):
             T.stages_of([tvT.RandomErasing()])
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Normalize: comes after RandomErasing"):
             T.stages_of([tvT.ToTensor(), tvT.RandomErasing(), tvT.Normalize(MEAN, STD)])
         with self.assertRaisesRegex(ValueError, r"hue values should be between"):
             T.ColorJitter(hue=(-0.7, 0.7))
-        with self.assertRaisesRegex(AttributeError, r"sluice.transforms has no TrivialAugmentWide"):
-            T.TrivialAugmentWide()
+        with self.assertRaisesRegex(AttributeError, r"sluice.transforms has no AugMix"):
+            T.AugMix()
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Resize: interpolation 'bicubic'"):
             T.stages_of([tvT.Resize(256, interpolation=tvT.InterpolationMode.BICUBIC)])
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Normalize: needs ToTensor"):
@@ -188,9 +210,27 @@ class ImageFolderTest(unittest.TestCase):
             difference = (images.int() - expected.int()).abs()
             self.assertEqual(difference.max().item(), 0, f"{build.__name__}: mean {difference.float().mean().item():.4f}")
 
+    def test_warps_and_point_ops_with_given_parameters_give_torchvisions_pixels(self):
+        # Fixed draws (a one-value range, p=1) leave nothing to the generator: torchvision's PIL
+        # path and sluice's kernels see the same parameters.
+        def ops(M):
+            return [M.Resize(160), M.CenterCrop(144), M.RandomRotation((23, 23)),
+                    M.RandomAffine((-7, -7), scale=(1.1, 1.1), shear=(4, 4), interpolation=tvT.InterpolationMode.BILINEAR),
+                    M.RandomAdjustSharpness(1.8, p=1.0), M.RandomPosterize(5, p=1.0), M.RandomSolarize(200, p=1.0),
+                    M.RandomAutocontrast(p=1.0), M.RandomEqualize(p=1.0), M.RandomInvert(p=1.0), M.PILToTensor()]
+
+        theirs = torchvision.datasets.ImageFolder(self.root, tvT.Compose(ops(tvT)))
+        loader = sluice_torch.Loader(sluice.datasets.ImageFolder(self.root, T.Compose(ops(T)), decoder="torchvision"),
+                                     batch_size=len(theirs), shuffle=False, threads=2)
+        images, _ = next(iter(loader))
+        expected = torch.stack([theirs[i][0] for i in range(len(theirs))])
+        difference = (images.int() - expected.int()).abs()
+        self.assertEqual(difference.max().item(), 0, f"mean {difference.float().mean().item():.4f}")
+
     def test_augmentations_are_the_same_at_one_and_two_threads(self):
         transform = T.Compose([T.RandomResizedCrop(64), T.RandomHorizontalFlip(), T.RandomVerticalFlip(),
-                               T.ColorJitter(0.4, 0.4, 0.4, 0.1), T.RandomGrayscale(0.3), T.ToTensor(),
+                               T.ColorJitter(0.4, 0.4, 0.4, 0.1), T.RandomGrayscale(0.3), T.TrivialAugmentWide(),
+                               T.RandAugment(), T.AutoAugment(), T.GaussianBlur(3), T.ToTensor(),
                                T.Normalize(MEAN, STD), T.RandomErasing(0.5, value="random")])
         spec = sluice.datasets.ImageFolder(self.root, transform)
         runs = []
@@ -227,11 +267,13 @@ class ImageFolderTest(unittest.TestCase):
 
     def test_the_recipe_example_runs_with_both_loaders(self):
         example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "imagenet_recipe.py")
-        for loader in ("sluice", "torch"):
-            run = subprocess.run([sys.executable, example, "--data", self.root, "--loader", loader, "--batch", "4",
-                                  "--batches", "2", "--workers", "1"], capture_output=True, text=True, timeout=300)
-            self.assertEqual(run.returncode, 0, run.stderr)
-            self.assertRegex(run.stdout, rf"^{loader}: train [0-9]+ images/s, eval [0-9]+ images/s")
+        for recipe in ("classic", "new"):
+            for loader in ("sluice", "torch"):
+                run = subprocess.run([sys.executable, example, "--data", self.root, "--loader", loader, "--recipe", recipe,
+                                      "--batch", "4", "--batches", "2", "--workers", "1"],
+                                     capture_output=True, text=True, timeout=300)
+                self.assertEqual(run.returncode, 0, run.stderr)
+                self.assertRegex(run.stdout, rf"^{loader}: train [0-9]+ images/s, eval [0-9]+ images/s")
 
 
 @unittest.skipUnless(torch is not None, "torch is not importable by this interpreter (use /usr/bin/python3)")
