@@ -27,8 +27,10 @@ STD = [0.229, 0.224, 0.225]
 def transforms(T, recipe="classic"):
     """The recipe's two transforms, written once for either module."""
     if recipe == "new":
-        # The reference's PILToTensor + ConvertImageDtype(float) is ToTensor's x / 255.
-        train = T.Compose([T.RandomResizedCrop(176), T.RandomHorizontalFlip(), T.TrivialAugmentWide(),
+        # The reference's PILToTensor + ConvertImageDtype(float) is ToTensor's x / 255; its
+        # TrivialAugmentWide warps with the recipe's interpolation, bilinear.
+        train = T.Compose([T.RandomResizedCrop(176), T.RandomHorizontalFlip(),
+                           T.TrivialAugmentWide(interpolation=T.InterpolationMode.BILINEAR),
                            T.ToTensor(), T.Normalize(MEAN, STD), T.RandomErasing(0.1)])
         val = T.Compose([T.Resize(232), T.CenterCrop(224), T.ToTensor(), T.Normalize(MEAN, STD)])
         return train, val

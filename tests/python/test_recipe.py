@@ -121,6 +121,10 @@ class TransformsSpecTest(unittest.TestCase):
         self.assertEqual(stages[1]["random_affine"]["shear"], [-5.0, 5.0])
         self.assertEqual(stages[9], {"trivial_augment_wide": {"num_magnitude_bins": 31, "interpolation": "nearest",
                                                               "fill": []}})
+        for M in (T, tvT):
+            self.assertEqual(T.stages_of([M.TrivialAugmentWide(interpolation=M.InterpolationMode.BILINEAR)]),
+                             [{"trivial_augment_wide": {"num_magnitude_bins": 31, "interpolation": "bilinear",
+                                                        "fill": []}}])
 
     def test_unsupported_transforms_are_refused_by_name(self):
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Lambda: a Python function"):
@@ -274,6 +278,19 @@ class ImageFolderTest(unittest.TestCase):
                                      capture_output=True, text=True, timeout=300)
                 self.assertEqual(run.returncode, 0, run.stderr)
                 self.assertRegex(run.stdout, rf"^{loader}: train [0-9]+ images/s, eval [0-9]+ images/s")
+
+
+@unittest.skipUnless(torch is not None, "torch/torchvision are not importable by this interpreter (use /usr/bin/python3)")
+@unittest.skipUnless(have(CIFAR_TEST), "the shared datasets (cifar10/test) are absent")
+class CifarRecipeTest(unittest.TestCase):
+    def test_the_autoaugment_example_runs_with_both_loaders(self):
+        example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                               "cifar10_autoaugment.py")
+        for loader in ("sluice", "torch"):
+            run = subprocess.run([sys.executable, example, "--data", CIFAR_TEST, "--loader", loader, "--batch", "8",
+                                  "--batches", "2", "--workers", "1"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertRegex(run.stdout, rf"^{loader}: train [0-9]+ images/s, eval [0-9]+ images/s")
 
 
 @unittest.skipUnless(torch is not None, "torch is not importable by this interpreter (use /usr/bin/python3)")

@@ -21,7 +21,7 @@ torchvision applies it to PIL images), RandomCrop pads with a constant.
 
 from collections.abc import Sequence
 
-__all__ = ["AutoAugment", "AutoAugmentPolicy", "CenterCrop", "ColorJitter", "Compose", "GaussianBlur", "Grayscale",
+__all__ = ["AutoAugment", "AutoAugmentPolicy", "InterpolationMode", "CenterCrop", "ColorJitter", "Compose", "GaussianBlur", "Grayscale",
            "Normalize", "PILToTensor", "RandAugment", "RandomAdjustSharpness", "RandomAffine", "RandomAutocontrast",
            "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomInvert",
            "RandomPosterize", "RandomResizedCrop", "RandomRotation", "RandomSolarize", "RandomVerticalFlip", "Resize",
@@ -296,6 +296,20 @@ class RandAugment(Transform):
     def __init__(self, num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation="nearest", fill=None):
         self.num_ops, self.magnitude, self.num_magnitude_bins = num_ops, magnitude, num_magnitude_bins
         self.interpolation, self.fill = interpolation, fill
+
+
+class _Mode(str):
+    @property
+    def value(self):
+        return str(self)
+
+
+class InterpolationMode:
+    """torchvision's InterpolationMode names sluice runs (a recipe's `T.InterpolationMode.BILINEAR`
+    reads the same with either module): NEAREST and BILINEAR."""
+
+    NEAREST = _Mode("nearest")
+    BILINEAR = _Mode("bilinear")
 
 
 class AutoAugmentPolicy:
