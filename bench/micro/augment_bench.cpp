@@ -10,6 +10,7 @@
 //                     on the copy: ColorJitter's four adjustments, Grayscale
 //   erase_constant / erase_random   RandomErasing's write of a 94x94 rectangle (its mean area at
 //                     the default scale) into an f32 CHW sample (erase.hpp)
+//   mixup_f32 / cutmix_f32  a batch of 32 samples (f32 NCHW, 3x224x224) mixed in place, per sample
 // Each iteration takes the next of the decoded images, so the inputs are real photos.
 // Run: ./build/bench/augment_bench --benchmark_repetitions=5 --benchmark_enable_random_interleaving
 // (the closing table: the median of the repetitions, per image, and the fraction of decode_224;
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "stages/augment/affine.hpp"
+#include "stages/augment/batch_mix.hpp"
 #include "stages/augment/blur.hpp"
 #include "stages/augment/color.hpp"
 #include "stages/augment/erase.hpp"
@@ -116,6 +118,23 @@ void run_kernel(benchmark::State& state, const Kernel& kernel) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// One batch of 32 f32 samples mixed in place per iteration; items are samples.
+void run_batch_mix(benchmark::State& state, BatchMixKind kind) {
+  constexpr int kSamples = 32;
+  std::vector<float> batch(static_cast<std::size_t>(kSamples) * kImageBytes);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<float>(i % 251) / 251.0f;
+  const BatchBuffer buffer{batch.data(), sluice::DType::kF32, sluice::Layout::kNCHW, kSamples, 3, kSide, kSide};
+  std::vector<std::byte> workspace(batch_mix_workspace_bytes(buffer));
+  const BatchMixParams params{kind, 1.0, 1000};
+  std::int64_t index = 0;
+  for (auto _ : state) {
+    const BatchMixDraw draw = draw_batch_mix(params, 1, 0, index++, {kSide, kSide});
+    mix_batch(buffer, params, draw, workspace);
+    benchmark::DoNotOptimize(batch.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kSamples);
+}
+
 // The median images/s of each benchmark's repetitions.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
@@ -181,6 +200,11 @@ int main(int argc, char** argv) {
   for (const auto& [name, fn] : kernels) {
     benchmark::RegisterBenchmark(name.c_str(), [fn = fn](benchmark::State& s) { run_kernel(s, fn); })->MinTime(0.5);
   }
+  const std::vector<std::pair<std::string, BatchMixKind>> mixes = {{"mixup_f32", BatchMixKind::kMixUp},
+                                                                   {"cutmix_f32", BatchMixKind::kCutMix}};
+  for (const auto& [name, kind] : mixes) {
+    benchmark::RegisterBenchmark(name.c_str(), [kind = kind](benchmark::State& s) { run_batch_mix(s, kind); })->MinTime(0.5);
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter reporter;
@@ -196,6 +220,13 @@ int main(int argc, char** argv) {
     std::printf("%-18s %12.0f", name.c_str(), it->second);
     if (base != rates.end()) std::printf(" %14.3f", base->second / it->second);
     std::printf("\n");
+  }
+  for (const auto& [name, kind] : mixes) {
+    const auto it = rates.find(name);
+    if (it == rates.end()) continue;
+    std::printf("%-18s %12.0f", name.c_str(), it->second);
+    if (base != rates.end()) std::printf(" %14.3f", base->second / it->second);
+    std::printf("  (per sample of a 32-sample f32 batch)\n");
   }
   return 0;
 }

@@ -152,8 +152,8 @@ void bind_batch(py::module_& m) {
       });
 
   py::class_<BatchRef>(m, "Batch",
-                       "One batch: `data` (N, C, H, W) or (N, H, W, C) and `labels` (N,) int32, exported with "
-                       "DLPack. Its ring slot returns when this object, its tensors and every tensor made from "
+                       "One batch: `data` (N, C, H, W) or (N, H, W, C) and `labels` (N,) int32 (with a mixup or "
+                       "cutmix stage: float32 (N, num_classes), the mixed one-hot rows), exported with DLPack. Its ring slot returns when this object, its tensors and every tensor made from "
                        "them are released (or after release(), once the tensors are).")
       .def_property_readonly("data", [](const BatchRef& b) { return TensorRef{held(b), false}; })
       .def_property_readonly("labels", [](const BatchRef& b) { return TensorRef{held(b), true}; })

@@ -39,6 +39,29 @@ TEST(DlpackExport, HostBatchesDescribeTheirSlotAndDeviceBatchesTheirCopy) {
   }
 }
 
+// mixup() / cutmix(): the labels C and Python receive are the soft labels, f32 (N, num_classes).
+TEST(DlpackExport, MixedBatchesExportTheirSoftLabelsAsTheLabels) {
+  TempDir dir;
+  const auto items = test::make_coded_items(dir.path(), 8);
+  Loader loader = Pipeline::from_items(items).read().decode_jpeg().resize(6, 4).normalize().batch(4).cutmix(1.0, 8).build({.threads = 1});
+  int batches = 0;
+  for (Batch& b : loader.epoch(0)) {
+    const TensorDesc labels = describe(b, BatchPart::kLabels);
+    EXPECT_EQ(labels.data, b.soft_labels().data);
+    EXPECT_NE(labels.data, nullptr);
+    EXPECT_EQ(labels.shape, (Shape{4, 8}));
+    EXPECT_EQ(labels.dtype, DType::kF32);
+    const auto* rows = static_cast<const float*>(labels.data);
+    for (int i = 0; i < 4; ++i) {
+      float sum = 0;
+      for (int k = 0; k < 8; ++k) sum += rows[i * 8 + k];
+      EXPECT_NEAR(sum, 1.0f, 1e-6f);
+    }
+    ++batches;
+  }
+  EXPECT_EQ(batches, 2);
+}
+
 TEST(DlpackExport, DtypesAndDevicesInDlpacksTerms) {
   EXPECT_EQ(dl_dtype(DType::kU8).code, kDLUInt);
   EXPECT_EQ(dl_dtype(DType::kI32).code, kDLInt);

@@ -156,6 +156,19 @@ TEST_F(BatchMixPipeline, ResumedRunDeliversTheUninterruptedRunsBatches) {
   EXPECT_EQ(tail, std::vector<std::uint64_t>(full.begin() + 2, full.end()));
 }
 
+// A slot holds the soft labels and one sample of scratch besides the batch, and the memory plan
+// (which build() checks against the budget) counts them.
+TEST_F(BatchMixPipeline, TheMemoryPlanCountsTheSoftLabelsAndScratch) {
+  const std::uint64_t plain = pipeline({}, false).plan_memory({.threads = 1}).slot_bytes;
+  const std::uint64_t mixed = pipeline({}).plan_memory({.threads = 1}).slot_bytes;
+  const std::size_t sample = 3 * 10 * 12 * sizeof(float);
+  const std::size_t mix = stages::batch_mix_slot_bytes(kBatch, kItems, sample);
+  EXPECT_GT(mixed, plain);
+  EXPECT_GE(mixed, kBatch * sample + mix);        // the slot holds the batch and the mixing area
+  EXPECT_LE(mixed, plain + mix + 64 + 2 * 4096);  // the batch's alignment, a page's rounding each
+  EXPECT_EQ(stages::batch_mix_slot_bytes(kBatch, kItems, sample), (kBatch * kItems * 4 + 63) / 64 * 64 + sample);
+}
+
 TEST_F(BatchMixPipeline, JsonFormRoundTrips) {
   const std::string text = R"({"source": {"items": []}, "stages": ["read", "decode",
       {"normalize": {}}, {"batch": {"size": 4}}, {"mixup": {"alpha": 0.2, "num_classes": 10, "seed": 7}},

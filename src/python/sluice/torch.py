@@ -88,7 +88,7 @@ def _stage_name(stage):
 
 def _set_batch(document, batch_size, drop_last):
     """batch_size and drop_last into the spec's batch stage, which is added (before prefetch and
-    to_device) when the spec has none."""
+    to_device, and before mixup/cutmix, which mix whole batches) when the spec has none."""
     stages = document.get("stages")
     if not isinstance(stages, list):
         return  # the compiled parser says what is wrong with it
@@ -102,7 +102,7 @@ def _set_batch(document, batch_size, drop_last):
     else:
         if batch_size is None:
             raise _invalid("batch_size: the spec has no batch stage, so batch_size is required")
-        i = next((k for k, n in enumerate(names) if n in ("prefetch", "to_device")), len(stages))
+        i = next((k for k, n in enumerate(names) if n in ("mixup", "cutmix", "prefetch", "to_device")), len(stages))
         stages.insert(i, {})
         options = {}
     if batch_size is not None:
@@ -212,7 +212,8 @@ class Loader:
 
     Each batch is (images, labels): images (N, C, H, W) of the normalize stage's dtype (float32,
     float16, bfloat16 or uint8), shared with the pipeline without a copy (with layout "nhwc" the
-    same memory viewed as (N, C, H, W) in torch.channels_last); labels (N,) int64. The last batch
+    same memory viewed as (N, C, H, W) in torch.channels_last); labels (N,) int64, or with MixUp /
+    CutMix (mixup/cutmix stages) float32 (N, num_classes), as torchvision.transforms.v2. The last batch
     of an epoch is short unless drop_last.
 
     iter(loader) iterates the epoch set_epoch() chose, else the one after the last epoch started
@@ -368,7 +369,10 @@ class Loader:
     def _to_torch(self, batch):
         """(images, labels) of one sluice.Batch; the images share its slot unless it must be copied."""
         images = torch.from_dlpack(batch.data)
-        labels = torch.from_dlpack(batch.labels).to(torch.int64)  # a copy: the slot is not held by it
+        labels = torch.from_dlpack(batch.labels)
+        # A copy either way (the slot is not held by it): int64 class indices, or with mixup/cutmix
+        # the soft labels, float32 (N, num_classes), as torchvision.transforms.v2 gives them.
+        labels = labels.clone() if labels.is_floating_point() else labels.to(torch.int64)
         if self._nhwc:
             images = images.permute(0, 3, 1, 2)  # (N, C, H, W) over NHWC memory: channels_last
         held = self._pipeline.batches_held  # this batch included

@@ -21,11 +21,12 @@ torchvision applies it to PIL images), RandomCrop pads with a constant.
 
 from collections.abc import Sequence
 
-__all__ = ["AutoAugment", "AutoAugmentPolicy", "InterpolationMode", "CenterCrop", "ColorJitter", "Compose", "GaussianBlur", "Grayscale",
-           "Normalize", "PILToTensor", "RandAugment", "RandomAdjustSharpness", "RandomAffine", "RandomAutocontrast",
-           "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomInvert",
-           "RandomPosterize", "RandomResizedCrop", "RandomRotation", "RandomSolarize", "RandomVerticalFlip", "Resize",
-           "ToTensor", "TrivialAugmentWide", "TRANSFORMS", "UnsupportedTransformError", "stages_of"]
+__all__ = ["AutoAugment", "AutoAugmentPolicy", "CenterCrop", "ColorJitter", "Compose", "CutMix", "GaussianBlur",
+           "Grayscale", "InterpolationMode", "MixUp", "Normalize", "PILToTensor", "RandAugment", "RandomAdjustSharpness",
+           "RandomAffine", "RandomAutocontrast", "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale",
+           "RandomHorizontalFlip", "RandomInvert", "RandomPosterize", "RandomResizedCrop", "RandomRotation",
+           "RandomSolarize", "RandomVerticalFlip", "Resize", "ToTensor", "TrivialAugmentWide", "TRANSFORMS",
+           "UnsupportedTransformError", "stages_of"]
 
 
 class UnsupportedTransformError(TypeError):
@@ -34,7 +35,7 @@ class UnsupportedTransformError(TypeError):
 
 # torchvision's augmentations sluice has no stage for yet: named in the refusal, so that a recipe
 # that uses one learns which line, rather than that an attribute is missing.
-_NOT_YET = ("AugMix", "MixUp", "CutMix", "Pad",
+_NOT_YET = ("AugMix", "Pad",
             "RandomPerspective", "FiveCrop", "TenCrop", "ConvertImageDtype", "RandomApply",
             "RandomChoice", "RandomOrder", "ElasticTransform", "Lambda")
 
@@ -342,6 +343,39 @@ class Normalize(Transform):
         self.mean, self.std, self.inplace = mean, std, inplace
 
 
+class MixUp(Transform):
+    """torchvision.transforms.v2.MixUp(alpha, num_classes): the mixup stage, after the batch stage.
+    Labels become float32 (N, num_classes), as v2's (docs/decisions/batch-mix-labels.md)."""
+
+    def __init__(self, *, alpha=1.0, num_classes, labels_getter="default"):
+        self.alpha = alpha
+        self.num_classes = num_classes
+        self.labels_getter = labels_getter
+
+
+class CutMix(Transform):
+    """torchvision.transforms.v2.CutMix(alpha, num_classes): the cutmix stage, after the batch
+    stage. Labels become float32 (N, num_classes), as v2's."""
+
+    def __init__(self, *, alpha=1.0, num_classes, labels_getter="default"):
+        self.alpha = alpha
+        self.num_classes = num_classes
+        self.labels_getter = labels_getter
+
+
+def _batch_mix(t):
+    """MixUp / CutMix (sluice's or torchvision v2's) as its batch-level stage."""
+    name = type(t).__name__
+    if getattr(t, "labels_getter", "default") != "default":
+        raise _refuse(name, "labels_getter: sluice mixes the batch's own labels (labels_getter=\"default\")")
+    alpha, num_classes = getattr(t, "alpha", 1.0), getattr(t, "num_classes", None)
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise _refuse(name, f"num_classes: expected a positive integer, got {num_classes!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha > 0:
+        raise _refuse(name, f"alpha: expected a number > 0, got {alpha!r}")
+    return {name.lower(): {"alpha": float(alpha), "num_classes": num_classes}}
+
+
 def _warp(name, t):
     """interpolation (nearest or bilinear) and fill (None, a grey level or one per channel, 0-255)."""
     value = str(getattr(t.interpolation, "value", t.interpolation)).lower()
@@ -492,6 +526,8 @@ TRANSFORMS = {
     "ToTensor": "normalize (float32, mean 0, std 1, NCHW); fused into the pass that writes the batch",
     "PILToTensor": "normalize (uint8, NCHW); fused into the pass that writes the batch",
     "Normalize": "normalize's mean and std; fused into the pass that writes the batch",
+    "MixUp": "mixup (after batch); on the complete batch, on a worker; labels become float32 (N, num_classes)",
+    "CutMix": "cutmix (after batch); on the complete batch, on a worker; labels become float32 (N, num_classes)",
 }
 
 
@@ -501,10 +537,17 @@ def stages_of(transforms):
     requires: Normalize needs a tensor, and no image op may follow one). Raises
     UnsupportedTransformError naming a transform sluice does not run."""
     stages = []
+    batch_level = []  # MixUp / CutMix: after the batch stage, so after everything per sample
     output = None  # None: u8 NHWC as decoded; else the normalize stage's options
     after = []     # the stages on the normalised sample (RandomErasing)
     for t in _flatten(transforms):
         name = type(t).__name__
+        mixes = _batch_mixes(t)
+        if mixes is not None:
+            batch_level.extend(mixes)
+            continue
+        if batch_level:
+            raise _refuse(name, "comes after MixUp/CutMix, which mix whole batches: put the per-image transforms first")
         if output is not None and name not in ("Normalize", "RandomErasing"):
             raise _refuse(name, f"comes after {'ToTensor' if output['dtype'] == 'f32' else 'PILToTensor'}: sluice "
                                 "runs the image ops before the batch is written, so they must come first")
@@ -570,7 +613,25 @@ def stages_of(transforms):
             raise _refuse(name, "not a transform sluice knows; sluice.transforms runs " + ", ".join(sorted(TRANSFORMS)))
     if output is not None:
         stages.append({"normalize": output})
-    return stages + after
+    return stages + after + batch_level
+
+
+def _batch_mixes(t):
+    """The batch-level stages of MixUp, CutMix, or RandomChoice over them with equal odds (the
+    reference recipe's `RandomChoice([MixUp(...), CutMix(...)])`: each batch picks one); None for
+    any other transform."""
+    name = type(t).__name__
+    if name in ("MixUp", "CutMix"):
+        return [_batch_mix(t)]
+    members = getattr(t, "transforms", None)
+    if name == "RandomChoice" and members and all(type(m).__name__ in ("MixUp", "CutMix") for m in members):
+        p = getattr(t, "p", None)
+        if p is not None and len(set(p)) > 1:
+            raise _refuse(name, f"p={p!r}: sluice picks MixUp or CutMix with equal odds")
+        if len(members) > 2 or len({type(m).__name__ for m in members}) != len(members):
+            raise _refuse(name, "sluice chooses between one MixUp and one CutMix")
+        return [_batch_mix(m) for m in members]
+    return None
 
 
 def _flatten(transforms):

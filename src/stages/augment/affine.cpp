@@ -68,21 +68,27 @@ void check_views(ConstImageView src, ImageView dst) {
   }
 }
 
+// The first row pixel by pixel, the others copies of it.
 void fill_image(ImageView dst, const Fill& fill) {
   const int c = dst.channels;
-  for (int y = 0; y < dst.height; ++y) {
-    std::uint8_t* out = dst.row(y);
-    for (int x = 0; x < dst.width; ++x) std::memcpy(out + x * c, fill.data(), static_cast<std::size_t>(c));
+  std::uint8_t* first = dst.row(0);
+  for (int x = 0; x < dst.width; ++x) {
+    for (int k = 0; k < c; ++k) first[x * c + k] = fill[static_cast<std::size_t>(k)];
   }
+  const std::size_t bytes = static_cast<std::size_t>(dst.width) * static_cast<std::size_t>(c);
+  for (int y = 1; y < dst.height; ++y) std::memcpy(dst.row(y), first, bytes);
 }
 
-inline void copy_pixel(const std::uint8_t* in, std::uint8_t* out, int c) {
-  for (int k = 0; k < c; ++k) out[k] = in[k];
+// C channels, known at compile time (the engines are instantiated for 1 to 4).
+template <int C>
+inline void copy_pixel(const std::uint8_t* in, std::uint8_t* out) {
+  for (int k = 0; k < C; ++k) out[k] = in[k];
 }
 
 // ImagingScaleAffine: a matrix without rotation or shear.
+template <int C>
 void scale_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
-  const int c = src.channels;
+  constexpr int c = C;
   double xo = m.c + m.a * 0.5;
   double yo = m.f + m.e * 0.5;
   int xmin = dst.width;
@@ -112,7 +118,7 @@ void scale_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
       if (yi >= 0 && yi < src.height) {
         const std::uint8_t* in = src.row(yi);
         std::uint8_t* out = dst.row(y) + static_cast<std::ptrdiff_t>(x0) * c;
-        for (int i = xmin; i < xmax; ++i) copy_pixel(in + table[i] * c, out + i * c, c);
+        for (int i = xmin; i < xmax; ++i) copy_pixel<C>(in + table[i] * c, out + i * c);
       }
       y_step += m.e;
     }
@@ -124,8 +130,9 @@ bool fits_fixed(const AffineMatrix& m, int x, int y) {
 }
 
 // affine_fixed: 16.16 fixed point, stepped along rows and columns.
+template <int C>
 void fixed_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
-  const int c = src.channels;
+  constexpr int c = C;
   const auto fix = [](double v) { return pil_floor(v * 65536.0 + 0.5); };
   const int a0 = fix(m.a);
   const int a1 = fix(m.b);
@@ -141,7 +148,7 @@ void fixed_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
       const int xin = xx >> 16;
       if (xin >= 0 && xin < src.width) {
         const int yin = yy >> 16;
-        if (yin >= 0 && yin < src.height) copy_pixel(src.row(yin) + xin * c, out + x * c, c);
+        if (yin >= 0 && yin < src.height) copy_pixel<C>(src.row(yin) + xin * c, out + x * c);
       }
       xx += a0;
       yy += a3;
@@ -152,8 +159,9 @@ void fixed_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
 }
 
 // Pillow's floating-point fallback for matrices beyond fixed point's range.
+template <int C>
 void float_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
-  const int c = src.channels;
+  constexpr int c = C;
   double xo = m.c + m.b * 0.5 + m.a * 0.5;
   double yo = m.f + m.e * 0.5 + m.d * 0.5;
   for (int y = 0; y < dst.height; ++y) {
@@ -164,7 +172,7 @@ void float_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
       const int xin = coord(xx);
       if (xin >= 0 && xin < src.width) {
         const int yin = coord(yy);
-        if (yin >= 0 && yin < src.height) copy_pixel(src.row(yin) + xin * c, out + x * c, c);
+        if (yin >= 0 && yin < src.height) copy_pixel<C>(src.row(yin) + xin * c, out + x * c);
       }
       xx += m.a;
       yy += m.d;
@@ -175,8 +183,9 @@ void float_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
 }
 
 // ImagingGenericTransform with affine_transform and the bilinear filter.
+template <int C>
 void bilinear_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
-  const int c = src.channels;
+  constexpr int c = C;
   const int w = src.width;
   const int h = src.height;
   const auto clip_x = [w](int x) { return x < 0 ? 0 : (x < w ? x : w - 1); };
@@ -210,6 +219,21 @@ void bilinear_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
   }
 }
 
+// Pillow's choice of engine (ImagingTransformAffine) for C channels.
+template <int C>
+void run_engine(ConstImageView src, ImageView dst, const AffineMatrix& m, WarpInterpolation interpolation) {
+  if (interpolation == WarpInterpolation::kBilinear) {
+    bilinear_affine<C>(src, dst, m);
+  } else if (m.b == 0 && m.d == 0) {
+    scale_affine<C>(src, dst, m);
+  } else if (fits_fixed(m, 0, 0) && fits_fixed(m, dst.width, dst.height) && fits_fixed(m, 0, dst.height) &&
+             fits_fixed(m, dst.width, 0)) {
+    fixed_affine<C>(src, dst, m);
+  } else {
+    float_affine<C>(src, dst, m);
+  }
+}
+
 // Pillow's transposes: ROTATE_180, and ROTATE_90 / ROTATE_270 (counter-clockwise) on a square.
 void transpose(ConstImageView src, ImageView dst, int quarter_turns) {
   const int c = src.channels;
@@ -222,7 +246,7 @@ void transpose(ConstImageView src, ImageView dst, int quarter_turns) {
       if (quarter_turns == 2) in = src.row(h - 1 - r) + (w - 1 - col) * c;
       else if (quarter_turns == 1) in = src.row(col) + (w - 1 - r) * c;
       else in = src.row(h - 1 - col) + r * c;
-      copy_pixel(in, out + col * c, c);
+      for (int k = 0; k < c; ++k) out[col * c + k] = in[k];
     }
   }
 }
@@ -285,15 +309,11 @@ void warp_affine(ConstImageView src, ImageView dst, const AffineMatrix& m, WarpI
   if (dst.width <= 0 || dst.height <= 0) return;
   fill_image(dst, values);
   if (src.width <= 0 || src.height <= 0) return;
-  if (interpolation == WarpInterpolation::kBilinear) {
-    bilinear_affine(src, dst, m);
-  } else if (m.b == 0 && m.d == 0) {
-    scale_affine(src, dst, m);
-  } else if (fits_fixed(m, 0, 0) && fits_fixed(m, dst.width, dst.height) && fits_fixed(m, 0, dst.height) &&
-             fits_fixed(m, dst.width, 0)) {
-    fixed_affine(src, dst, m);
-  } else {
-    float_affine(src, dst, m);
+  switch (src.channels) {
+    case 1: run_engine<1>(src, dst, m, interpolation); break;
+    case 2: run_engine<2>(src, dst, m, interpolation); break;
+    case 3: run_engine<3>(src, dst, m, interpolation); break;
+    default: run_engine<4>(src, dst, m, interpolation); break;
   }
 }
 

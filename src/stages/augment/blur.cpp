@@ -1,7 +1,7 @@
 // Gaussian blur: torchvision's 1-D kernels, a row pass from the u8 source into an f32 image in the
-// workspace, then a column pass from it into the destination, rounded half to even. The interior
-// of each pass is a plain multiply-add over contiguous values (the compiler vectorises it); only
-// the taps that cross the border go through the reflection.
+// workspace, then a column pass from it into the destination, rounded half to even. Each tap of
+// each pass is a plain multiply-add over contiguous floats (the compiler vectorises it); the
+// reflection happens once per row, when the row is converted to f32 with its border.
 #include "stages/augment/blur.hpp"
 
 #include <cmath>
@@ -38,33 +38,30 @@ void gaussian_kernel(int size, double sigma, float* out) {
   for (int i = 0; i < size; ++i) out[i] = static_cast<float>(out[i] / sum);
 }
 
+// The f32 row-pass image, one output row, the padded row, the two kernels.
 std::size_t floats_needed(Size2 size, int channels, const GaussianBlurParams& p) {
   const std::size_t row = static_cast<std::size_t>(size.width) * static_cast<std::size_t>(channels);
-  return row * static_cast<std::size_t>(size.height) + row + static_cast<std::size_t>(p.kernel_x) +
+  const std::size_t padded = (static_cast<std::size_t>(size.width) + static_cast<std::size_t>(p.kernel_x - 1)) *
+                             static_cast<std::size_t>(channels);
+  return row * static_cast<std::size_t>(size.height) + row + padded + static_cast<std::size_t>(p.kernel_x) +
          static_cast<std::size_t>(p.kernel_y);
 }
 
-// Row pass of one row: out[x, k] = sum_t w[t] * in[reflect(x + t - r), k].
-void blur_row(const std::uint8_t* in, int width, int c, const float* w, int taps, float* out) {
+// Row pass of one row: out[x, k] = sum_t w[t] * in[reflect(x + t - r), k], summed in t's order.
+// The row is first converted to f32 with its reflected border (`padded`: width + taps - 1
+// pixels), so every tap is one contiguous multiply-add over floats.
+void blur_row(const std::uint8_t* in, int width, int c, const float* w, int taps, float* padded, float* out) {
   const int r = taps / 2;
+  for (int x = 0; x < width + taps - 1; ++x) {
+    const std::uint8_t* px = in + reflect(x - r, width) * c;
+    for (int k = 0; k < c; ++k) padded[x * c + k] = static_cast<float>(px[k]);
+  }
   const int n = width * c;
   for (int i = 0; i < n; ++i) out[i] = 0.0f;
-  // Interior: every tap inside the row.
-  const int x0 = r < width ? r : width;
-  const int x1 = width - r > x0 ? width - r : x0;
   for (int t = 0; t < taps; ++t) {
     const float wt = w[t];
-    const int offset = (t - r) * c;
-    for (int i = x0 * c; i < x1 * c; ++i) out[i] += wt * static_cast<float>(in[i + offset]);
-  }
-  // Border columns: reflected taps.
-  for (int x = 0; x < width; ++x) {
-    if (x == x0) x = x1;
-    if (x >= width) break;
-    for (int t = 0; t < taps; ++t) {
-      const std::uint8_t* px = in + reflect(x + t - r, width) * c;
-      for (int k = 0; k < c; ++k) out[x * c + k] += w[t] * static_cast<float>(px[k]);
-    }
+    const float* src = padded + t * c;
+    for (int i = 0; i < n; ++i) out[i] += wt * src[i];
   }
 }
 
@@ -113,13 +110,15 @@ void gaussian_blur(ConstImageView src, ImageView dst, const GaussianBlurParams& 
   const std::size_t row = static_cast<std::size_t>(src.width) * static_cast<std::size_t>(c);
   float* rows = floats;                                             // (H, W*C) after the row pass
   float* acc = rows + row * static_cast<std::size_t>(src.height);  // (W*C) one output row
-  float* wx = acc + row;
+  float* padded = acc + row;                                      // (W + kernel_x - 1) * C
+  float* wx = padded + (static_cast<std::size_t>(src.width) + static_cast<std::size_t>(params.kernel_x - 1)) *
+                           static_cast<std::size_t>(c);
   float* wy = wx + params.kernel_x;
   gaussian_kernel(params.kernel_x, params.sigma_x, wx);
   gaussian_kernel(params.kernel_y, params.sigma_y, wy);
 
   for (int y = 0; y < src.height; ++y) {
-    blur_row(src.row(y), src.width, c, wx, params.kernel_x, rows + row * static_cast<std::size_t>(y));
+    blur_row(src.row(y), src.width, c, wx, params.kernel_x, padded, rows + row * static_cast<std::size_t>(y));
   }
   const int r = params.kernel_y / 2;
   for (int y = 0; y < src.height; ++y) {
@@ -131,10 +130,13 @@ void gaussian_blur(ConstImageView src, ImageView dst, const GaussianBlurParams& 
     }
     std::uint8_t* out = dst.row(y);
     for (std::size_t i = 0; i < row; ++i) {
-      // torch.round: half to even (the default rounding mode), then the cast to uint8.
-      float v = std::nearbyint(acc[i]);
-      v = v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v);
-      out[i] = static_cast<std::uint8_t>(v);
+      // torch.round: half to even. Adding and subtracting 2^23 rounds a float of magnitude below
+      // 2^22 to an integer in the default rounding mode (nearest, ties to even), as nearbyint
+      // does, without a call per value; the clamp keeps -0.0 and rounding noise in 0..255.
+      float v = (acc[i] + 8388608.0f) - 8388608.0f;
+      v = v < 0.0f ? 0.0f : v;
+      v = v > 255.0f ? 255.0f : v;
+      out[i] = static_cast<std::uint8_t>(static_cast<int>(v));
     }
   }
 }

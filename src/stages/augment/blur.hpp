@@ -33,7 +33,7 @@ struct GaussianBlurParams {
 void check_gaussian_blur(const GaussianBlurParams& params);
 
 // Bytes of scratch gaussian_blur needs for an image of `size` with `channels` channels: the row
-// pass's f32 image and the two 1-D kernels.
+// pass's f32 image, one output row, one source row in f32 with its border, the two 1-D kernels.
 std::size_t gaussian_blur_workspace_bytes(Size2 size, int channels, const GaussianBlurParams& params);
 
 // Blurs src into dst (same size and channels; dst may be src itself: every source pixel is read

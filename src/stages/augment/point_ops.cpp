@@ -49,16 +49,6 @@ void apply_luts(ConstImageView src, ImageView dst, const Lut* luts) {
   }
 }
 
-// The same table for every channel.
-void apply_lut(ConstImageView src, ImageView dst, const Lut& lut) {
-  const std::size_t n = static_cast<std::size_t>(src.width) * static_cast<std::size_t>(src.channels);
-  for (int y = 0; y < src.height; ++y) {
-    const std::uint8_t* in = src.row(y);
-    std::uint8_t* out = dst.row(y);
-    for (std::size_t i = 0; i < n; ++i) out[i] = lut[in[i]];
-  }
-}
-
 // The same per-value function for every channel, written for the vectoriser (the ops whose table
 // is arithmetic: invert, posterize, solarize); equal to the table it stands for.
 template <class Op>
@@ -191,21 +181,22 @@ std::size_t sharpness_workspace_bytes(Size2 size, int channels) {
 
 namespace {
 
-// Pillow's Image.blend(degenerate, image, factor) on one value: in f32, truncated; clamped when
-// the factor extrapolates (outside [0, 1]).
-inline std::uint8_t blend(int smooth, int original, float factor, bool extrapolate) {
-  const float v = static_cast<float>(smooth) + factor * static_cast<float>(original - smooth);
-  if (!extrapolate) return static_cast<std::uint8_t>(v);
-  if (v <= 0.0f) return 0;
-  if (v >= 255.0f) return 255;
-  return static_cast<std::uint8_t>(v);
+// Pillow's Image.blend(degenerate, image, factor) on one value: in f32, truncated, clamped to
+// 0..255 (Pillow clamps only when the factor extrapolates, outside [0, 1]; inside it the f32 result
+// lies between the two integers already, so clamping always is the same and keeps the loop free of
+// branches).
+inline std::uint8_t blend(int smooth, int original, float factor) {
+  float v = static_cast<float>(smooth) + factor * static_cast<float>(original - smooth);
+  v = v <= 0.0f ? 0.0f : v;
+  v = v >= 255.0f ? 255.0f : v;
+  return static_cast<std::uint8_t>(static_cast<int>(v));
 }
 
 // One interior row: SMOOTH (Pillow's ImagingFilter3x3 with the kernel over 13 and +0.5 for
 // rounding, in f32 in its order of operations) then the blend. above/here/below are source rows;
 // the first and last pixel keep their value, as Pillow's filter does.
 void sharpen_row(const std::uint8_t* above, const std::uint8_t* here, const std::uint8_t* below,
-                 int width, int c, float factor, bool extrapolate, std::uint8_t* out) {
+                 int width, int c, float factor, std::uint8_t* out) {
   const float k1 = 1.0f / 13.0f;
   const float k5 = 5.0f / 13.0f;
   std::memcpy(out, here, static_cast<std::size_t>(c));
@@ -219,8 +210,8 @@ void sharpen_row(const std::uint8_t* above, const std::uint8_t* here, const std:
     ss += f(above[i - c]) * k1 + f(above[i]) * k1 + f(above[i + c]) * k1;
     ss = ss < 0.0f ? 0.0f : ss;
     ss = ss > 255.0f ? 255.0f : ss;
-    const int smooth = static_cast<std::uint8_t>(ss);
-    out[i] = blend(smooth, here[i], factor, extrapolate);
+    const int smooth = static_cast<int>(ss);  // truncation, as Pillow's (UINT8) cast of 0..255
+    out[i] = blend(smooth, here[i], factor);
   }
   const std::size_t last = static_cast<std::size_t>(width - 1) * static_cast<std::size_t>(c);
   std::memcpy(out + last, here + last, static_cast<std::size_t>(c));
@@ -249,7 +240,6 @@ void adjust_sharpness(ConstImageView src, ImageView dst, float factor, std::span
   if (workspace.size() < sharpness_workspace_bytes({w, h}, c)) {
     throw Error(ErrorCode::kInvalidArgument, "adjust_sharpness: workspace smaller than sharpness_workspace_bytes()");
   }
-  const bool extrapolate = !(factor >= 0.0f && factor <= 1.0f);
   // Two saved source rows (the one above and the one being written), so dst may be src.
   auto* saved_above = reinterpret_cast<std::uint8_t*>(workspace.data());
   auto* saved_here = saved_above + row_bytes;
@@ -257,7 +247,7 @@ void adjust_sharpness(ConstImageView src, ImageView dst, float factor, std::span
   if (src.data != dst.data) std::memcpy(dst.row(0), src.row(0), row_bytes);
   for (int y = 1; y < h - 1; ++y) {
     std::memcpy(saved_here, src.row(y), row_bytes);
-    sharpen_row(saved_above, saved_here, src.row(y + 1), w, c, factor, extrapolate, dst.row(y));
+    sharpen_row(saved_above, saved_here, src.row(y + 1), w, c, factor, dst.row(y));
     std::swap(saved_above, saved_here);
   }
   if (src.data != dst.data) std::memcpy(dst.row(h - 1), src.row(h - 1), row_bytes);

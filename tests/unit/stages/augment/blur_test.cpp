@@ -171,8 +171,8 @@ TEST(GaussianBlur, ZeroSizeAndOnePixelImages) {
 TEST(GaussianBlur, WorkspaceIsTheRowPassImageAndIsChecked) {
   const GaussianBlurParams p{7, 5, 1.5, 1.0};
   const std::size_t need = gaussian_blur_workspace_bytes({224, 224}, 3, p);
-  // The f32 row-pass image, one accumulator row, the two kernels, alignment slack.
-  EXPECT_EQ(need, (224u * 224 * 3 + 224 * 3 + 7 + 5) * sizeof(float) + 64);
+  // The f32 row-pass image, one accumulator row, one padded source row, the two kernels, alignment.
+  EXPECT_EQ(need, (224u * 224 * 3 + 224 * 3 + (224 + 6) * 3 + 7 + 5) * sizeof(float) + 64);
   const Img in = test::noise(224, 224, 3, 3);
   Img out(224, 224, 3);
   std::vector<std::byte> exact(need + 1);
