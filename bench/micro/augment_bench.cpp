@@ -5,6 +5,11 @@
 //   affine_nearest / affine_bilinear   F.affine (angle 12, translate (5, -3), scale 1.1, shear 8)
 //   blur_3 / blur_23  F.gaussian_blur, kernel 3 (sigma 1) and 23 (sigma 3.5, SimCLR's size)
 //   posterize, solarize, invert, autocontrast, equalize, sharpness (factor 1.8)
+//   copy              the image copied into the output (what the in-place kernels below include)
+//   brightness, contrast, saturation, hue, grayscale   the colour kernels (color.hpp), in place
+//                     on the copy: ColorJitter's four adjustments, Grayscale
+//   erase_constant / erase_random   RandomErasing's write of a 94x94 rectangle (its mean area at
+//                     the default scale) into an f32 CHW sample (erase.hpp)
 //   mixup_f32 / cutmix_f32  a batch of 32 samples (f32 NCHW, 3x224x224) mixed in place, per sample
 // Each iteration takes the next of the decoded images, so the inputs are real photos.
 // Run: ./build/bench/augment_bench --benchmark_repetitions=5 --benchmark_enable_random_interleaving
@@ -14,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +32,8 @@
 #include "stages/augment/affine.hpp"
 #include "stages/augment/batch_mix.hpp"
 #include "stages/augment/blur.hpp"
+#include "stages/augment/color.hpp"
+#include "stages/augment/erase.hpp"
 #include "stages/augment/point_ops.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
 
@@ -97,7 +105,9 @@ using Kernel = std::function<void(ConstImageView, ImageView, std::span<std::byte
 void run_kernel(benchmark::State& state, const Kernel& kernel) {
   if (data().pixels.empty()) return state.SkipWithError("imagenette-val not found (set SLUICE_DATASETS)");
   std::vector<std::uint8_t> out(kImageBytes);
-  std::vector<std::byte> workspace(gaussian_blur_workspace_bytes({kSide, kSide}, 3, {23, 23, 3.5, 3.5}));
+  // The blur's scratch, or an f32 sample for the erase kernels, whichever is larger.
+  std::vector<std::byte> workspace(std::max(gaussian_blur_workspace_bytes({kSide, kSide}, 3, {23, 23, 3.5, 3.5}),
+                                            kImageBytes * sizeof(float)));
   std::size_t i = 0;
   for (auto _ : state) {
     const auto& px = data().pixels[i++ % data().pixels.size()];
@@ -167,6 +177,24 @@ int main(int argc, char** argv) {
       {"autocontrast", [](auto s, auto d, auto) { autocontrast(s, d); }},
       {"equalize", [](auto s, auto d, auto) { equalize(s, d); }},
       {"sharpness", [](auto s, auto d, auto w) { adjust_sharpness(s, d, 1.8f, w); }},
+      {"copy", [](auto s, auto d, auto) { std::memcpy(d.data, s.data, kImageBytes); }},
+      {"brightness", [](auto s, auto d, auto) { std::memcpy(d.data, s.data, kImageBytes); adjust_brightness(d, 1.3); }},
+      {"contrast", [](auto s, auto d, auto) { std::memcpy(d.data, s.data, kImageBytes); adjust_contrast(d, 0.7); }},
+      {"saturation", [](auto s, auto d, auto) { std::memcpy(d.data, s.data, kImageBytes); adjust_saturation(d, 1.4); }},
+      {"hue", [](auto s, auto d, auto) { std::memcpy(d.data, s.data, kImageBytes); adjust_hue(d, 0.1); }},
+      {"grayscale", [](auto s, auto d, auto) { std::memcpy(d.data, s.data, kImageBytes); grayscale(d); }},
+      {"erase_constant", [](auto, auto d, auto w) {
+         const SlotSample slot{w.data(), sluice::DType::kF32, sluice::Layout::kNCHW, 3, {kSide, kSide}};
+         const float zero[] = {0.0f};
+         erase_constant(slot, {50, 60, 94, 94}, zero);
+         benchmark::DoNotOptimize(d.data);
+       }},
+      {"erase_random", [](auto, auto d, auto w) {
+         const SlotSample slot{w.data(), sluice::DType::kF32, sluice::Layout::kNCHW, 3, {kSide, kSide}};
+         sluice::CounterRng rng(1, 2, 3);
+         erase_random(slot, {50, 60, 94, 94}, rng);
+         benchmark::DoNotOptimize(d.data);
+       }},
   };
   benchmark::RegisterBenchmark("decode_224", run_decode)->MinTime(0.5);
   for (const auto& [name, fn] : kernels) {

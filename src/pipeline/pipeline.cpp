@@ -122,6 +122,91 @@ Pipeline& Pipeline::flip_horizontal(double probability, FlipOptions options) {
   return *this;
 }
 
+Pipeline& Pipeline::flip_vertical(double probability, FlipOptions options) {
+  spec_.stages.emplace_back(spec::FlipVertical{probability, options});
+  return *this;
+}
+
+Pipeline& Pipeline::color_jitter(ColorJitterOptions options) {
+  spec_.stages.emplace_back(spec::ColorJitter{options});
+  return *this;
+}
+
+Pipeline& Pipeline::grayscale(int num_output_channels) {
+  spec_.stages.emplace_back(spec::Grayscale{num_output_channels});
+  return *this;
+}
+
+Pipeline& Pipeline::random_grayscale(double probability, RandomOptions options) {
+  spec_.stages.emplace_back(spec::RandomGrayscale{probability, options});
+  return *this;
+}
+
+Pipeline& Pipeline::random_rotation(FactorRange degrees, RandomRotationOptions options) {
+  spec_.stages.emplace_back(spec::RandomRotation{degrees, std::move(options)});
+  return *this;
+}
+
+Pipeline& Pipeline::random_affine(FactorRange degrees, RandomAffineOptions options) {
+  spec_.stages.emplace_back(spec::RandomAffine{degrees, std::move(options)});
+  return *this;
+}
+
+Pipeline& Pipeline::gaussian_blur(int kernel_width, int kernel_height, FactorRange sigma, RandomOptions options) {
+  spec_.stages.emplace_back(spec::GaussianBlur{kernel_width, kernel_height, sigma, options});
+  return *this;
+}
+
+Pipeline& Pipeline::random_posterize(int bits, double probability, RandomOptions options) {
+  spec_.stages.emplace_back(spec::RandomPosterize{bits, probability, options});
+  return *this;
+}
+
+Pipeline& Pipeline::random_solarize(double threshold, double probability, RandomOptions options) {
+  spec_.stages.emplace_back(spec::RandomSolarize{threshold, probability, options});
+  return *this;
+}
+
+Pipeline& Pipeline::random_invert(double probability, RandomOptions options) {
+  spec_.stages.emplace_back(spec::RandomInvert{probability, options});
+  return *this;
+}
+
+Pipeline& Pipeline::random_autocontrast(double probability, RandomOptions options) {
+  spec_.stages.emplace_back(spec::RandomAutocontrast{probability, options});
+  return *this;
+}
+
+Pipeline& Pipeline::random_equalize(double probability, RandomOptions options) {
+  spec_.stages.emplace_back(spec::RandomEqualize{probability, options});
+  return *this;
+}
+
+Pipeline& Pipeline::random_adjust_sharpness(double sharpness_factor, double probability, RandomOptions options) {
+  spec_.stages.emplace_back(spec::RandomAdjustSharpness{sharpness_factor, probability, options});
+  return *this;
+}
+
+Pipeline& Pipeline::trivial_augment_wide(int num_magnitude_bins, WarpOptions options) {
+  spec_.stages.emplace_back(spec::TrivialAugmentWide{num_magnitude_bins, std::move(options)});
+  return *this;
+}
+
+Pipeline& Pipeline::rand_augment(int num_ops, int magnitude, int num_magnitude_bins, WarpOptions options) {
+  spec_.stages.emplace_back(spec::RandAugment{num_ops, magnitude, num_magnitude_bins, std::move(options)});
+  return *this;
+}
+
+Pipeline& Pipeline::auto_augment(AutoAugmentPolicy policy, WarpOptions options) {
+  spec_.stages.emplace_back(spec::AutoAugment{policy, std::move(options)});
+  return *this;
+}
+
+Pipeline& Pipeline::random_erasing(RandomErasingOptions options) {
+  spec_.stages.emplace_back(spec::RandomErasing{std::move(options)});
+  return *this;
+}
+
 Pipeline& Pipeline::normalize(NormalizeOptions options) {
   spec_.stages.emplace_back(spec::Normalize{std::move(options)});
   return *this;

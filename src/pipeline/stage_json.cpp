@@ -164,4 +164,42 @@ void write_seed(ordered_json& j, const std::optional<std::uint64_t>& seed) {
   if (seed) j["seed"] = *seed;
 }
 
+WarpOptions read_warp(const Object& o) {
+  WarpOptions w;
+  w.interpolation = o.get("interpolation", w.interpolation, [](const json& v, const std::string& p) {
+    return as_choice<WarpFilter>(v, p, {{"nearest", WarpFilter::kNearest}, {"bilinear", WarpFilter::kBilinear}});
+  });
+  w.fill = o.get("fill", w.fill, [](const json& v, const std::string& p) {
+    std::vector<std::uint8_t> fill;
+    if (v.is_number()) return std::vector<std::uint8_t>{static_cast<std::uint8_t>(as_integer(v, p, 0, 255, "0-255"))};
+    if (!v.is_array() || v.size() > 4) expected(p, "a grey level 0-255, one per channel, or [] (0)", v);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      fill.push_back(static_cast<std::uint8_t>(as_integer(v[i], p + "[" + std::to_string(i) + "]", 0, 255, "0-255")));
+    }
+    return fill;
+  });
+  w.seed = o.seed();
+  return w;
+}
+
+FactorRange read_number_range(const json& v, const std::string& path, double lo, double hi, Single single) {
+  const std::string what = "a number or [min, max] within [" + describe(json(lo)) + ", " + describe(json(hi)) + "]";
+  if (v.is_number()) {
+    const double x = as_number(v, path, single == Single::kSymmetric ? 0 : lo, hi, what);
+    return single == Single::kSymmetric ? FactorRange{-x, x} : FactorRange{x, x};
+  }
+  if (!v.is_array() || v.size() != 2) expected(path, what, v);
+  const FactorRange r{as_number(v[0], path + "[0]", lo, hi, what), as_number(v[1], path + "[1]", lo, hi, what)};
+  if (r.min > r.max) bad(path + ": expected [min, max] with min <= max, got " + describe(v));
+  return r;
+}
+
+void write_warp(ordered_json& j, const WarpOptions& w) {
+  j["interpolation"] = w.interpolation == WarpFilter::kBilinear ? "bilinear" : "nearest";
+  j["fill"] = w.fill;
+  write_seed(j, w.seed);
+}
+
+ordered_json write_range(const FactorRange& r) { return ordered_json::array({r.min, r.max}); }
+
 }  // namespace sluice::json_fields

@@ -125,7 +125,16 @@ std::pair<double, double> read_range(const json& v, const std::string& path);
 enum class Sign : std::uint8_t { kAny, kPositive };
 std::vector<float> read_floats(const json& v, const std::string& path, Sign sign);
 
+// A warp's "interpolation" ("nearest", "bilinear"), "fill" (0-255, or one per channel) and "seed".
+WarpOptions read_warp(const Object& o);
+// A range [min, max] of numbers inside [lo, hi]; a single number x >= 0 reads as [center - x, center + x]
+// (torchvision's degrees and sigma style: `single` says which).
+enum class Single : std::uint8_t { kSymmetric, kFixed };
+FactorRange read_number_range(const json& v, const std::string& path, double lo, double hi, Single single);
+
 // The writer's side: the same spellings.
+void write_warp(ordered_json& j, const WarpOptions& w);
+ordered_json write_range(const FactorRange& r);
 const char* name_of(Filter filter);
 void write_extent(ordered_json& j, int width, int height);
 void write_resize(ordered_json& j, const ResizeOptions& r);

@@ -77,7 +77,8 @@ class GeometryCanvas {
   virtual void resize(int width, int height, const ResizeOptions& options) = 0;
   // Crop [left, left + width) x [top, top + height); may reach outside the image (padding).
   virtual void crop(int left, int top, int width, int height) = 0;
-  virtual void flip() = 0;
+  virtual void flip() = 0;           // mirror left-right
+  virtual void flip_vertical() = 0;  // mirror top-bottom
   virtual void set_fill(std::uint8_t fill) = 0;
 
  protected:

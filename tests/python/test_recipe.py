@@ -83,13 +83,68 @@ class TransformsSpecTest(unittest.TestCase):
                               tvT.ToTensor(), tvT.Normalize(MEAN, STD)])
         self.assertEqual(T.stages_of([theirs]), mine.stages())
 
+    def test_augmentation_names_build_their_stages(self):
+        transform = T.Compose([T.RandomResizedCrop(176), T.RandomVerticalFlip(0.25),
+                               T.ColorJitter(0.4, 0.3, 0.2, 0.1), T.RandomGrayscale(0.2), T.Grayscale(3),
+                               T.ToTensor(), T.Normalize(MEAN, STD), T.RandomErasing(0.1, value="random")])
+        stages = transform.stages()
+        self.assertEqual(stages[1:5], [
+            {"flip_vertical": {"probability": 0.25}},
+            {"color_jitter": {"brightness": [0.6, 1.4], "contrast": [0.7, 1.3], "saturation": [0.8, 1.2],
+                              "hue": [-0.1, 0.1]}},
+            {"random_grayscale": {"probability": 0.2}},
+            {"grayscale": {"num_output_channels": 3}},
+        ])
+        self.assertEqual(list(stages[5]), ["normalize"])
+        self.assertEqual(stages[6], {"random_erasing": {"probability": 0.1, "scale": [0.02, 0.33], "ratio": [0.3, 3.3],
+                                                        "value": "random"}})
+        self.assertEqual(T.ColorJitter(brightness=0.5).stages(), [{"color_jitter": {"brightness": [0.5, 1.5]}}])
+        theirs = tvT.Compose([tvT.RandomResizedCrop(176), tvT.RandomVerticalFlip(0.25),
+                              tvT.ColorJitter(0.4, 0.3, 0.2, 0.1), tvT.RandomGrayscale(0.2), tvT.Grayscale(3),
+                              tvT.ToTensor(), tvT.Normalize(MEAN, STD), tvT.RandomErasing(0.1, value="random")])
+        self.assertEqual(T.stages_of([theirs]), stages)
+        self.assertEqual(T.stages_of([tvT.ToTensor(), tvT.RandomErasing(value=(1, 2, 3))])[-1]["random_erasing"]["value"],
+                         [1.0, 2.0, 3.0])
+
+    def test_warps_point_ops_and_policies_build_their_stages(self):
+        def ops(M):
+            return [M.RandomRotation(15), M.RandomAffine(10, translate=(0.1, 0.2), scale=(0.9, 1.1), shear=5),
+                    M.GaussianBlur(5), M.RandomPosterize(4), M.RandomSolarize(128), M.RandomInvert(),
+                    M.RandomAutocontrast(), M.RandomEqualize(), M.RandomAdjustSharpness(2), M.TrivialAugmentWide(),
+                    M.RandAugment(), M.AutoAugment(M.AutoAugmentPolicy.CIFAR10)]
+        stages = T.stages_of(ops(T))
+        self.assertEqual(T.stages_of(ops(tvT)), stages)
+        self.assertEqual([list(s)[0] for s in stages], [
+            "random_rotation", "random_affine", "gaussian_blur", "random_posterize", "random_solarize", "random_invert",
+            "random_autocontrast", "random_equalize", "random_adjust_sharpness", "trivial_augment_wide",
+            "rand_augment", "auto_augment"])
+        self.assertEqual(stages[1]["random_affine"]["shear"], [-5.0, 5.0])
+        self.assertEqual(stages[9], {"trivial_augment_wide": {"num_magnitude_bins": 31, "interpolation": "nearest",
+                                                              "fill": []}})
+        for M in (T, tvT):
+            self.assertEqual(T.stages_of([M.TrivialAugmentWide(interpolation=M.InterpolationMode.BILINEAR)]),
+                             [{"trivial_augment_wide": {"num_magnitude_bins": 31, "interpolation": "bilinear",
+                                                        "fill": []}}])
+
     def test_unsupported_transforms_are_refused_by_name(self):
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Lambda: a Python function"):
             T.stages_of([tvT.Lambda(lambda x: x)])
-        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^ColorJitter: sluice has no stage"):
-            T.stages_of([tvT.ColorJitter(0.4, 0.4, 0.4)])
-        with self.assertRaisesRegex(AttributeError, r"sluice.transforms has no TrivialAugmentWide"):
-            T.TrivialAugmentWide()
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^RandomPerspective: sluice has no stage"):
+            T.stages_of([tvT.RandomPerspective()])
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^RandomRotation: expand=True"):
+            T.stages_of([tvT.RandomRotation(10, expand=True)])
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^AutoAugment: policy 'svhn'"):
+            T.stages_of([tvT.AutoAugment(tvT.AutoAugmentPolicy.SVHN)])
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^TrivialAugmentWide: interpolation 'bicubic'"):
+            T.stages_of([tvT.TrivialAugmentWide(interpolation=tvT.InterpolationMode.BICUBIC)])
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^RandomErasing: needs ToTensor"):
+            T.stages_of([tvT.RandomErasing()])
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Normalize: comes after RandomErasing"):
+            T.stages_of([tvT.ToTensor(), tvT.RandomErasing(), tvT.Normalize(MEAN, STD)])
+        with self.assertRaisesRegex(ValueError, r"hue values should be between"):
+            T.ColorJitter(hue=(-0.7, 0.7))
+        with self.assertRaisesRegex(AttributeError, r"sluice.transforms has no AugMix"):
+            T.AugMix()
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Resize: interpolation 'bicubic'"):
             T.stages_of([tvT.Resize(256, interpolation=tvT.InterpolationMode.BICUBIC)])
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Normalize: needs ToTensor"):
@@ -136,6 +191,60 @@ class ImageFolderTest(unittest.TestCase):
         difference = (images.int() - expected.int()).abs()
         self.assertEqual(difference.max().item(), 0, f"mean {difference.float().mean().item():.4f}")
 
+    def test_colour_ops_with_given_factors_give_torchvisions_pixels(self):
+        # A one-value range draws that value, and one adjustment per ColorJitter leaves no order to
+        # draw: torchvision's PIL path and sluice's kernels then see the same parameters.
+        def ops(M):
+            return [M.Resize(256), M.CenterCrop(224), M.ColorJitter(brightness=(0.6, 0.6)),
+                    M.ColorJitter(contrast=(1.3, 1.3)), M.ColorJitter(saturation=(0.4, 0.4)),
+                    M.ColorJitter(hue=(0.1, 0.1)), M.RandomVerticalFlip(1.0), M.PILToTensor()]
+
+        def grey(M):
+            return [M.Resize(256), M.CenterCrop(224), M.ColorJitter(contrast=(0.7, 0.7)), M.Grayscale(),
+                    M.PILToTensor()]
+
+        for build in (ops, grey):
+            theirs = torchvision.datasets.ImageFolder(self.root, tvT.Compose(build(tvT)))
+            loader = sluice_torch.Loader(sluice.datasets.ImageFolder(self.root, T.Compose(build(T)),
+                                                                     decoder="torchvision"),
+                                         batch_size=len(theirs), shuffle=False, threads=2)
+            images, _ = next(iter(loader))
+            expected = torch.stack([theirs[i][0] for i in range(len(theirs))])
+            self.assertEqual(images.shape, expected.shape)
+            difference = (images.int() - expected.int()).abs()
+            self.assertEqual(difference.max().item(), 0, f"{build.__name__}: mean {difference.float().mean().item():.4f}")
+
+    def test_warps_and_point_ops_with_given_parameters_give_torchvisions_pixels(self):
+        # Fixed draws (a one-value range, p=1) leave nothing to the generator: torchvision's PIL
+        # path and sluice's kernels see the same parameters.
+        def ops(M):
+            return [M.Resize(160), M.CenterCrop(144), M.RandomRotation((23, 23)),
+                    M.RandomAffine((-7, -7), scale=(1.1, 1.1), shear=(4, 4), interpolation=tvT.InterpolationMode.BILINEAR),
+                    M.RandomAdjustSharpness(1.8, p=1.0), M.RandomPosterize(5, p=1.0), M.RandomSolarize(200, p=1.0),
+                    M.RandomAutocontrast(p=1.0), M.RandomEqualize(p=1.0), M.RandomInvert(p=1.0), M.PILToTensor()]
+
+        theirs = torchvision.datasets.ImageFolder(self.root, tvT.Compose(ops(tvT)))
+        loader = sluice_torch.Loader(sluice.datasets.ImageFolder(self.root, T.Compose(ops(T)), decoder="torchvision"),
+                                     batch_size=len(theirs), shuffle=False, threads=2)
+        images, _ = next(iter(loader))
+        expected = torch.stack([theirs[i][0] for i in range(len(theirs))])
+        difference = (images.int() - expected.int()).abs()
+        self.assertEqual(difference.max().item(), 0, f"mean {difference.float().mean().item():.4f}")
+
+    def test_augmentations_are_the_same_at_one_and_two_threads(self):
+        transform = T.Compose([T.RandomResizedCrop(64), T.RandomHorizontalFlip(), T.RandomVerticalFlip(),
+                               T.ColorJitter(0.4, 0.4, 0.4, 0.1), T.RandomGrayscale(0.3), T.TrivialAugmentWide(),
+                               T.RandAugment(), T.AutoAugment(), T.GaussianBlur(3), T.ToTensor(),
+                               T.Normalize(MEAN, STD), T.RandomErasing(0.5, value="random")])
+        spec = sluice.datasets.ImageFolder(self.root, transform)
+        runs = []
+        for threads in (1, 2):
+            loader = sluice_torch.Loader(spec, batch_size=4, shuffle=True, seed=7, threads=threads)
+            runs.append([images.clone() for images, _ in loader])
+        self.assertEqual(len(runs[0]), len(runs[1]))
+        for a, b in zip(*runs):
+            self.assertTrue(torch.equal(a, b))
+
     def test_shuffle_keyword(self):
         spec = sluice.datasets.ImageFolder(self.root, T.Compose([T.Resize(16), T.CenterCrop(16)]))
         ordered = sluice_torch.Loader(spec, batch_size=12, shuffle=False, threads=1)
@@ -162,8 +271,23 @@ class ImageFolderTest(unittest.TestCase):
 
     def test_the_recipe_example_runs_with_both_loaders(self):
         example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "imagenet_recipe.py")
+        for recipe in ("classic", "new"):
+            for loader in ("sluice", "torch"):
+                run = subprocess.run([sys.executable, example, "--data", self.root, "--loader", loader, "--recipe", recipe,
+                                      "--batch", "4", "--batches", "2", "--workers", "1"],
+                                     capture_output=True, text=True, timeout=300)
+                self.assertEqual(run.returncode, 0, run.stderr)
+                self.assertRegex(run.stdout, rf"^{loader}: train [0-9]+ images/s, eval [0-9]+ images/s")
+
+
+@unittest.skipUnless(torch is not None, "torch/torchvision are not importable by this interpreter (use /usr/bin/python3)")
+@unittest.skipUnless(have(CIFAR_TEST), "the shared datasets (cifar10/test) are absent")
+class CifarRecipeTest(unittest.TestCase):
+    def test_the_autoaugment_example_runs_with_both_loaders(self):
+        example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                               "cifar10_autoaugment.py")
         for loader in ("sluice", "torch"):
-            run = subprocess.run([sys.executable, example, "--data", self.root, "--loader", loader, "--batch", "4",
+            run = subprocess.run([sys.executable, example, "--data", CIFAR_TEST, "--loader", loader, "--batch", "8",
                                   "--batches", "2", "--workers", "1"], capture_output=True, text=True, timeout=300)
             self.assertEqual(run.returncode, 0, run.stderr)
             self.assertRegex(run.stdout, rf"^{loader}: train [0-9]+ images/s, eval [0-9]+ images/s")

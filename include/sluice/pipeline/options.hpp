@@ -142,6 +142,79 @@ struct FlipOptions {
   std::optional<std::uint64_t> seed;
 };
 
+// The seed of a random stage whose only option it is.
+struct RandomOptions {
+  std::optional<std::uint64_t> seed;  // default: BuildOptions::seed
+};
+
+// A closed range [min, max] a value is drawn from uniformly, per sample.
+struct FactorRange {
+  double min = 0;
+  double max = 0;
+  friend bool operator==(const FactorRange&, const FactorRange&) = default;
+};
+
+// torchvision's ColorJitter: each factor drawn from its range per sample, the four adjustments
+// applied in a random order (torchvision's fn_idx permutation), each with Pillow's arithmetic. A
+// range of [1, 1] (brightness, contrast, saturation) or [0, 0] (hue) leaves that adjustment out,
+// as torchvision's None does. ColorJitter(brightness=b) is the range [max(0, 1 - b), 1 + b]
+// (contrast and saturation alike), hue=h is [-h, h] with h <= 0.5.
+struct ColorJitterOptions {
+  FactorRange brightness{1, 1};
+  FactorRange contrast{1, 1};
+  FactorRange saturation{1, 1};
+  FactorRange hue{0, 0};
+  std::optional<std::uint64_t> seed;
+};
+
+// How a warp samples: torchvision's InterpolationMode.NEAREST (the default of its RandomRotation,
+// RandomAffine and the automatic policies) or BILINEAR, with Pillow's arithmetic.
+enum class WarpFilter : std::uint8_t { kNearest, kBilinear };
+
+// A warp's sampling and the value of the pixels it brings in from outside the image.
+struct WarpOptions {
+  WarpFilter interpolation = WarpFilter::kNearest;
+  std::vector<std::uint8_t> fill;  // one value, or one per channel; empty: 0
+  std::optional<std::uint64_t> seed;
+};
+
+// torchvision's RandomRotation(degrees, interpolation, expand=False, center, fill).
+struct RandomRotationOptions {
+  std::optional<double> center_x;  // the fixed point in pixels; default the image's centre
+  std::optional<double> center_y;
+  WarpOptions warp;
+};
+
+// torchvision's RandomAffine: the angle drawn from the stage's degrees; a translation of at most
+// translate_x * width and translate_y * height pixels each way (rounded as torchvision does); a
+// scale and shears drawn from their ranges ([1, 1] and [0, 0]: none).
+struct RandomAffineOptions {
+  double translate_x = 0;
+  double translate_y = 0;
+  FactorRange scale{1, 1};
+  FactorRange shear_x{0, 0};  // degrees
+  FactorRange shear_y{0, 0};
+  std::optional<double> center_x;
+  std::optional<double> center_y;
+  WarpOptions warp;
+};
+
+// torchvision's AutoAugment policies learned on ImageNet and on CIFAR-10.
+enum class AutoAugmentPolicy : std::uint8_t { kImageNet, kCifar10 };
+
+// torchvision's RandomErasing, on the normalised sample in its batch slot (torchvision applies it
+// after Normalize): with `probability`, a rectangle of area fraction in `scale` and aspect ratio
+// log-uniform in `ratio` (10 tries, else nothing) takes `value`.
+struct RandomErasingOptions {
+  double probability = 0.5;
+  FactorRange scale{0.02, 0.33};
+  FactorRange ratio{0.3, 3.3};
+  // One value for every channel, or one per channel; empty: torchvision's value="random" (a
+  // standard normal value per element).
+  std::vector<float> value{0.0F};
+  std::optional<std::uint64_t> seed;
+};
+
 // (x / 255 - mean[c]) / std[c], mean and std in [0, 1] units as torchvision writes them. Empty
 // mean and std: no normalisation (x / 255 for float outputs, the raw byte for u8).
 struct NormalizeOptions {

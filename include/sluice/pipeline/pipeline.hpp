@@ -103,9 +103,32 @@ class Pipeline {
   Pipeline& random_crop(int size, RandomCropOptions options = {});
   Pipeline& random_crop(int width, int height, RandomCropOptions options = {});
   Pipeline& flip_horizontal(double probability = 0.5, FlipOptions options = {});
+  Pipeline& flip_vertical(double probability = 0.5, FlipOptions options = {});
+  // torchvision's ColorJitter, Grayscale and RandomGrayscale with Pillow's arithmetic: run on the
+  // sample at its output size, after the crops and resizes (which must come before them; flips may
+  // come anywhere).
+  Pipeline& color_jitter(ColorJitterOptions options);
+  Pipeline& grayscale(int num_output_channels = 1);
+  Pipeline& random_grayscale(double probability = 0.1, RandomOptions options = {});
+  // torchvision's RandomRotation (degrees [min, max]), RandomAffine, GaussianBlur, the random point
+  // ops and the automatic policies, with Pillow's arithmetic: pixel ops like the colour ops.
+  Pipeline& random_rotation(FactorRange degrees, RandomRotationOptions options = {});
+  Pipeline& random_affine(FactorRange degrees, RandomAffineOptions options = {});
+  Pipeline& gaussian_blur(int kernel_width, int kernel_height, FactorRange sigma = {0.1, 2.0}, RandomOptions options = {});
+  Pipeline& random_posterize(int bits, double probability = 0.5, RandomOptions options = {});
+  Pipeline& random_solarize(double threshold, double probability = 0.5, RandomOptions options = {});
+  Pipeline& random_invert(double probability = 0.5, RandomOptions options = {});
+  Pipeline& random_autocontrast(double probability = 0.5, RandomOptions options = {});
+  Pipeline& random_equalize(double probability = 0.5, RandomOptions options = {});
+  Pipeline& random_adjust_sharpness(double sharpness_factor, double probability = 0.5, RandomOptions options = {});
+  Pipeline& trivial_augment_wide(int num_magnitude_bins = 31, WarpOptions options = {});
+  Pipeline& rand_augment(int num_ops = 2, int magnitude = 9, int num_magnitude_bins = 31, WarpOptions options = {});
+  Pipeline& auto_augment(AutoAugmentPolicy policy = AutoAugmentPolicy::kImageNet, WarpOptions options = {});
   Pipeline& normalize(NormalizeOptions options = {});
   Pipeline& normalize(std::vector<float> mean, std::vector<float> std, Layout layout,
                       DType dtype);
+  // After normalize(): torchvision's RandomErasing on the normalised sample.
+  Pipeline& random_erasing(RandomErasingOptions options = {});
   Pipeline& shuffle(std::int64_t buffer, ShuffleOptions options = {});
   Pipeline& batch(int size, BatchOptions options = {});
   Pipeline& prefetch(int depth);

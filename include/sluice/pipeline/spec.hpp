@@ -58,6 +58,26 @@ struct CenterCrop { int width = 0; int height = 0; };
 struct RandomResizedCrop { int width = 0; int height = 0; RandomResizedCropOptions options; };
 struct RandomCrop { int width = 0; int height = 0; RandomCropOptions options; };
 struct FlipHorizontal { double probability = 0.5; FlipOptions options; };
+struct FlipVertical { double probability = 0.5; FlipOptions options; };
+// Pixel ops: run on the u8 sample at the output size, after the resampling, in the chain's order.
+struct ColorJitter { ColorJitterOptions options; };
+struct Grayscale { int num_output_channels = 1; };  // 1, or 3 (the grey level in each)
+struct RandomGrayscale { double probability = 0.1; RandomOptions options; };
+struct RandomRotation { FactorRange degrees; RandomRotationOptions options; };
+struct RandomAffine { FactorRange degrees; RandomAffineOptions options; };
+struct GaussianBlur { int kernel_width = 3; int kernel_height = 3; FactorRange sigma{0.1, 2.0}; RandomOptions options; };
+struct RandomPosterize { int bits = 0; double probability = 0.5; RandomOptions options; };
+struct RandomSolarize { double threshold = 0; double probability = 0.5; RandomOptions options; };
+struct RandomInvert { double probability = 0.5; RandomOptions options; };
+struct RandomAutocontrast { double probability = 0.5; RandomOptions options; };
+struct RandomEqualize { double probability = 0.5; RandomOptions options; };
+struct RandomAdjustSharpness { double sharpness_factor = 1; double probability = 0.5; RandomOptions options; };
+// The automatic policies: torchvision's op tables, magnitude bins and signed draws.
+struct TrivialAugmentWide { int num_magnitude_bins = 31; WarpOptions options; };
+struct RandAugment { int num_ops = 2; int magnitude = 9; int num_magnitude_bins = 31; WarpOptions options; };
+struct AutoAugment { AutoAugmentPolicy policy = AutoAugmentPolicy::kImageNet; WarpOptions options; };
+// After normalize(): on the normalised sample in its batch slot.
+struct RandomErasing { RandomErasingOptions options; };
 struct Normalize { NormalizeOptions options; };
 struct Shuffle { std::int64_t buffer = 0; ShuffleOptions options; };
 struct Batch { int size = 0; BatchOptions options; };
@@ -72,8 +92,10 @@ struct CutMix { double alpha = 1.0; int num_classes = 0; std::optional<std::uint
 // alternative has one descriptor (src/pipeline/descriptors/) with its name, ordering rule, checks,
 // JSON form and geometry, so a new stage is its struct, its entry here and its descriptor file.
 using Stage = std::variant<Read, Cache, DecodeJpeg, ResizeShorter, Resize, CenterCrop, RandomResizedCrop,
-                           RandomCrop, FlipHorizontal, Normalize, Shuffle, Batch, Prefetch, ToDevice,
-                           MixUp, CutMix>;
+                           RandomCrop, FlipHorizontal, FlipVertical, ColorJitter, Grayscale, RandomGrayscale,
+                           RandomRotation, RandomAffine, GaussianBlur, RandomPosterize, RandomSolarize, RandomInvert,
+                           RandomAutocontrast, RandomEqualize, RandomAdjustSharpness, TrivialAugmentWide, RandAugment,
+                           AutoAugment, Normalize, RandomErasing, Shuffle, Batch, Prefetch, ToDevice, MixUp, CutMix>;
 
 // The stage's name as the builder method spells it ("decode_jpeg"), for messages and stats.
 const char* name_of(const Stage& stage);

@@ -21,8 +21,12 @@ torchvision applies it to PIL images), RandomCrop pads with a constant.
 
 from collections.abc import Sequence
 
-__all__ = ["CenterCrop", "Compose", "CutMix", "MixUp", "Normalize", "PILToTensor", "RandomCrop", "RandomHorizontalFlip",
-           "RandomResizedCrop", "Resize", "ToTensor", "TRANSFORMS", "UnsupportedTransformError", "stages_of"]
+__all__ = ["AutoAugment", "AutoAugmentPolicy", "CenterCrop", "ColorJitter", "Compose", "CutMix", "GaussianBlur",
+           "Grayscale", "InterpolationMode", "MixUp", "Normalize", "PILToTensor", "RandAugment", "RandomAdjustSharpness",
+           "RandomAffine", "RandomAutocontrast", "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale",
+           "RandomHorizontalFlip", "RandomInvert", "RandomPosterize", "RandomResizedCrop", "RandomRotation",
+           "RandomSolarize", "RandomVerticalFlip", "Resize", "ToTensor", "TrivialAugmentWide", "TRANSFORMS",
+           "UnsupportedTransformError", "stages_of"]
 
 
 class UnsupportedTransformError(TypeError):
@@ -31,10 +35,7 @@ class UnsupportedTransformError(TypeError):
 
 # torchvision's augmentations sluice has no stage for yet: named in the refusal, so that a recipe
 # that uses one learns which line, rather than that an attribute is missing.
-_NOT_YET = ("ColorJitter", "Grayscale", "RandomGrayscale", "RandomVerticalFlip", "RandomRotation",
-            "RandomAffine", "GaussianBlur", "RandomErasing", "RandomPosterize", "RandomSolarize",
-            "RandomEqualize", "RandomAutocontrast", "RandomAdjustSharpness", "RandomInvert",
-            "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "Pad",
+_NOT_YET = ("AugMix", "Pad",
             "RandomPerspective", "FiveCrop", "TenCrop", "ConvertImageDtype", "RandomApply",
             "RandomChoice", "RandomOrder", "ElasticTransform", "Lambda")
 
@@ -148,6 +149,184 @@ class RandomHorizontalFlip(Transform):
         self.p = p
 
 
+class RandomVerticalFlip(Transform):
+    """RandomVerticalFlip(p): flip_vertical with probability p."""
+
+    def __init__(self, p=0.5):
+        self.p = p
+
+
+def _jitter_range(name, field, value, center=1.0, bound=(0.0, float("inf")), clip_first_on_zero=True):
+    """torchvision's ColorJitter._check_input: a number around `center`, or (min, max) inside `bound`;
+    None when the adjustment is left out."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{name}: {field} {value!r}: a single number must be non negative")
+        value = [center - float(value), center + float(value)]
+        if clip_first_on_zero:
+            value[0] = max(value[0], 0.0)
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        if not bound[0] <= value[0] <= value[1] <= bound[1]:
+            raise ValueError(f"{name}: {field} values should be between {bound}, got {value!r}")
+        value = [float(value[0]), float(value[1])]
+    else:
+        raise TypeError(f"{name}: {field} should be a single number or a list/tuple with length 2, got {value!r}")
+    return None if value[0] == value[1] == center else value
+
+
+class ColorJitter(Transform):
+    """ColorJitter(brightness, contrast, saturation, hue): color_jitter, torchvision's ranges, random
+    order and Pillow's arithmetic, on the sample at its output size (after the crops and resizes)."""
+
+    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
+        name = "ColorJitter"
+        self.brightness = _jitter_range(name, "brightness", brightness)
+        self.contrast = _jitter_range(name, "contrast", contrast)
+        self.saturation = _jitter_range(name, "saturation", saturation)
+        self.hue = _jitter_range(name, "hue", hue, center=0.0, bound=(-0.5, 0.5), clip_first_on_zero=False)
+
+
+class Grayscale(Transform):
+    """Grayscale(num_output_channels): grayscale, Pillow's convert("L"); 1 channel or 3."""
+
+    def __init__(self, num_output_channels=1):
+        self.num_output_channels = num_output_channels
+
+
+class RandomGrayscale(Transform):
+    """RandomGrayscale(p): random_grayscale with probability p (the image keeps its channels)."""
+
+    def __init__(self, p=0.1):
+        self.p = p
+
+
+class RandomErasing(Transform):
+    """RandomErasing(p, scale, ratio, value): random_erasing on the normalised sample, after
+    ToTensor() and Normalize as in torchvision; value a number, one per channel, or "random"."""
+
+    def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0, inplace=False):
+        self.p, self.scale, self.ratio, self.value, self.inplace = p, scale, ratio, value, inplace
+
+
+def _angles(name, field, value):
+    """torchvision's _setup_angle: a number d >= 0 is [-d, d], a pair is [min, max]."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{name}: if {field} is a single number, it must be positive, got {value!r}")
+        return [-float(value), float(value)]
+    return [float(v) for v in value]
+
+
+class RandomRotation(Transform):
+    """RandomRotation(degrees, interpolation, expand=False, center, fill): random_rotation."""
+
+    def __init__(self, degrees, interpolation="nearest", expand=False, center=None, fill=0):
+        self.degrees = _angles("RandomRotation", "degrees", degrees)
+        self.interpolation, self.expand, self.center, self.fill = interpolation, expand, center, fill
+
+
+class RandomAffine(Transform):
+    """RandomAffine(degrees, translate, scale, shear, interpolation, fill, center): random_affine."""
+
+    def __init__(self, degrees, translate=None, scale=None, shear=None, interpolation="nearest", fill=0, center=None):
+        self.degrees = _angles("RandomAffine", "degrees", degrees)
+        self.shear = None if shear is None else _angles("RandomAffine", "shear", shear)
+        self.translate, self.scale, self.interpolation, self.fill, self.center = translate, scale, interpolation, fill, center
+
+
+class GaussianBlur(Transform):
+    """GaussianBlur(kernel_size, sigma=(0.1, 2.0)): gaussian_blur."""
+
+    def __init__(self, kernel_size, sigma=(0.1, 2.0)):
+        self.kernel_size = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        self.sigma = (sigma, sigma) if isinstance(sigma, (int, float)) else tuple(sigma)
+
+
+class RandomPosterize(Transform):
+    """RandomPosterize(bits, p=0.5): random_posterize."""
+
+    def __init__(self, bits, p=0.5):
+        self.bits, self.p = bits, p
+
+
+class RandomSolarize(Transform):
+    """RandomSolarize(threshold, p=0.5): random_solarize."""
+
+    def __init__(self, threshold, p=0.5):
+        self.threshold, self.p = threshold, p
+
+
+class RandomInvert(Transform):
+    """RandomInvert(p=0.5): random_invert."""
+
+    def __init__(self, p=0.5):
+        self.p = p
+
+
+class RandomAutocontrast(Transform):
+    """RandomAutocontrast(p=0.5): random_autocontrast."""
+
+    def __init__(self, p=0.5):
+        self.p = p
+
+
+class RandomEqualize(Transform):
+    """RandomEqualize(p=0.5): random_equalize."""
+
+    def __init__(self, p=0.5):
+        self.p = p
+
+
+class RandomAdjustSharpness(Transform):
+    """RandomAdjustSharpness(sharpness_factor, p=0.5): random_adjust_sharpness."""
+
+    def __init__(self, sharpness_factor, p=0.5):
+        self.sharpness_factor, self.p = sharpness_factor, p
+
+
+class TrivialAugmentWide(Transform):
+    """TrivialAugmentWide(num_magnitude_bins=31, interpolation, fill): trivial_augment_wide."""
+
+    def __init__(self, num_magnitude_bins=31, interpolation="nearest", fill=None):
+        self.num_magnitude_bins, self.interpolation, self.fill = num_magnitude_bins, interpolation, fill
+
+
+class RandAugment(Transform):
+    """RandAugment(num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation, fill): rand_augment."""
+
+    def __init__(self, num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation="nearest", fill=None):
+        self.num_ops, self.magnitude, self.num_magnitude_bins = num_ops, magnitude, num_magnitude_bins
+        self.interpolation, self.fill = interpolation, fill
+
+
+class _Mode(str):
+    @property
+    def value(self):
+        return str(self)
+
+
+class InterpolationMode:
+    """torchvision's InterpolationMode names sluice runs (a recipe's `T.InterpolationMode.BILINEAR`
+    reads the same with either module): NEAREST and BILINEAR."""
+
+    NEAREST = _Mode("nearest")
+    BILINEAR = _Mode("bilinear")
+
+
+class AutoAugmentPolicy:
+    """torchvision's AutoAugmentPolicy names: IMAGENET and CIFAR10 (SVHN is not run)."""
+
+    IMAGENET = "imagenet"
+    CIFAR10 = "cifar10"
+
+
+class AutoAugment(Transform):
+    """AutoAugment(policy=AutoAugmentPolicy.IMAGENET, interpolation, fill): auto_augment."""
+
+    def __init__(self, policy=AutoAugmentPolicy.IMAGENET, interpolation="nearest", fill=None):
+        self.policy, self.interpolation, self.fill = policy, interpolation, fill
+
+
 class ToTensor(Transform):
     """ToTensor(): float32 (N, C, H, W) in [0, 1] (the normalize stage, mean 0 and std 1)."""
 
@@ -195,6 +374,87 @@ def _batch_mix(t):
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha > 0:
         raise _refuse(name, f"alpha: expected a number > 0, got {alpha!r}")
     return {name.lower(): {"alpha": float(alpha), "num_classes": num_classes}}
+
+
+def _warp(name, t):
+    """interpolation (nearest or bilinear) and fill (None, a grey level or one per channel, 0-255)."""
+    value = str(getattr(t.interpolation, "value", t.interpolation)).lower()
+    if value not in ("nearest", "bilinear"):
+        raise _refuse(name, f"interpolation {value!r}: sluice warps with nearest or bilinear only")
+    fill = t.fill
+    if fill is None:
+        fill = []
+    elif isinstance(fill, (int, float)) and not isinstance(fill, bool):
+        fill = [fill]
+    fill = list(fill)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() and 0 <= v <= 255
+               for v in fill):
+        raise _refuse(name, f"fill {t.fill!r}: sluice fills with whole grey levels 0-255")
+    return {"interpolation": value, "fill": [int(v) for v in fill]}
+
+
+def _center(name, center):
+    return {} if center is None else {"center": _floats(name, "center", center)}
+
+
+def _random_rotation(t):
+    name = "RandomRotation"
+    if t.expand:
+        raise _refuse(name, "expand=True: the sample keeps its size in sluice (expand=False)")
+    return {"random_rotation": {"degrees": _floats(name, "degrees", t.degrees), **_center(name, t.center),
+                                **_warp(name, t)}}
+
+
+def _random_affine(t):
+    name = "RandomAffine"
+    options = {"degrees": _floats(name, "degrees", t.degrees)}
+    if t.translate is not None:
+        options["translate"] = _floats(name, "translate", t.translate)
+    if t.scale is not None:
+        options["scale"] = _floats(name, "scale", t.scale)
+    if t.shear is not None:
+        options["shear"] = _floats(name, "shear", t.shear)
+    return {"random_affine": {**options, **_center(name, t.center), **_warp(name, t)}}
+
+
+def _gaussian_blur(t):
+    name = "GaussianBlur"
+    kernel = [int(v) for v in t.kernel_size]
+    return {"gaussian_blur": {"kernel_size": kernel, "sigma": _floats(name, "sigma", t.sigma)}}
+
+
+def _policy(name, t):
+    warp = _warp(name, t)
+    if name == "TrivialAugmentWide":
+        return {"trivial_augment_wide": {"num_magnitude_bins": int(t.num_magnitude_bins), **warp}}
+    if name == "RandAugment":
+        return {"rand_augment": {"num_ops": int(t.num_ops), "magnitude": int(t.magnitude),
+                                 "num_magnitude_bins": int(t.num_magnitude_bins), **warp}}
+    policy = str(getattr(t.policy, "value", t.policy)).lower()
+    if policy not in ("imagenet", "cifar10"):
+        raise _refuse(name, f"policy {policy!r}: sluice has the ImageNet and CIFAR-10 policies")
+    return {"auto_augment": {"policy": policy, **warp}}
+
+
+def _color_jitter(t):
+    options = {}
+    for field in ("brightness", "contrast", "saturation", "hue"):
+        value = getattr(t, field)
+        if value is not None:
+            options[field] = _floats("ColorJitter", field, value)
+    return {"color_jitter": options}
+
+
+def _random_erasing(t):
+    name = "RandomErasing"
+    value = t.value
+    if isinstance(value, str):
+        if value != "random":
+            raise _refuse(name, f"value {value!r}: a number, one number per channel, or 'random'")
+    else:
+        value = _floats(name, "value", value)
+    return {"random_erasing": {"probability": float(t.p), "scale": _floats(name, "scale", t.scale),
+                               "ratio": _floats(name, "ratio", t.ratio), "value": value}}
 
 
 def _resize(t):
@@ -246,6 +506,23 @@ TRANSFORMS = {
     "RandomResizedCrop": "random_resized_crop; fused (folds into the source mapping)",
     "RandomCrop": "random_crop; fused (folds into the source mapping, padding included)",
     "RandomHorizontalFlip": "flip_horizontal; fused (folds into the source mapping)",
+    "RandomVerticalFlip": "flip_vertical; fused (folds into the source mapping)",
+    "ColorJitter": "color_jitter; a pass over the u8 sample at the output size, after the resampling",
+    "Grayscale": "grayscale; a pass over the u8 sample at the output size, after the resampling",
+    "RandomGrayscale": "random_grayscale; a pass over the u8 sample at the output size, when drawn",
+    "RandomErasing": "random_erasing; writes the rectangle into the normalised sample in its slot, after Normalize",
+    "RandomRotation": "random_rotation; a warp of the u8 sample at the output size into a second buffer",
+    "RandomAffine": "random_affine; a warp of the u8 sample at the output size into a second buffer",
+    "GaussianBlur": "gaussian_blur; two 1-D passes over the u8 sample at the output size",
+    "RandomPosterize": "random_posterize; a pass over the u8 sample when drawn",
+    "RandomSolarize": "random_solarize; a pass over the u8 sample when drawn",
+    "RandomInvert": "random_invert; a pass over the u8 sample when drawn",
+    "RandomAutocontrast": "random_autocontrast; a histogram pass and a table pass when drawn",
+    "RandomEqualize": "random_equalize; a histogram pass and a table pass when drawn",
+    "RandomAdjustSharpness": "random_adjust_sharpness; a 3x3 filter pass when drawn",
+    "TrivialAugmentWide": "trivial_augment_wide; one op of its 14 per sample, each a pass as above",
+    "RandAugment": "rand_augment; num_ops ops of its 14 per sample, each a pass as above",
+    "AutoAugment": "auto_augment (imagenet, cifar10); up to two ops per sample, each a pass as above",
     "ToTensor": "normalize (float32, mean 0, std 1, NCHW); fused into the pass that writes the batch",
     "PILToTensor": "normalize (uint8, NCHW); fused into the pass that writes the batch",
     "Normalize": "normalize's mean and std; fused into the pass that writes the batch",
@@ -262,6 +539,7 @@ def stages_of(transforms):
     stages = []
     batch_level = []  # MixUp / CutMix: after the batch stage, so after everything per sample
     output = None  # None: u8 NHWC as decoded; else the normalize stage's options
+    after = []     # the stages on the normalised sample (RandomErasing)
     for t in _flatten(transforms):
         name = type(t).__name__
         mixes = _batch_mixes(t)
@@ -270,7 +548,7 @@ def stages_of(transforms):
             continue
         if batch_level:
             raise _refuse(name, "comes after MixUp/CutMix, which mix whole batches: put the per-image transforms first")
-        if output is not None and name not in ("Normalize",):
+        if output is not None and name not in ("Normalize", "RandomErasing"):
             raise _refuse(name, f"comes after {'ToTensor' if output['dtype'] == 'f32' else 'PILToTensor'}: sluice "
                                 "runs the image ops before the batch is written, so they must come first")
         if name == "Resize":
@@ -283,6 +561,36 @@ def stages_of(transforms):
             stages.append(_random_crop(t))
         elif name == "RandomHorizontalFlip":
             stages.append({"flip_horizontal": {"probability": float(t.p)}})
+        elif name == "RandomVerticalFlip":
+            stages.append({"flip_vertical": {"probability": float(t.p)}})
+        elif name == "ColorJitter":
+            stages.append(_color_jitter(t))
+        elif name == "Grayscale":
+            stages.append({"grayscale": {"num_output_channels": int(t.num_output_channels)}})
+        elif name == "RandomGrayscale":
+            stages.append({"random_grayscale": {"probability": float(t.p)}})
+        elif name == "RandomRotation":
+            stages.append(_random_rotation(t))
+        elif name == "RandomAffine":
+            stages.append(_random_affine(t))
+        elif name == "GaussianBlur":
+            stages.append(_gaussian_blur(t))
+        elif name == "RandomPosterize":
+            stages.append({"random_posterize": {"bits": int(t.bits), "probability": float(t.p)}})
+        elif name == "RandomSolarize":
+            stages.append({"random_solarize": {"threshold": float(t.threshold), "probability": float(t.p)}})
+        elif name in ("RandomInvert", "RandomAutocontrast", "RandomEqualize"):
+            stages.append({{"RandomInvert": "random_invert", "RandomAutocontrast": "random_autocontrast",
+                            "RandomEqualize": "random_equalize"}[name]: {"probability": float(t.p)}})
+        elif name == "RandomAdjustSharpness":
+            stages.append({"random_adjust_sharpness": {"sharpness_factor": float(t.sharpness_factor),
+                                                       "probability": float(t.p)}})
+        elif name in ("TrivialAugmentWide", "RandAugment", "AutoAugment"):
+            stages.append(_policy(name, t))
+        elif name == "RandomErasing":
+            if output is None:
+                raise _refuse(name, "needs ToTensor() before it (as in torchvision, it erases a tensor)")
+            after.append(_random_erasing(t))
         elif name == "ToTensor":
             output = {"mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0], "layout": "nchw", "dtype": "f32"}
         elif name == "PILToTensor":
@@ -290,6 +598,9 @@ def stages_of(transforms):
         elif name == "Normalize":
             if output is None or output["dtype"] != "f32":
                 raise _refuse(name, "needs ToTensor() before it (as in torchvision, it normalises a float tensor)")
+            if after:
+                raise _refuse(name, "comes after RandomErasing: sluice erases the normalised sample, so put "
+                                    "RandomErasing after Normalize (as torchvision's reference recipes do)")
             output["mean"] = _floats(name, "mean", t.mean)
             output["std"] = _floats(name, "std", t.std)
         elif name == "Lambda":
@@ -302,7 +613,7 @@ def stages_of(transforms):
             raise _refuse(name, "not a transform sluice knows; sluice.transforms runs " + ", ".join(sorted(TRANSFORMS)))
     if output is not None:
         stages.append({"normalize": output})
-    return stages + batch_level
+    return stages + after + batch_level
 
 
 def _batch_mixes(t):

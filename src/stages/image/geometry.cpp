@@ -40,14 +40,16 @@ class Planner final : public schema::GeometryCanvas {
   }
 
   // Crop [left, left + width) x [top, top + height) of the current image as the user sees it
-  // (mirrored when a flip came before). May extend outside it: that part is padding.
+  // (mirrored when a flip came before, on either axis). May extend outside it: that part is padding.
   void crop(int left, int top, int width, int height) override {
     if (plan_.flip) left = x_.size - left - width;
+    if (plan_.flip_vertical) top = y_.size - top - height;
     crop_axis(x_, left, width);
     crop_axis(y_, top, height);
   }
 
   void flip() override { plan_.flip = !plan_.flip; }
+  void flip_vertical() override { plan_.flip_vertical = !plan_.flip_vertical; }
   void set_fill(std::uint8_t fill) override { plan_.fill = fill; }
   int width() const override { return x_.size; }
   int height() const override { return y_.size; }

@@ -1,5 +1,5 @@
 // Geometry planning: composes a chain of image ops (resize_shorter, resize, center_crop,
-// random_resized_crop, random_crop with padding, flip_horizontal: each stage whose descriptor has a
+// random_resized_crop, random_crop with padding, flip_horizontal, flip_vertical: each stage whose descriptor has a
 // GeometryRule, src/pipeline/descriptors/) into ONE mapping from output
 // pixels to source pixels, per sample, from the image's header alone. This is what lets the
 // fused sample task decode only the region and the DCT scale the output needs (docs/design.md
@@ -46,6 +46,7 @@ struct SampleGeometry {
   bool antialias = true;
   std::uint8_t fill = 0;
   bool flip = false;       // mirror the output horizontally when writing it
+  bool flip_vertical = false;  // mirror it vertically when writing it (rows read bottom-up)
 };
 
 // Plans one sample. Throws sluice::Error(kInvalidArgument) when an op cannot apply to this image

@@ -2,6 +2,8 @@
 #include "stages/program/resolved_pipeline.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -99,6 +101,7 @@ void check_order(const schema::StageDescriptor& d, const spec::Stage& stage, std
 struct Collect {
   Chain& chain;
   Phase before;
+  std::uint64_t seed;  // BuildOptions::seed
 
   void operator()(const spec::Read& s) const { chain.program.read = s.options; }
   void operator()(const spec::Cache& s) const {
@@ -121,8 +124,40 @@ struct Collect {
   void operator()(const spec::RandomResizedCrop& /*unused*/) const { image_op(); }
   void operator()(const spec::RandomCrop& /*unused*/) const { image_op(); }
   void operator()(const spec::FlipHorizontal& /*unused*/) const { image_op(); }
+  void operator()(const spec::FlipVertical& /*unused*/) const { image_op(); }
+  // Pixel ops: run after the resampling, in the chain's order (augment_chain.hpp).
+  void operator()(const spec::ColorJitter& s) const { add(chain.program.pixel_ops, kPixelStream, s, s.options.seed); }
+  void operator()(const spec::Grayscale& s) const { add(chain.program.pixel_ops, kPixelStream, s, std::nullopt); }
+  void operator()(const spec::RandomGrayscale& s) const {
+    add(chain.program.pixel_ops, kPixelStream, s, s.options.seed);
+  }
+  void operator()(const spec::RandomRotation& s) const { pixel(s, s.options.warp.seed); }
+  void operator()(const spec::RandomAffine& s) const { pixel(s, s.options.warp.seed); }
+  void operator()(const spec::GaussianBlur& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomPosterize& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomSolarize& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomInvert& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomAutocontrast& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomEqualize& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomAdjustSharpness& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::TrivialAugmentWide& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandAugment& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::AutoAugment& s) const { pixel(s, s.options.seed); }
+  void operator()(const spec::RandomErasing& s) const { add(chain.program.slot_ops, kSlotStream, s, s.options.seed); }
 
  private:
+  // Keyed by the op's place in its own list, on streams apart from the geometry ops': adding a
+  // colour op changes no crop, and adding a crop no colour.
+  static constexpr std::uint64_t kPixelStream = 0x706978656c;  // "pixel"
+  static constexpr std::uint64_t kSlotStream = 0x736c6f74;     // "slot"
+  void pixel(const spec::Stage& stage, std::optional<std::uint64_t> own) const {
+    add(chain.program.pixel_ops, kPixelStream, stage, own);
+  }
+  void add(std::vector<AugmentStep>& steps, std::uint64_t stream, const spec::Stage& stage,
+           std::optional<std::uint64_t> own) const {
+    steps.push_back(AugmentStep{stage, derive_key(derive_key(own.value_or(seed), stream), steps.size())});
+  }
+
   void mix(BatchMixKind kind, double alpha, int num_classes, std::optional<std::uint64_t> seed) const {
     if (chain.mixes.empty()) chain.mix_seed = seed;
     chain.mixes.push_back(BatchMixParams{kind, alpha, num_classes});
@@ -130,6 +165,17 @@ struct Collect {
   // Reached only if an image op's descriptor lost its GeometryRule: its effect would be lost.
   static void image_op() { throw Error(ErrorCode::kInternal, "an image op without a geometry rule"); }
 };
+
+// The pixel ops run on the sample at the output size, after the one resampling: a geometric op
+// after one would have to run before it. Flips are the exception: they commute with every pixel op
+// (contrast's mean included) and fold into the writing of the sample.
+void refuse_after_pixel_ops(const Chain& chain, const spec::Stage& stage, const std::string& where) {
+  if (chain.program.pixel_ops.empty()) return;
+  if (std::holds_alternative<spec::FlipHorizontal>(stage) || std::holds_alternative<spec::FlipVertical>(stage)) return;
+  bad(where + ": comes after " + spec::name_of(chain.program.pixel_ops.back().op) +
+      ", but sluice runs the colour ops on the sample at its output size, after the crops and resizes: put " +
+      spec::name_of(stage) + " before the colour ops");
+}
 
 // Walks the stages in order: each one's ordering rule and checks, then what it contributes.
 Chain collect_chain(const PipelineSpec& spec, const BuildOptions& options) {
@@ -144,13 +190,14 @@ Chain collect_chain(const PipelineSpec& spec, const BuildOptions& options) {
     check_order(d, stage, seen, phase, where);
     if (d.check != nullptr) d.check(stage, where);
     if (d.geometry != nullptr) {
+      refuse_after_pixel_ops(chain, stage, where);
       const std::optional<std::uint64_t> own = d.geometry->seed ? d.geometry->seed(stage) : std::nullopt;
       // Keyed by the op's place among the image ops, not among all stages: adding a cache,
       // prefetch or to_device must not change a single augmentation.
       auto& steps = chain.program.geometry;
       steps.push_back(GeometryStep{stage, derive_key(own.value_or(options.seed), steps.size())});
     } else {
-      std::visit(Collect{chain, before}, stage);  // exhaustive: a new stage must say what it does
+      std::visit(Collect{chain, before, options.seed}, stage);  // exhaustive: a new stage must say what it does
     }
   }
   if (phase == Phase::kStart) bad("build: the pipeline has no stages: add read().decode_jpeg()...batch(n)");
@@ -159,11 +206,49 @@ Chain collect_chain(const PipelineSpec& spec, const BuildOptions& options) {
   return chain;
 }
 
+// grayscale's channels against the sample's; random_erasing's values against the sample they are
+// written into: one or one per channel, and for a u8 output whole grey levels (what torch's
+// assignment into a uint8 tensor keeps).
+void check_augment_ops(const Chain& chain) {
+  int channels = chain.program.decode.color == Color::kGrey ? 1 : 3;
+  for (const AugmentStep& step : chain.program.pixel_ops) {
+    const auto* grey = std::get_if<spec::Grayscale>(&step.op);
+    if (grey == nullptr) continue;
+    if (grey->num_output_channels == 3 && channels == 1) {
+      bad("grayscale: num_output_channels 3 needs an RGB sample, and this one has one channel here (decode_jpeg "
+          "with color grey, or a grayscale with one output channel before it)");
+    }
+    channels = grey->num_output_channels;
+  }
+  const bool u8 = chain.program.normalize.dtype == DType::kU8;
+  for (const AugmentStep& step : chain.program.slot_ops) {
+    const auto& value = std::get<spec::RandomErasing>(step.op).options.value;
+    if (value.size() > 1 && static_cast<int>(value.size()) != channels) {
+      bad("random_erasing: value has " + std::to_string(value.size()) + " numbers but the sample has " +
+          std::to_string(channels) + " channels: give one, or one per channel");
+    }
+    if (u8 && value.empty()) {
+      bad("random_erasing: value \"random\" needs a float output (normalize with dtype f32, f16 or bf16), not u8");
+    }
+    for (const float v : value) {
+      if (u8 && !(v >= 0 && v <= 255 && v == std::floor(v))) {
+        bad("random_erasing: value " + std::to_string(v) + " cannot be written into a u8 sample: give a whole "
+            "number from 0 to 255, or normalize to a float dtype");
+      }
+    }
+  }
+}
+
 // The host's normalisation, and the device's with to_device({.normalize_on_device}) (returned).
 NormalizeOptions split_normalize(Chain& chain) {
   const NormalizeOptions raw{.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8};
   chain.program.normalize = chain.normalize ? chain.normalize->options : raw;
+  check_augment_ops(chain);
   if (!chain.to_device || !chain.to_device->options.normalize_on_device) return {};
+  if (!chain.program.slot_ops.empty()) {
+    bad("random_erasing: the host writes u8 samples with to_device({.normalize_on_device}), and random_erasing "
+        "erases the normalised sample: normalise on the host to use it");
+  }
   if (!chain.normalize || chain.normalize->options.dtype == DType::kU8) {
     bad("to_device: normalize_on_device needs a normalize() stage with an f32, f16 or bf16 output "
         "(it says what to compute on the device)");

@@ -7,6 +7,7 @@
 // never changes a batch. The other formats take the same way where their decoder gives rows in
 // order (PNG without interlacing), a full-width row at a time.
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <functional>
 #include <cstring>
@@ -64,7 +65,7 @@ void SampleProgram::resample_bands(const SampleGeometry& plan, Workspace& ws, vo
   resampler.setup(ResampleParams{plan.x, plan.y, channels_, plan.filter, plan.antialias, plan.fill});
   ws.scratch.reserve(resampler.scratch_bytes());
   const std::span<std::uint8_t> scratch = ws.scratch.span(resampler.scratch_bytes());
-  const bool direct = normalize_.is_identity() && !plan.flip;
+  const bool direct = writes_direct(plan);
   const std::ptrdiff_t out_row = static_cast<std::ptrdiff_t>(plan.out.width) * channels_;
   if (!direct) ws.resized.reserve(static_cast<std::size_t>(out_row) * plan.out.height);
   const ImageView target{direct ? static_cast<std::uint8_t*>(out) : ws.resized.data(), plan.out.width,
@@ -133,7 +134,12 @@ void SampleProgram::resample_bands(const SampleGeometry& plan, Workspace& ws, vo
   } else {
     resampler.run_rows(ConstImageView{}, 0, 0, target, 0, plan.out.height, scratch);  // all padding
   }
-  if (!direct) normalize_.run(target, plan.flip, out);
+  if (direct) {
+    run_slot_ops_on(ws, out);
+  } else {
+    auto t = std::chrono::steady_clock::now();  // the caller counts the decode and resampling
+    write_sample(plan, target, ws, out, t);
+  }
 }
 
 }  // namespace sluice::stages

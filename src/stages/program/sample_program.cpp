@@ -133,7 +133,8 @@ const char* StageCounters::name(int stage) {
 SampleProgram::SampleProgram(SampleProgramConfig config, SampleCaches caches)
     : config_(std::move(config)), caches_(caches) {
   channels_ = config_.decode.color == Color::kGrey ? 1 : 3;
-  normalize_.setup(config_.normalize, channels_);
+  out_channels_ = channels_after(config_.pixel_ops, channels_);
+  normalize_.setup(config_.normalize, out_channels_);
 }
 
 std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace() const {
@@ -147,6 +148,7 @@ std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBu
   ws->decoded.attach_share(budget, MemoryUse::kDecodeBuffers, share.decoded);
   ws->resized.attach_share(budget, MemoryUse::kDecodeBuffers, share.resized);
   ws->scratch.attach_share(budget, MemoryUse::kDecodeBuffers, share.scratch);
+  ws->augment.attach_share(budget, MemoryUse::kDecodeBuffers, share.augment);
   ws->decoder.attach(budget, MemoryUse::kDecodeBuffers, share.decoder);
   ws->formats.attach(budget, MemoryUse::kDecodeBuffers, share.formats);
   return ws;
@@ -166,7 +168,10 @@ WorkspaceShare SampleProgram::workspace_requirements(const SampleProgramConfig& 
   const std::uint64_t file = ItemReader::workspace_requirements(probes.largest_file, probes.kind);
   share.file = probes.largest_file > 0 ? with_headroom(file) : 0;
   share.decoded = probes.largest_image > 0 ? with_headroom(probes.largest_image) : 0;
+  // The pixel ops run in place in this buffer (with their own scratch below), the slot ops in the slot.
   share.resized = AlignedBuffer::rounded_capacity(out_row * static_cast<std::uint64_t>(config.output.height));
+  const std::size_t augment = pixel_ops_workspace_bytes(config.pixel_ops, config.output, static_cast<int>(channels));
+  share.augment = augment > 0 ? AlignedBuffer::rounded_capacity(augment) : 0;
   share.scratch = AlignedBuffer::rounded_capacity(Resampler::workspace_requirements(out_row));
   share.decoder = probes.decoder;
   // Coefficients are accounted, not allocated by us: the same headroom, no power-of-two rounding.
@@ -177,8 +182,8 @@ WorkspaceShare SampleProgram::workspace_requirements(const SampleProgramConfig& 
 
 Shape SampleProgram::sample_shape() const {
   const Size2 s = config_.output;
-  if (layout() == Layout::kNCHW) return Shape{channels_, s.height, s.width};
-  return Shape{s.height, s.width, channels_};
+  if (layout() == Layout::kNCHW) return Shape{out_channels_, s.height, s.width};
+  return Shape{s.height, s.width, out_channels_};
 }
 
 std::uint64_t SampleProgram::cache_fingerprint(const SampleProgramConfig& config) {
@@ -208,6 +213,7 @@ std::uint64_t SampleProgram::decoded_entry_bytes(std::uint64_t width, std::uint6
 void SampleProgram::run(const ItemTable& items, std::int64_t item, const SampleKey& key, Workspace& ws,
                         void* out) const {
   ws.reader.use(config_.file_ops);
+  ws.key = key;
   try {
     run_unchecked(items, item, key, ws, out);
   } catch (const Error& e) {
@@ -410,13 +416,13 @@ void SampleProgram::require_batch_size(const SampleGeometry& plan) const {
   }
 }
 
-// Resample (unless a plain copy) and normalize into the slot. `source` holds source pixels
+// Resample (unless a plain copy), then the sample's last steps. `source` holds source pixels
 // `region` of the (scaled) image the plan maps into.
 void SampleProgram::finish(const SampleGeometry& plan, ConstImageView source, Rect region, ResamplerState resampler,
                            Workspace& ws, void* out, Clock::time_point& t) const {
   require_batch_size(plan);
   ConstImageView sample;
-  const bool direct = normalize_.is_identity() && !plan.flip;
+  const bool direct = writes_direct(plan);
   if (is_identity(plan.x) && is_identity(plan.y)) {
     const int x = static_cast<int>(plan.x.origin) - region.x;
     const int y = static_cast<int>(plan.y.origin) - region.y;
@@ -434,10 +440,46 @@ void SampleProgram::finish(const SampleGeometry& plan, ConstImageView source, Re
     sample = target;
     ws.counters.add(StageCounters::kTransform, elapsed_ns(t),
                     static_cast<std::int64_t>(plan.out.width) * plan.out.height * channels_);
-    if (direct) return;
+    if (direct) {
+      run_slot_ops_on(ws, out);
+      return;
+    }
+  }
+  write_sample(plan, sample, ws, out, t);
+}
+
+bool SampleProgram::writes_direct(const SampleGeometry& plan) const {
+  return normalize_.is_identity() && !plan.flip && !plan.flip_vertical && config_.pixel_ops.empty();
+}
+
+void SampleProgram::write_sample(const SampleGeometry& plan, ConstImageView sample, Workspace& ws, void* out,
+                                 Clock::time_point& t) const {
+  if (!config_.pixel_ops.empty()) {
+    const ImageView image = view_of(ws.resized, sample.width, sample.height, channels_);
+    if (sample.data != image.data) {
+      const std::size_t row = static_cast<std::size_t>(sample.width) * channels_;
+      for (int y = 0; y < sample.height; ++y) std::memcpy(image.row(y), sample.row(y), row);
+    }
+    const std::size_t scratch = pixel_ops_workspace_bytes(config_.pixel_ops, config_.output, channels_);
+    ws.augment.reserve(scratch);
+    sample = run_pixel_ops(config_.pixel_ops, image,
+                           std::span<std::byte>(reinterpret_cast<std::byte*>(ws.augment.data()), scratch), ws.key);
+    ws.counters.add(StageCounters::kTransform, elapsed_ns(t),
+                    static_cast<std::int64_t>(sample.width) * sample.height * sample.channels);
+  }
+  if (plan.flip_vertical) {
+    // Rows bottom-up: the view starts at the last row and steps back.
+    sample = ConstImageView(sample.row(sample.height - 1), sample.width, sample.height, sample.channels, -sample.stride);
   }
   normalize_.run(sample, plan.flip, out);
+  run_slot_ops_on(ws, out);
   ws.counters.add(StageCounters::kNormalize, elapsed_ns(t), static_cast<std::int64_t>(sample_bytes()));
+}
+
+void SampleProgram::run_slot_ops_on(Workspace& ws, void* out) const {
+  if (config_.slot_ops.empty()) return;
+  run_slot_ops(config_.slot_ops, SlotSample{out, normalize_.dtype(), normalize_.layout(), out_channels_, config_.output},
+               ws.key);
 }
 
 }  // namespace sluice::stages

@@ -23,6 +23,7 @@
 #include "sluice/pipeline/spec.hpp"
 #include "sluice/pipeline/stats.hpp"
 #include "stages/cache/disk_cache.hpp"
+#include "stages/program/augment_chain.hpp"
 #include "stages/source/file_ops.hpp"
 #include "stages/image/geometry.hpp"
 #include "stages/source/item_table.hpp"
@@ -88,8 +89,9 @@ struct WorkspaceShare {
   std::uint64_t scratch = 0;       // the resampler's rows
   DecoderShare decoder;            // component planes, libjpeg's coefficient buffer
   std::uint64_t formats = 0;       // the other formats' workspace (ImageDecoder::workspace_requirements)
+  std::uint64_t augment = 0;       // the pixel ops' scratch (pixel_ops_workspace_bytes)
   std::uint64_t total() const {
-    return file + decoded + resized + scratch + decoder.planes + decoder.coefficients + formats;
+    return file + decoded + resized + scratch + decoder.planes + decoder.coefficients + formats + augment;
   }
 };
 
@@ -108,6 +110,8 @@ struct SampleProgramConfig {
   ReadOptions read;
   DecodeOptions decode;
   std::vector<GeometryStep> geometry;
+  std::vector<AugmentStep> pixel_ops;  // on the u8 sample after the resampling (augment_chain.hpp)
+  std::vector<AugmentStep> slot_ops;   // on the normalised sample in its slot
   NormalizeOptions normalize;
   Size2 output;  // every sample's size (fixed by the ops, or probed at build)
   // The file system read() goes through; null: the real one. Tests hand a fault injector here
@@ -124,11 +128,13 @@ class SampleProgram {
     AlignedBuffer decoded;   // the decoded region, HWC u8 (after a header, see sample_program.cpp)
     AlignedBuffer resized;   // the resampled sample, HWC u8
     AlignedBuffer scratch;   // the resampler's intermediate rows
+    AlignedBuffer augment;   // the pixel ops' scratch (a warp's second image, filter rows)
     JpegDecoder decoder;
     ImageDecoder formats;    // PNG, WebP, GIF, BMP, PNM, TIFF (by their first bytes)
     ItemReader reader;       // the shards it keeps open, a file's path
     Resampler resampler;
     StageCounters counters;
+    SampleKey key;  // the sample run() is making: the augmentations draw from its streams
   };
 
   SampleProgram(SampleProgramConfig config, SampleCaches caches = {});
@@ -141,7 +147,8 @@ class SampleProgram {
   static WorkspaceShare workspace_requirements(const SampleProgramConfig& config, const WorkspaceProbes& probes);
 
   Size2 output_size() const { return config_.output; }
-  int channels() const { return channels_; }
+  // The sample's channels in the batch (one after grayscale(1), else the decoded image's).
+  int channels() const { return out_channels_; }
   DType dtype() const { return normalize_.dtype(); }
   Layout layout() const { return normalize_.layout(); }
   std::size_t sample_bytes() const { return normalize_.sample_bytes(config_.output); }
@@ -210,11 +217,20 @@ class SampleProgram {
   enum class ResamplerState : std::uint8_t { kNotSetUp, kSetUp };
   void finish(const SampleGeometry& plan, ConstImageView source, Rect region, ResamplerState resampler, Workspace& ws,
               void* out, std::chrono::steady_clock::time_point& t) const;
+  // True when the resampler may write the sample straight into its slot: nothing comes between.
+  bool writes_direct(const SampleGeometry& plan) const;
+  // The u8 sample's last steps: the pixel ops (in ws.resized; a sample elsewhere, a plain copy of
+  // the decoded image, is copied there first), normalize into the slot (mirrored as the plan
+  // says), then the slot ops.
+  void write_sample(const SampleGeometry& plan, ConstImageView sample, Workspace& ws, void* out,
+                    std::chrono::steady_clock::time_point& t) const;
+  void run_slot_ops_on(Workspace& ws, void* out) const;
 
   SampleProgramConfig config_;
   SampleCaches caches_;
   NormalizeKernel normalize_;
-  int channels_ = 3;
+  int channels_ = 3;      // decoded and resampled
+  int out_channels_ = 3;  // in the batch
   // Shared by the workers like the caches: what they found, not how they run.
   mutable RecoveryLog recovered_;
 };

@@ -291,8 +291,10 @@ TEST(JsonSpec, ShardsSourceInEveryFormAndItsErrors) {
 TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
   EXPECT_EQ(error_of(with_stages(R"(["read", {"decode_png": {}}])")),
             "stages[1]: unknown stage \"decode_png\" (known: read, cache, decode_jpeg, resize_shorter, resize, "
-            "center_crop, random_resized_crop, random_crop, flip_horizontal, normalize, shuffle, batch, prefetch, "
-            "to_device, mixup, cutmix)");
+            "center_crop, random_resized_crop, random_crop, flip_horizontal, flip_vertical, color_jitter, grayscale, "
+            "random_grayscale, random_rotation, random_affine, gaussian_blur, random_posterize, random_solarize, "
+            "random_invert, random_autocontrast, random_equalize, random_adjust_sharpness, trivial_augment_wide, "
+            "rand_augment, auto_augment, normalize, random_erasing, shuffle, batch, prefetch, to_device, mixup, cutmix)");
   EXPECT_EQ(error_of(with_stages(R"(["read", "decode_jpeg", {"resize_shorter": {"size": 8}},
                                      {"random_resized_crop": {"size": "big"}}])")),
             "stages[3].random_resized_crop.size: expected a positive integer, got \"big\"");

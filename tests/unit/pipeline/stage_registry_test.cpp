@@ -83,7 +83,7 @@ TEST(StageRegistry, UnknownStageNamesTheKnownOnes) {
 
 TEST(StageRegistry, ImageOpsAreTheStagesWithAGeometryRuleAndShareOneOrder) {
   const std::set<std::string> image_ops{"resize_shorter", "resize", "center_crop", "random_resized_crop",
-                                        "random_crop", "flip_horizontal"};
+                                        "random_crop", "flip_horizontal", "flip_vertical"};
   for (const schema::StageDescriptor* d : schema::stage_descriptors()) {
     const bool geometry = d->geometry != nullptr;
     EXPECT_EQ(geometry, image_ops.count(d->name) == 1) << d->name;

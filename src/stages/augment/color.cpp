@@ -1,0 +1,170 @@
+// Colour kernels with Pillow's arithmetic (color.hpp). Image.blend(degenerate, image, alpha)
+// computes, per byte, (float)deg + alpha * (float)(value - deg) with alpha a C float, truncates,
+// and clips to [0, 255] only when alpha lies outside [0, 1]; brightness and contrast blend with a
+// constant, so their result depends on the byte alone and runs through a 256-entry table.
+#include "stages/augment/color.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+namespace sluice::stages {
+
+namespace {
+
+// Image.blend's per-byte arithmetic (Pillow's Blend.c).
+inline std::uint8_t blend(int degenerate, int value, float alpha, bool extrapolate) {
+  const float v = static_cast<float>(degenerate) + alpha * static_cast<float>(value - degenerate);
+  if (!extrapolate) return static_cast<std::uint8_t>(v);
+  if (v <= 0.0F) return 0;
+  if (v >= 255.0F) return 255;
+  return static_cast<std::uint8_t>(v);
+}
+
+bool extrapolates(float alpha) { return !(alpha >= 0.0F && alpha <= 1.0F); }
+
+void apply_table(ImageView image, const std::array<std::uint8_t, 256>& table) {
+  const int row = image.width * image.channels;
+  for (int y = 0; y < image.height; ++y) {
+    std::uint8_t* p = image.row(y);
+    for (int i = 0; i < row; ++i) p[i] = table[p[i]];
+  }
+}
+
+// The table of blend(degenerate, x, alpha) for every byte x.
+std::array<std::uint8_t, 256> blend_table(int degenerate, float alpha) {
+  std::array<std::uint8_t, 256> table{};
+  const bool clip = extrapolates(alpha);
+  for (int x = 0; x < 256; ++x) table[static_cast<std::size_t>(x)] = blend(degenerate, x, alpha, clip);
+  return table;
+}
+
+// Pillow's rgb2hsv_row (Convert.c): float and double steps as written there.
+inline void rgb_to_hsv(const std::uint8_t* in, std::uint8_t& uh, std::uint8_t& us, std::uint8_t& uv) {
+  const std::uint8_t r = in[0];
+  const std::uint8_t g = in[1];
+  const std::uint8_t b = in[2];
+  const std::uint8_t maxc = std::max(r, std::max(g, b));
+  const std::uint8_t minc = std::min(r, std::min(g, b));
+  uv = maxc;
+  if (minc == maxc) {
+    uh = 0;
+    us = 0;
+    return;
+  }
+  const float cr = static_cast<float>(maxc - minc);
+  const float s = cr / static_cast<float>(maxc);
+  const float rc = static_cast<float>(maxc - r) / cr;
+  const float gc = static_cast<float>(maxc - g) / cr;
+  const float bc = static_cast<float>(maxc - b) / cr;
+  float h;
+  if (r == maxc) {
+    h = bc - gc;
+  } else if (g == maxc) {
+    h = static_cast<float>(2.0 + rc - bc);
+  } else {
+    h = static_cast<float>(4.0 + gc - rc);
+  }
+  h = static_cast<float>(std::fmod(h / 6.0 + 1.0, 1.0));
+  uh = static_cast<std::uint8_t>(std::clamp(static_cast<int>(h * 255.0), 0, 255));
+  us = static_cast<std::uint8_t>(std::clamp(static_cast<int>(s * 255.0), 0, 255));
+}
+
+// Pillow's hsv2rgb (Convert.c).
+inline void hsv_to_rgb(std::uint8_t h, std::uint8_t s, std::uint8_t v, std::uint8_t* out) {
+  if (s == 0) {
+    out[0] = out[1] = out[2] = v;
+    return;
+  }
+  const int i = static_cast<int>(std::floor(static_cast<float>(h) * 6.0 / 255.0));
+  const float f = static_cast<float>(static_cast<float>(h) * 6.0 / 255.0 - static_cast<float>(i));
+  const float fs = static_cast<float>(static_cast<float>(s) / 255.0);
+  const auto clip8 = [](double x) { return static_cast<std::uint8_t>(std::clamp(static_cast<int>(std::round(x)), 0, 255)); };
+  const std::uint8_t p = clip8(static_cast<float>(v) * (1.0 - fs));
+  const std::uint8_t q = clip8(static_cast<float>(v) * (1.0 - fs * f));
+  const std::uint8_t t = clip8(static_cast<float>(v) * (1.0 - fs * (1.0 - f)));
+  switch (i % 6) {
+    case 0: out[0] = v; out[1] = t; out[2] = p; break;
+    case 1: out[0] = q; out[1] = v; out[2] = p; break;
+    case 2: out[0] = p; out[1] = v; out[2] = t; break;
+    case 3: out[0] = p; out[1] = q; out[2] = v; break;
+    case 4: out[0] = t; out[1] = p; out[2] = v; break;
+    default: out[0] = v; out[1] = p; out[2] = q; break;
+  }
+}
+
+}  // namespace
+
+void adjust_brightness(ImageView image, double factor) {
+  apply_table(image, blend_table(0, static_cast<float>(factor)));
+}
+
+void adjust_contrast(ImageView image, double factor) {
+  // ImageStat's mean of the L image, from its histogram, as a double; int(mean + 0.5).
+  std::uint64_t sum = 0;
+  for (int y = 0; y < image.height; ++y) {
+    const std::uint8_t* p = image.row(y);
+    if (image.channels == 1) {
+      for (int x = 0; x < image.width; ++x) sum += p[x];
+    } else {
+      for (int x = 0; x < image.width; ++x, p += image.channels) sum += luma(p[0], p[1], p[2]);
+    }
+  }
+  const double pixels = static_cast<double>(image.width) * image.height;
+  const int mean = pixels > 0 ? static_cast<int>(static_cast<double>(sum) / pixels + 0.5) : 0;
+  apply_table(image, blend_table(mean, static_cast<float>(factor)));
+}
+
+void adjust_saturation(ImageView image, double factor) {
+  if (image.channels != 3) return;  // an L image blends with itself: unchanged
+  const float alpha = static_cast<float>(factor);
+  const bool clip = extrapolates(alpha);
+  for (int y = 0; y < image.height; ++y) {
+    std::uint8_t* p = image.row(y);
+    for (int x = 0; x < image.width; ++x, p += 3) {
+      const int l = luma(p[0], p[1], p[2]);
+      p[0] = blend(l, p[0], alpha, clip);
+      p[1] = blend(l, p[1], alpha, clip);
+      p[2] = blend(l, p[2], alpha, clip);
+    }
+  }
+}
+
+void adjust_hue(ImageView image, double hue_factor) {
+  if (image.channels != 3) return;  // torchvision returns an L image as it is
+  // numpy's uint8(hue_factor * 255): truncated toward zero, then modulo 256.
+  const auto shift = static_cast<std::uint8_t>(static_cast<int>(hue_factor * 255.0));
+  for (int y = 0; y < image.height; ++y) {
+    std::uint8_t* p = image.row(y);
+    for (int x = 0; x < image.width; ++x, p += 3) {
+      std::uint8_t h;
+      std::uint8_t s;
+      std::uint8_t v;
+      rgb_to_hsv(p, h, s, v);
+      hsv_to_rgb(static_cast<std::uint8_t>(h + shift), s, v, p);
+    }
+  }
+}
+
+void grayscale(ImageView image) {
+  if (image.channels != 3) return;
+  for (int y = 0; y < image.height; ++y) {
+    std::uint8_t* p = image.row(y);
+    for (int x = 0; x < image.width; ++x, p += 3) p[0] = p[1] = p[2] = luma(p[0], p[1], p[2]);
+  }
+}
+
+ImageView grayscale_to_one_channel(ImageView image) {
+  if (image.channels == 1) return image;
+  // Packed row after row into the front of the same memory: each write lands at or before the
+  // pixels still to be read (row y's output starts at y * width <= y * stride).
+  std::uint8_t* out = image.data;
+  for (int y = 0; y < image.height; ++y) {
+    const std::uint8_t* p = image.row(y);
+    for (int x = 0; x < image.width; ++x, p += 3) *out++ = luma(p[0], p[1], p[2]);
+  }
+  return ImageView{image.data, image.width, image.height, 1, image.width};
+}
+
+}  // namespace sluice::stages
