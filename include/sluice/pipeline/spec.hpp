@@ -70,7 +70,7 @@ struct ToDevice { DeviceId device; ToDeviceOptions options; };
 using Stage = std::variant<Read, Cache, DecodeJpeg, ResizeShorter, Resize, CenterCrop, RandomResizedCrop,
                            RandomCrop, FlipHorizontal, Normalize, Shuffle, Batch, Prefetch, ToDevice>;
 
-// The stage's name as the builder method spells it ("decode_jpeg"), for messages and stats.
+// The stage's name as the builder method spells it ("decode", "random_crop"), for messages and stats.
 const char* name_of(const Stage& stage);
 
 }  // namespace spec
