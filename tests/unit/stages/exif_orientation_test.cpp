@@ -347,6 +347,10 @@ TEST(ExifOrientationPipeline, SameBatchesAtOneAndTwoThreadsAndTheFirstImageSizes
   EXPECT_EQ(test::epoch_checksum(one, 0), test::epoch_checksum(two, 0));
   EXPECT_EQ(test::epoch_checksum(one, 1), test::epoch_checksum(two, 1));
   EXPECT_EQ(one.stats().samples, 2 * static_cast<std::int64_t>(corpus.files().size()));
+  // Stats name the stage as JSON does: "decode".
+  std::vector<std::string> stages;
+  for (const StageStats& s : one.stats().stages) stages.push_back(s.name);
+  EXPECT_EQ(stages, (std::vector<std::string>{"read", "decode", "transform", "normalize"}));
 
   // No op fixes the size: the first image does, upright (96 wide, 160 high), from the JSON spec.
   const std::string file = corpus.path("o6.jpg").string();
