@@ -1,6 +1,8 @@
 // The EXIF turns (orient.hpp): the rectangle arithmetic and the pixel copy, row by row for the
 // mirrors and in tiles for the transposes (a column of the source per row of the result, so a
-// tile keeps both in cache).
+// tile keeps both in cache). RGB pixels move as 4-byte words where the 4th byte stays inside the
+// rows (the next pixel overwrites it): 4-5x faster on transposes than byte by byte, measured
+// with a 500x375 image (docs/performance.md).
 #include "stages/image/orient.hpp"
 
 #include <algorithm>
@@ -57,24 +59,45 @@ void mirror_rows(ConstImageView in, const ExifTurn& t, ImageView out) {
       std::memcpy(dst, src, static_cast<std::size_t>(out.width) * C);
       continue;
     }
-    for (int x = 0; x < out.width; ++x) copy_pixel<C>(src + static_cast<std::ptrdiff_t>(out.width - 1 - x) * C, dst + x * C);
+    int x = 0;
+    if (C == 3 && out.width > 2) {
+      // The first pixel reads the stored row's last, so 3 bytes; then 4 bytes a pixel (the 4th
+      // read is inside the row, the 4th written is overwritten by the next pixel) up to the last.
+      copy_pixel<C>(src + static_cast<std::ptrdiff_t>(out.width - 1) * C, dst);
+      for (x = 1; x < out.width - 1; ++x) {
+        std::uint32_t v;
+        std::memcpy(&v, src + static_cast<std::ptrdiff_t>(out.width - 1 - x) * C, 4);
+        std::memcpy(dst + x * C, &v, 4);
+      }
+    }
+    for (; x < out.width; ++x) copy_pixel<C>(src + static_cast<std::ptrdiff_t>(out.width - 1 - x) * C, dst + x * C);
   }
 }
 
 template <int C>
 void transpose_tiles(ConstImageView in, const ExifTurn& t, ImageView out) {
   constexpr int kTile = 32;
+  const std::ptrdiff_t step = t.flip_y ? -in.stride : in.stride;
   for (int y0 = 0; y0 < out.height; y0 += kTile) {
     const int y1 = std::min(out.height, y0 + kTile);
     for (int x0 = 0; x0 < out.width; x0 += kTile) {
       const int x1 = std::min(out.width, x0 + kTile);
+      const int sy0 = t.flip_y ? in.height - 1 - x0 : x0;
       for (int y = y0; y < y1; ++y) {
-        // Upright row y is stored column sx (u = y); upright column x is stored row sy (v = x).
         const int sx = t.flip_x ? in.width - 1 - y : y;
-        std::uint8_t* dst = out.row(y);
-        for (int x = x0; x < x1; ++x) {
-          const int sy = t.flip_y ? in.height - 1 - x : x;
-          copy_pixel<C>(in.row(sy) + static_cast<std::ptrdiff_t>(sx) * C, dst + x * C);
+        const std::uint8_t* from = in.row(sy0) + static_cast<std::ptrdiff_t>(sx) * C;
+        std::uint8_t* dst = out.row(y) + static_cast<std::ptrdiff_t>(x0) * C;
+        const int n = x1 - x0;
+        if (C == 3 && sx + 1 < in.width && x1 < out.width) {
+          // 4 bytes a pixel: the 4th is the next stored pixel's first (inside the row), and the
+          // next upright pixel overwrites it (the tile's last pixel is not the row's last).
+          for (int i = 0; i < n; ++i, from += step, dst += 3) {
+            std::uint32_t v;
+            std::memcpy(&v, from, 4);
+            std::memcpy(dst, &v, 4);
+          }
+        } else {
+          for (int i = 0; i < n; ++i, from += step, dst += C) copy_pixel<C>(from, dst);
         }
       }
     }

@@ -116,14 +116,16 @@ TEST(ExifOrientation, ACutFileGivesAnOrientationInRangeAndNeverReadsPastItsEnd) 
 // ---------------------------------------------------------------- the turns
 
 TEST(ExifTurn, RectanglesMapBothWaysAndARegionTurnsAsTheWholeDoes) {
-  const Size2 stored{7, 5};
+  // Wider than a transpose tile (32) and odd, so both the word and the byte copies run, at the
+  // rows' ends too.
+  const Size2 stored{70, 37};
   Bytes image(static_cast<std::size_t>(stored.width) * stored.height * 3);
   for (std::size_t i = 0; i < image.size(); ++i) image[i] = static_cast<std::uint8_t>(i * 13 + 1);
   const ConstImageView whole(image.data(), stored.width, stored.height, 3, stored.width * 3);
   for (int o = 1; o <= 8; ++o) {
     SCOPED_TRACE(o);
     const Size2 up = upright_size(stored, o);
-    EXPECT_EQ(up, (o >= 5 ? Size2{5, 7} : stored));
+    EXPECT_EQ(up, (o >= 5 ? Size2{37, 70} : stored));
     Bytes turned(image.size());
     orient(whole, o, ImageView{turned.data(), up.width, up.height, 3, up.width * 3});
     // Turned whole, pixel by pixel: no two land on one place.
@@ -141,7 +143,7 @@ TEST(ExifTurn, RectanglesMapBothWaysAndARegionTurnsAsTheWholeDoes) {
     }
     for (const int h : hits) EXPECT_EQ(h, 1);
     // A stored region, turned alone, is the turned whole's region at upright_rect.
-    const Rect region{2, 1, 4, 3};
+    const Rect region{3, 2, 41, 34};
     const Rect at = upright_rect(region, stored, o);
     EXPECT_EQ(stored_rect(at, stored, o), region);
     Bytes part(static_cast<std::size_t>(region.width) * region.height * 3);
