@@ -26,7 +26,8 @@
 //        square output (7)      [1] [2] output width, height: 1 + b % 48
 //   [3]  the chain's extra parameter (resize size, padding, crop, scale range)
 //   [4]  decode: grey (bit 0), fast_dct, fast_upsample, no dct_scaling, no roi, not strict;
-//        bit 6: run the sample again through row bands and compare
+//        bit 6: run the sample again through row bands and compare; bit 7: EXIF orientation
+//        applied (the turned decode: a stored region, turned upright, stages/image/orient.hpp)
 //   [5]  normalize: dtype (bits 0-1: u8 f32 f16 bf16), NCHW (2), mean/std (3-7)
 //   [6]  DCT scale (bits 0-1), skip attempt (2-3), epoch (4-7), the kernel paths' ISA (6-7)
 //   [7]  item
@@ -121,6 +122,7 @@ DecodeOptions decode_options(const Params& p) {
   d.roi = (p.b[4] & 16) == 0;
   d.strict = (p.b[4] & 32) == 0;  // bit 5 was accept_warnings: corpora keep their meaning
   d.max_image_pixels = kMaxImagePixels;
+  d.orientation = (p.b[4] & 128) != 0 ? Orientation::kExif : Orientation::kAsStored;
   return d;
 }
 
@@ -284,7 +286,7 @@ void run_in_bands(const SampleProgram& program, const Params& p, const std::vect
     std::unique_ptr<SampleProgram::Workspace> ws;
   };
   static std::map<int, Tight> tight;
-  Tight& t = tight[p.b[4] & 63];
+  Tight& t = tight[p.b[4] & (63 | 128)];
   if (!t.ws) {
     const WorkspaceShare share{.file = 4 << 20, .decoded = 4096, .resized = 1 << 20, .scratch = 1 << 20,
                                .decoder = {.planes = 1 << 20, .coefficients = 4 << 20}};
@@ -332,7 +334,7 @@ void run_program(std::span<const std::uint8_t> jpeg, const Params& p) {
   config.output = {p.out_width(), p.out_height()};
   config.file_ops = &file;
   const SampleProgram program(std::move(config));
-  auto& ws = workspaces[p.b[4] & 63];
+  auto& ws = workspaces[p.b[4] & (63 | 128)];
   if (!ws) ws = program.make_workspace();
   std::vector<std::uint8_t> out(program.sample_bytes());
   try {

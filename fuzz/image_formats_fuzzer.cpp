@@ -5,10 +5,13 @@
 //            check is crossed both ways   [1..] the file
 // Expected: a decoded image or sluice::Error. A finding: a crash, a sanitizer report, a hang
 // (libFuzzer's timeout), another exception, kInternal, a probe whose size is not positive or
-// passes max_image_pixels, or a workspace grown past what its decoder stated.
+// passes max_image_pixels, a workspace grown past what its decoder stated, or an EXIF orientation
+// (stages/decode/exif.hpp, read from the file and from the bytes as a bare EXIF block) outside
+// 1 to 8. A decoded image with an orientation is turned upright (stages/image/orient.hpp).
 //
 // Seeds: a small image in each format and variant the encoders here write (libspng's encoder,
-// libwebp's, libtiff's; BMP, PNM and GIF by hand), so none is checked in.
+// libwebp's, libtiff's; BMP, PNM and GIF by hand), JPEG markers and a WebP carrying EXIF blocks,
+// so none is checked in.
 #include <spng.h>
 #include <tiffio.h>
 #include <webp/encode.h>
@@ -21,8 +24,10 @@
 
 #include "fuzz_support.hpp"
 #include "sluice/detail/memory/aligned_buffer.hpp"
+#include "stages/decode/exif.hpp"
 #include "stages/decode/image_decoder.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
+#include "stages/image/orient.hpp"
 
 namespace sluice::fuzz {
 
@@ -220,6 +225,62 @@ Bytes tiff(std::uint16_t compression, std::uint16_t photometric, int channels, b
   return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// An EXIF block (a TIFF header and one IFD) whose orientation entry says `orientation`.
+Bytes exif_block(bool little, int orientation) {
+  Bytes b{'E', 'x', 'i', 'f', 0, 0};
+  const auto put = [&](std::uint32_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) b.push_back(static_cast<std::uint8_t>(v >> (8 * (little ? i : bytes - 1 - i))));
+  };
+  const std::uint8_t order = little ? 'I' : 'M';
+  b.insert(b.end(), {order, order});
+  put(42, 2);
+  put(8, 4);
+  put(2, 2);  // two entries: an unrelated one, then the orientation
+  put(0x010F, 2);
+  put(2, 2);
+  put(4, 4);
+  put(0, 4);
+  put(0x0112, 2);
+  put(3, 2);
+  put(1, 4);
+  put(static_cast<std::uint32_t>(orientation), 2);
+  put(0, 2);
+  put(0, 4);
+  return b;
+}
+
+// The markers of a JPEG before its scan, with an EXIF segment (and a second one Pillow ignores).
+Bytes jpeg_markers(int orientation) {
+  Bytes out{0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 'J', 'F'};
+  for (const Bytes& block : {exif_block(false, orientation), exif_block(true, 3)}) {
+    out.insert(out.end(), {0xFF, 0xE1, static_cast<std::uint8_t>((block.size() + 2) >> 8), static_cast<std::uint8_t>(block.size() + 2)});
+    out.insert(out.end(), block.begin(), block.end());
+  }
+  out.insert(out.end(), {0xFF, 0xD9});
+  return out;
+}
+
+// A lossy WebP in its extended form with an EXIF chunk (without the "Exif\0\0" prefix, as Pillow
+// writes it).
+Bytes webp_exif(int orientation) {
+  const Bytes simple = webp(false, false);
+  Bytes block = exif_block(true, orientation);
+  block.erase(block.begin(), block.begin() + 6);
+  Bytes out{'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P', 'V', 'P', '8', 'X'};
+  le(out, 10, 4);
+  out.insert(out.end(), {0x08, 0, 0, 0});  // flags: EXIF
+  le(out, kW - 1, 3);
+  le(out, kH - 1, 3);
+  out.insert(out.end(), simple.begin() + 12, simple.end());
+  out.insert(out.end(), {'E', 'X', 'I', 'F'});
+  le(out, static_cast<std::uint32_t>(block.size()), 4);
+  out.insert(out.end(), block.begin(), block.end());
+  if (block.size() % 2 != 0) out.push_back(0);
+  const std::uint32_t riff = static_cast<std::uint32_t>(out.size() - 8);
+  for (int i = 0; i < 4; ++i) out[4 + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(riff >> (8 * i));
+  return out;
+}
+
 }  // namespace
 
 void write_seeds(const std::filesystem::path& folder) {
@@ -252,6 +313,10 @@ void write_seeds(const std::filesystem::path& folder) {
   seed("tiff-packbits-cmyk", tiff(COMPRESSION_PACKBITS, PHOTOMETRIC_SEPARATED, 4, false));
   seed("tiff-palette", tiff(COMPRESSION_NONE, PHOTOMETRIC_PALETTE, 1, false));
   seed("tiff-grey-jpeg", tiff(COMPRESSION_JPEG, PHOTOMETRIC_MINISBLACK, 1, false));
+  seed("jpeg-exif-6", jpeg_markers(6));
+  seed("webp-exif-8", webp_exif(8));
+  seed("webp-exif-3", webp_exif(3));
+  seed("exif-block-5", exif_block(false, 5));
 }
 
 }  // namespace sluice::fuzz
@@ -269,6 +334,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   stages::ImageDecoder decoder(options);
   stages::JpegDecoder jpeg(options);
   decoder.attach(budget, MemoryUse::kDecodeBuffers, 0);
+  const int orientation = stages::exif_orientation(file);
+  if (orientation < 1 || orientation > 8) fuzz::finding("exif", "an orientation outside 1 to 8");
+  if (const int bare = stages::exif_block_orientation(file); bare < 1 || bare > 8) {
+    fuzz::finding("exif", "a block's orientation outside 1 to 8");
+  }
   try {
     const stages::ImageProbe probe = stages::probe_image(file, jpeg, decoder);
     if (probe.width <= 0 || probe.height <= 0) fuzz::finding("probe", "a size that is not positive");
@@ -282,6 +352,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     decoder.decode(file, probe, ImageView{out.data(), probe.width, probe.height, ch, static_cast<std::ptrdiff_t>(probe.width) * ch});
     if (budget.used() > AlignedBuffer::rounded_capacity(static_cast<std::size_t>(stated))) {
       fuzz::finding("workspace", "grew past what the decoder stated");
+    }
+    if (orientation != 1) {
+      const Size2 up = stages::upright_size({probe.width, probe.height}, orientation);
+      std::vector<std::uint8_t> upright(out.size());
+      stages::orient(ConstImageView(out.data(), probe.width, probe.height, ch, static_cast<std::ptrdiff_t>(probe.width) * ch),
+                     orientation, ImageView{upright.data(), up.width, up.height, ch, static_cast<std::ptrdiff_t>(up.width) * ch});
     }
   } catch (const Error& e) {
     fuzz::check_error(e, "image_formats");

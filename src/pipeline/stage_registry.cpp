@@ -32,7 +32,7 @@ const StageDescriptor& descriptor_of(const spec::Stage& stage) { return *descrip
 
 const StageDescriptor* find_stage(std::string_view name) {
   // decode() reads every image format; decode_jpeg(), its older name, is the same stage.
-  if (name == "decode") name = "decode_jpeg";
+  if (name == "decode_jpeg") name = "decode";
   const auto& all = descriptors();
   const auto it = std::find_if(all.begin(), all.end(), [name](const StageDescriptor* d) { return d->name == name; });
   return it == all.end() ? nullptr : *it;

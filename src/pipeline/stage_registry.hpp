@@ -111,12 +111,12 @@ struct GeometryRule {
   std::optional<std::uint64_t> (*seed)(const spec::Stage& stage) = nullptr;
 };
 
-// The rule every image op (a stage with a GeometryRule) shares: after decode_jpeg(), before
+// The rule every image op (a stage with a GeometryRule) shares: after decode(), before
 // normalize(), any number of them.
 inline constexpr OrderRule kImageOpOrder{
     .allowed = {Phase::kDecoded, Phase::kTransformed},
     .enters = Phase::kTransformed,
-    .misplaced = "image ops must come after decode_jpeg() and before normalize()",
+    .misplaced = "image ops must come after decode() and before normalize()",
 };
 
 struct StageJson;  // stage_json.hpp

@@ -413,6 +413,47 @@ class RecoveredFilesTest(unittest.TestCase):
             self.assertIn("damaged.jpg", caught.exception.path)
 
 
+class OrientationTest(unittest.TestCase):
+    """{"decode": {"orientation": "exif"}} from Python: a JPEG Pillow wrote with EXIF orientation 6
+    comes out as ImageOps.exif_transpose gives it, sized upright; the default keeps it as stored;
+    the canonical spec writes the stage back as "decode" with its orientation."""
+
+    def test_exif_orientation_turns_the_image_and_the_default_keeps_it(self):
+        try:
+            from PIL import Image, ImageOps
+        except ImportError:
+            self.skipTest("Pillow is absent")
+        if np is None or not hasattr(np, "from_dlpack"):
+            self.skipTest("numpy.from_dlpack needs numpy >= 1.22")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "turned.jpg")
+            y, x = np.mgrid[0:24, 0:40]
+            picture = np.stack([x * 6, y * 10, (x + y) * 3], axis=-1).astype(np.uint8)
+            exif = Image.Exif()
+            exif[0x0112] = 6
+            Image.fromarray(picture).save(path, "JPEG", quality=95, exif=exif.tobytes())
+            with Image.open(path) as im:
+                upright = np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+                stored = np.asarray(im.convert("RGB"))
+
+            def first_batch(orientation):
+                decode = {"decode": {"orientation": orientation}} if orientation else "decode"
+                pipeline = sluice.Pipeline({"source": {"items": [{"path": path, "label": 0}]},
+                                            "stages": ["read", decode, {"normalize": {"dtype": "u8", "layout": "nhwc"}},
+                                                       {"batch": {"size": 1}}], "build": {"threads": 1}})
+                batch = next(iter(pipeline.epoch(0)))
+                return pipeline, np.from_dlpack(batch.data)[0]
+
+            pipeline, turned = first_batch("exif")
+            self.assertEqual(pipeline.batch_shape, (1, 40, 24, 3))
+            np.testing.assert_array_equal(turned, upright)
+            self.assertEqual(pipeline.spec["stages"][1]["decode"]["orientation"], "exif")
+            _, as_stored = first_batch(None)
+            np.testing.assert_array_equal(as_stored, stored)
+            with self.assertRaises(sluice.InvalidArgumentError):
+                first_batch("upright")
+
+
 class LauncherRankTest(unittest.TestCase):
     """sluice.launcher_rank() reads what mpirun or srun exported (the C++ unit test covers every
     launcher); here: the binding, and a bad value raising ValueError naming the variable."""

@@ -26,6 +26,11 @@ enum class OnError : std::uint8_t { kFail, kSkip };
 
 enum class Color : std::uint8_t { kRGB, kGrey };
 
+// How the decode stage turns an image: kAsStored keeps the pixels as the file stores them (what
+// torchvision's ImageFolder gives); kExif applies a JPEG's or WebP's EXIF orientation (1 to 8) as
+// Pillow's ImageOps.exif_transpose does, before the image ops, which then see the upright image.
+enum class Orientation : std::uint8_t { kAsStored, kExif };
+
 // kBilinear: triangle filter; when downscaling with antialias its support widens with the scale
 // (Pillow's and torchvision's antialiased bilinear). kArea: box filter, the average of the source
 // area each output pixel covers (OpenCV's INTER_AREA, Pillow's BOX).
@@ -113,6 +118,7 @@ struct DecodeOptions {
   // that ends before its last row (or scan) fails either way. See docs/reliability.md.
   bool strict = false;
   std::uint64_t max_image_pixels = 128'000'000; // larger headers are bad input (kTooLarge)
+  Orientation orientation = Orientation::kAsStored;
 };
 
 struct ResizeOptions {

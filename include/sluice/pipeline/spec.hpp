@@ -97,7 +97,7 @@ using Stage = std::variant<Read, Cache, DecodeJpeg, ResizeShorter, Resize, Cente
                            RandomAutocontrast, RandomEqualize, RandomAdjustSharpness, TrivialAugmentWide, RandAugment,
                            AutoAugment, Normalize, RandomErasing, Shuffle, Batch, Prefetch, ToDevice, MixUp, CutMix>;
 
-// The stage's name as the builder method spells it ("decode_jpeg"), for messages and stats.
+// The stage's name as the builder method spells it ("decode", "random_crop"), for messages and stats.
 const char* name_of(const Stage& stage);
 
 }  // namespace spec

@@ -33,7 +33,7 @@ const StageDescriptor& descriptor_for<spec::Batch>() {
       .name = "batch",
       .order = {.allowed = {Phase::kDecoded, Phase::kTransformed, Phase::kNormalized},
                 .enters = Phase::kBatched,
-                .misplaced = "batch() needs decoded samples: add read() and decode_jpeg() before it"},
+                .misplaced = "batch() needs decoded samples: add read() and decode() before it"},
       .check = check,
       .json = &kJson,
   };

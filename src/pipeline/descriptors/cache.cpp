@@ -1,4 +1,4 @@
-// cache(): encoded files (right after read()) or decoded images (right after decode_jpeg()) kept
+// cache(): encoded files (right after read()) or decoded images (right after decode()) kept
 // in memory or on local disk (stages/cache/memory_cache.cpp, stages/cache/disk_cache.cpp).
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
@@ -49,7 +49,7 @@ const StageDescriptor& descriptor_for<spec::Cache>() {
       .name = "cache",
       .order = {.allowed = {Phase::kRead, Phase::kDecoded},
                 .once = true,
-                .misplaced = "cache() goes right after read() (encoded files) or right after decode_jpeg() "
+                .misplaced = "cache() goes right after read() (encoded files) or right after decode() "
                              "(decoded images)"},
       .check = check,
       .json = &kJson,

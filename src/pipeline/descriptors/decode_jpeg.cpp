@@ -28,7 +28,7 @@ bool read_strict(const Object& o) {
 
 spec::Stage read(const json& v, const std::string& p) {
   const Object o(v, p, {"color", "fast_dct", "fast_upsample", "fast_upsample_when_shrunk", "dct_scaling", "roi",
-                        "strict", "accept_warnings", "max_image_pixels"});
+                        "strict", "accept_warnings", "max_image_pixels", "orientation"});
   DecodeOptions d;
   d.color = o.get("color", d.color, [](const json& c, const std::string& cp) {
     return as_choice<Color>(c, cp, {{"rgb", Color::kRGB}, {"grey", Color::kGrey}, {"gray", Color::kGrey}});
@@ -42,6 +42,9 @@ spec::Stage read(const json& v, const std::string& p) {
   d.max_image_pixels = o.get("max_image_pixels", d.max_image_pixels, [](const json& m, const std::string& mp) {
     return static_cast<std::uint64_t>(as_integer(m, mp, 1, INT64_MAX, "a positive integer"));
   });
+  d.orientation = o.get("orientation", d.orientation, [](const json& c, const std::string& cp) {
+    return as_choice<Orientation>(c, cp, {{"as_stored", Orientation::kAsStored}, {"exif", Orientation::kExif}});
+  });
   return spec::DecodeJpeg{d};
 }
 
@@ -50,7 +53,8 @@ ordered_json write(const spec::Stage& stage) {
   return {{"color", d.color == Color::kGrey ? "grey" : "rgb"}, {"fast_dct", d.fast_dct},
           {"fast_upsample", d.fast_upsample}, {"fast_upsample_when_shrunk", d.fast_upsample_when_shrunk},
           {"dct_scaling", d.dct_scaling}, {"roi", d.roi},
-          {"strict", d.strict}, {"max_image_pixels", d.max_image_pixels}};
+          {"strict", d.strict}, {"max_image_pixels", d.max_image_pixels},
+          {"orientation", d.orientation == Orientation::kExif ? "exif" : "as_stored"}};
 }
 
 const StageJson kJson{read, write};
@@ -60,8 +64,8 @@ const StageJson kJson{read, write};
 template <>
 const StageDescriptor& descriptor_for<spec::DecodeJpeg>() {
   static const StageDescriptor d{
-      .name = "decode_jpeg",
-      .order = {.allowed = {Phase::kRead}, .enters = Phase::kDecoded, .misplaced = "decode_jpeg() must follow read(), once"},
+      .name = "decode",
+      .order = {.allowed = {Phase::kRead}, .enters = Phase::kDecoded, .misplaced = "decode() must follow read(), once"},
       .check = check,
       .json = &kJson,
   };

@@ -39,7 +39,7 @@ const StageDescriptor& descriptor_for<spec::Normalize>() {
       .name = "normalize",
       .order = {.allowed = {Phase::kDecoded, Phase::kTransformed},
                 .enters = Phase::kNormalized,
-                .misplaced = "normalize() must follow decode_jpeg() and the image ops, once"},
+                .misplaced = "normalize() must follow decode() and the image ops, once"},
       .json = &kJson,
   };
   return d;

@@ -12,7 +12,9 @@
 #include "pipeline/stage_registry.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/rng.hpp"
+#include "stages/decode/exif.hpp"
 #include "stages/decode/image_decoder.hpp"
+#include "stages/image/orient.hpp"
 #include "stages/source/read_file.hpp"
 
 namespace sluice::stages {
@@ -46,8 +48,10 @@ Size2 probe_sample_size(const Dataset& dataset, const EpochOrderOptions& order_o
   for (std::size_t i = 0; i < probes; ++i) {
     const std::int64_t item = order[i];
     try {
-      const ImageProbe h = probe_image(reader.read(dataset.items, item, bytes, read.max_file_size), decoder, others);
-      return {h.width, h.height};
+      const std::span<const std::uint8_t> file = reader.read(dataset.items, item, bytes, read.max_file_size);
+      const ImageProbe h = probe_image(file, decoder, others);
+      // The ops see the upright image: an orientation of 5 to 8 swaps the sides.
+      return upright_size({h.width, h.height}, decode.orientation == Orientation::kExif ? exif_orientation(file) : 1);
     } catch (const Error& e) {
       if (on_error == OnError::kFail) {
         throw Error(e.code(),
@@ -200,8 +204,8 @@ Chain collect_chain(const PipelineSpec& spec, const BuildOptions& options) {
       std::visit(Collect{chain, before, options.seed}, stage);  // exhaustive: a new stage must say what it does
     }
   }
-  if (phase == Phase::kStart) bad("build: the pipeline has no stages: add read().decode_jpeg()...batch(n)");
-  if (phase == Phase::kRead) bad("build: add decode_jpeg() after read()");
+  if (phase == Phase::kStart) bad("build: the pipeline has no stages: add read().decode()...batch(n)");
+  if (phase == Phase::kRead) bad("build: add decode() after read()");
   if (!chain.batch) bad("build: add batch(n) at the end of the pipeline");
   return chain;
 }

@@ -12,6 +12,8 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/rng.hpp"
+#include "stages/decode/exif.hpp"
+#include "stages/image/orient.hpp"
 #include "stages/source/read_file.hpp"
 
 namespace sluice::stages {
@@ -123,7 +125,7 @@ std::vector<RecoveredSample> RecoveryLog::listed() const {
 const char* StageCounters::name(int stage) {
   switch (stage) {
     case kRead: return "read";
-    case kDecode: return "decode_jpeg";
+    case kDecode: return "decode";
     case kTransform: return "transform";
     case kNormalize: return "normalize";
     default: return "?";
@@ -146,6 +148,7 @@ std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBu
   auto ws = make_workspace();
   ws->file.attach_share(budget, MemoryUse::kReadBuffers, share.file);
   ws->decoded.attach_share(budget, MemoryUse::kDecodeBuffers, share.decoded);
+  ws->stored.attach_share(budget, MemoryUse::kDecodeBuffers, share.stored);
   ws->resized.attach_share(budget, MemoryUse::kDecodeBuffers, share.resized);
   ws->scratch.attach_share(budget, MemoryUse::kDecodeBuffers, share.scratch);
   ws->augment.attach_share(budget, MemoryUse::kDecodeBuffers, share.augment);
@@ -168,6 +171,8 @@ WorkspaceShare SampleProgram::workspace_requirements(const SampleProgramConfig& 
   const std::uint64_t file = ItemReader::workspace_requirements(probes.largest_file, probes.kind);
   share.file = probes.largest_file > 0 ? with_headroom(file) : 0;
   share.decoded = probes.largest_image > 0 ? with_headroom(probes.largest_image) : 0;
+  // Any file may carry an orientation: its stored pixels take as much again before the turn.
+  share.stored = config.decode.orientation == Orientation::kExif ? share.decoded : 0;
   // The pixel ops run in place in this buffer (with their own scratch below), the slot ops in the slot.
   share.resized = AlignedBuffer::rounded_capacity(out_row * static_cast<std::uint64_t>(config.output.height));
   const std::size_t augment = pixel_ops_workspace_bytes(config.pixel_ops, config.output, static_cast<int>(channels));
@@ -194,7 +199,8 @@ std::uint64_t SampleProgram::cache_fingerprint(const SampleProgramConfig& config
     h = mix(h, static_cast<std::uint64_t>(d.color));
     // Bit 4 was accept_warnings, whose entries may hold made-up rows of truncated files: strict
     // takes a bit of its own, so no cache written with it is ever read again.
-    h = mix(h, (d.fast_dct ? 1u : 0u) | (d.fast_upsample ? 2u : 0u) | (d.strict ? 8u : 0u));
+    h = mix(h, (d.fast_dct ? 1u : 0u) | (d.fast_upsample ? 2u : 0u) | (d.strict ? 8u : 0u) |
+                   (d.orientation == Orientation::kExif ? 16u : 0u));
   }
   return h;
 }
@@ -270,22 +276,26 @@ std::optional<ConstImageView> SampleProgram::cached_image(const ItemTable& items
   } else {
     header = ws.decoder.read_header(bytes);
   }
-  const int width = other ? probe.width : header.width;
-  const int height = other ? probe.height : header.height;
+  // Cached upright: the crops of later epochs act on the upright image.
+  const int exif = orientation_of(bytes);
+  const Size2 stored{other ? probe.width : header.width, other ? probe.height : header.height};
+  const auto [width, height] = upright_size(stored, exif);
   const std::size_t entry_bytes = kDecodedHeaderBytes + static_cast<std::size_t>(width) * height * channels_;
   if (!ws.decoded.try_reserve(entry_bytes)) {
-    if (!other) return std::nullopt;  // not cached: decoded in bands instead
-    ws.decoded.reserve(entry_bytes);  // the other formats decode whole: wait for the memory
+    if (!other && exif == 1) return std::nullopt;  // not cached: decoded in bands instead
+    ws.decoded.reserve(entry_bytes);  // the other formats and turned JPEGs decode whole: wait for the memory
   }
   const ImageView image = view_of(ws.decoded, width, height, channels_, kDecodedHeaderBytes);
+  const ImageView target = exif == 1 ? image : view_of(ws.stored, stored.width, stored.height, channels_);
   // Cached as it is: recovered once, whatever later samples of it do.
   if (other) {
-    ws.formats.decode(bytes, probe, image);
+    ws.formats.decode(bytes, probe, target);
     if (const FormatWarnings& w = ws.formats.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
   } else {
-    ws.decoder.decode(bytes, header, JpegRequest{1, Rect{}}, image);
+    ws.decoder.decode(bytes, header, JpegRequest{1, Rect{}}, target);
     if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
   }
+  if (exif != 1) orient(target, exif, image);
   const DecodedHeader h{kDecodedMagic, static_cast<std::uint32_t>(width), static_cast<std::uint32_t>(height),
                         static_cast<std::uint32_t>(channels_)};
   std::memset(ws.decoded.data(), 0, kDecodedHeaderBytes);
@@ -328,11 +338,14 @@ void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, con
     return;
   }
   const JpegHeader header = ws.decoder.read_header(bytes);
-  const Size2 image{header.width, header.height};
+  // The plan is for the upright image; the decoder works in stored coordinates (orient.hpp).
+  const int exif = orientation_of(bytes);
+  const Size2 image = upright_size({header.width, header.height}, exif);
   SampleGeometry plan = plan_geometry(config_.geometry, image, key);
   const int denom = config_.decode.dct_scaling ? choose_denom(plan) : 1;
   plan = scale_plan(plan, image, denom);
-  const Size2 scaled = JpegDecoder::scaled_size(header, denom);
+  const Size2 stored_scaled = JpegDecoder::scaled_size(header, denom);
+  const Size2 scaled = upright_size(stored_scaled, exif);
 
   // The source pixels the output needs: the crop itself when it is a plain copy, else the
   // resampler's footprint.
@@ -346,8 +359,14 @@ void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, con
   }
   JpegRequest request{.scale_denom = denom, .region = {},
                       .fast_upsample = fast_upsample_for(plan, header, denom)};
-  if (config_.decode.roi && worth_a_region(needed, scaled)) request.region = needed;
-  const Rect region = ws.decoder.decoded_region(header, request);
+  if (config_.decode.roi && worth_a_region(needed, scaled)) request.region = stored_rect(needed, stored_scaled, exif);
+  const Rect stored_region = ws.decoder.decoded_region(header, request);
+  const Rect region = upright_rect(stored_region, stored_scaled, exif);
+  if (exif != 1) {
+    run_turned_jpeg(plan, bytes, header, request, stored_region, exif, copy, ws, out, t);
+    if (const JpegWarnings w = ws.decoder.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
+    return;
+  }
   // Room for the whole scaled image if the budget has it, not just this region: region sizes vary
   // with every random crop, image sizes do not, so the buffer stops growing once the largest image
   // has been seen. Else room for the region; else (an image larger than the plan, a budget with
@@ -373,6 +392,19 @@ void SampleProgram::run_other_format(const ItemTable& items, std::int64_t item, 
                                      Clock::time_point& t) const {
   const ImageProbe probe = ws.formats.probe(bytes);
   const std::size_t decoded_bytes = static_cast<std::size_t>(probe.width) * probe.height * channels_;
+  if (const int exif = orientation_of(bytes); exif != 1) {
+    // A WebP with an EXIF orientation: decoded whole as stored, turned upright into ws.decoded.
+    const ImageView stored = view_of(ws.stored, probe.width, probe.height, channels_);
+    ws.formats.decode(bytes, probe, stored);
+    if (const FormatWarnings& w = ws.formats.warnings(); w.count > 0) recovered_.record(key.item, items.path(item), w.first);
+    const Size2 image = upright_size({probe.width, probe.height}, exif);
+    const ImageView upright = view_of(ws.decoded, image.width, image.height, channels_);
+    orient(stored, exif, upright);
+    ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(decoded_bytes));
+    const SampleGeometry plan = plan_geometry(config_.geometry, image, key);
+    finish(plan, upright, Rect{0, 0, image.width, image.height}, ResamplerState::kNotSetUp, ws, out, t);
+    return;
+  }
   if (!ws.decoded.try_reserve(decoded_bytes)) {
     // Larger than the worker holds or can get now: row bands where the format gives rows in
     // order, with the pixels of the whole-image path; else wait for the memory (or kTooLarge).
@@ -391,6 +423,23 @@ void SampleProgram::run_other_format(const ItemTable& items, std::int64_t item, 
                   static_cast<std::int64_t>(probe.width) * probe.height * channels_);
   const SampleGeometry plan = plan_geometry(config_.geometry, {probe.width, probe.height}, key);
   finish(plan, decoded, Rect{0, 0, probe.width, probe.height}, ResamplerState::kNotSetUp, ws, out, t);
+}
+
+int SampleProgram::orientation_of(std::span<const std::uint8_t> bytes) const {
+  return config_.decode.orientation == Orientation::kExif ? exif_orientation(bytes) : 1;
+}
+
+void SampleProgram::run_turned_jpeg(const SampleGeometry& plan, std::span<const std::uint8_t> bytes,
+                                    const JpegHeader& header, const JpegRequest& request, Rect stored_region,
+                                    int exif, bool copy, Workspace& ws, void* out, Clock::time_point& t) const {
+  const ImageView stored = view_of(ws.stored, stored_region.width, stored_region.height, channels_);
+  ws.decoder.decode(bytes, header, request, stored);
+  const Rect region = upright_rect(stored_region, JpegDecoder::scaled_size(header, request.scale_denom), exif);
+  const ImageView upright = view_of(ws.decoded, region.width, region.height, channels_);
+  orient(stored, exif, upright);
+  ws.counters.add(StageCounters::kDecode, elapsed_ns(t),
+                  static_cast<std::int64_t>(region.width) * region.height * channels_);
+  finish(plan, upright, region, copy ? ResamplerState::kNotSetUp : ResamplerState::kSetUp, ws, out, t);
 }
 
 bool SampleProgram::fast_upsample_for(const SampleGeometry& plan, const JpegHeader& header, int denom) const {

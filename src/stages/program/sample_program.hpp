@@ -85,13 +85,14 @@ struct SampleCaches {
 struct WorkspaceShare {
   std::uint64_t file = 0;          // encoded bytes
   std::uint64_t decoded = 0;       // the decoded region (or the whole image, for a decoded cache)
+  std::uint64_t stored = 0;        // the same as stored, before an EXIF orientation turns it (kExif only)
   std::uint64_t resized = 0;       // the resampled sample
   std::uint64_t scratch = 0;       // the resampler's rows
   DecoderShare decoder;            // component planes, libjpeg's coefficient buffer
   std::uint64_t formats = 0;       // the other formats' workspace (ImageDecoder::workspace_requirements)
   std::uint64_t augment = 0;       // the pixel ops' scratch (pixel_ops_workspace_bytes)
   std::uint64_t total() const {
-    return file + decoded + resized + scratch + decoder.planes + decoder.coefficients + formats + augment;
+    return file + decoded + stored + resized + scratch + decoder.planes + decoder.coefficients + formats + augment;
   }
 };
 
@@ -126,6 +127,7 @@ class SampleProgram {
     Workspace(const DecodeOptions& decode, FileOps* ops) : decoder(decode), formats(decode), reader(ops) {}
     AlignedBuffer file;      // encoded bytes (or a disk cache entry)
     AlignedBuffer decoded;   // the decoded region, HWC u8 (after a header, see sample_program.cpp)
+    AlignedBuffer stored;    // a region as the file stores it, before its EXIF orientation turns it into decoded
     AlignedBuffer resized;   // the resampled sample, HWC u8
     AlignedBuffer scratch;   // the resampler's intermediate rows
     AlignedBuffer augment;   // the pixel ops' scratch (a warp's second image, filter rows)
@@ -176,6 +178,15 @@ class SampleProgram {
   // nullopt when it is too large for the memory the worker holds or can get now.
   std::optional<ConstImageView> cached_image(const ItemTable& items, std::int64_t item, const SampleKey& key,
                                              Workspace& ws, MemoryCacheStore::Handle& held) const;
+  // The file's EXIF orientation (1 to 8) under DecodeOptions::orientation kExif, else 1.
+  int orientation_of(std::span<const std::uint8_t> bytes) const;
+  // A JPEG with an orientation other than 1: `stored_region` (of the image scaled as `request`
+  // says) decoded into ws.stored, turned upright into ws.decoded, then resampled (or copied) into
+  // `out`. Both are reserved whole, waiting for memory or failing with kTooLarge: row bands come in
+  // stored order, which a turn reads across, so a turned image never decodes in bands.
+  void run_turned_jpeg(const SampleGeometry& plan, std::span<const std::uint8_t> bytes, const JpegHeader& header,
+                       const JpegRequest& request, Rect stored_region, int exif, bool copy, Workspace& ws, void* out,
+                       std::chrono::steady_clock::time_point& t) const;
   // DecodeOptions::fast_upsample_when_shrunk for this plan (already scaled to 1/denom).
   bool fast_upsample_for(const SampleGeometry& plan, const JpegHeader& header, int denom) const;
   // An image whose decoded region does not fit the memory the worker holds or can get now: decoded

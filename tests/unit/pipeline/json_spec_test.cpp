@@ -210,6 +210,26 @@ TEST(JsonSpec, DecodeStrictAndTheOldAcceptWarningsKey) {
   EXPECT_EQ(written.find("accept_warnings"), std::string::npos) << written;
 }
 
+// The decode stage is written back as "decode" (its name), whichever name it was read under, with
+// its orientation; the text read back is the same stage.
+TEST(JsonSpec, DecodeIsWrittenAsDecodeWithItsOrientation) {
+  for (const char* name : {"decode", "decode_jpeg"}) {
+    SCOPED_TRACE(name);
+    const PipelineDocument doc = parse_pipeline_json(std::string(R"({"source": {"folder": "d"}, "stages": ["read", {")") +
+                                                     name + R"(": {"orientation": "exif"}}]})");
+    EXPECT_EQ(stage<spec::DecodeJpeg>(doc, 1).options.orientation, Orientation::kExif);
+    const std::string written = to_json(doc, -1);
+    EXPECT_NE(written.find(R"({"decode":{)"), std::string::npos) << written;
+    EXPECT_EQ(written.find("decode_jpeg"), std::string::npos) << written;
+    EXPECT_NE(written.find(R"("orientation":"exif")"), std::string::npos) << written;
+    EXPECT_EQ(to_json(parse_pipeline_json(written), -1), written);
+  }
+  const PipelineDocument plain = parse_pipeline_json(R"({"source": {"folder": "d"}, "stages": ["read", "decode"]})");
+  EXPECT_EQ(stage<spec::DecodeJpeg>(plain, 1).options.orientation, Orientation::kAsStored);
+  EXPECT_NE(to_json(plain, -1).find(R"("orientation":"as_stored")"), std::string::npos);
+  EXPECT_EQ(error_of(with_stages(R"(["read", {"decode": {"orientation": "upright"}}])")).find("stages[1].decode.orientation"), 0u);
+}
+
 TEST(JsonSpec, ShardFromTheLauncher) {
   // The launcher's variables for this test only (the suite itself may run under mpirun or srun).
   const char* const names[] = {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -290,7 +310,7 @@ TEST(JsonSpec, ShardsSourceInEveryFormAndItsErrors) {
 
 TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
   EXPECT_EQ(error_of(with_stages(R"(["read", {"decode_png": {}}])")),
-            "stages[1]: unknown stage \"decode_png\" (known: read, cache, decode_jpeg, resize_shorter, resize, "
+            "stages[1]: unknown stage \"decode_png\" (known: read, cache, decode, resize_shorter, resize, "
             "center_crop, random_resized_crop, random_crop, flip_horizontal, flip_vertical, color_jitter, grayscale, "
             "random_grayscale, random_rotation, random_affine, gaussian_blur, random_posterize, random_solarize, "
             "random_invert, random_autocontrast, random_equalize, random_adjust_sharpness, trivial_augment_wide, "
@@ -313,7 +333,7 @@ TEST(JsonSpec, BadSpecsNameTheFieldAndWhatWasExpected) {
             "stages[0].random_crop.padding: expected an integer from 0 to 1048576, got -2");
   EXPECT_EQ(error_of(with_stages(R"([{"decode_jpeg": {"fastdct": true}}])")),
             "stages[0].decode_jpeg: unknown key \"fastdct\" (known: color, fast_dct, fast_upsample, "
-            "fast_upsample_when_shrunk, dct_scaling, roi, strict, accept_warnings, max_image_pixels)");
+            "fast_upsample_when_shrunk, dct_scaling, roi, strict, accept_warnings, max_image_pixels, orientation)");
   EXPECT_EQ(error_of(R"({"source": {"folder": "d"}, "stages": [], "stage": []})"),
             "spec: unknown key \"stage\" (known: source, shard, shuffle_files, stages, build)");
   EXPECT_EQ(error_of(with_stages(R"([{"normalize": {"dtype": "f64"}}])")),

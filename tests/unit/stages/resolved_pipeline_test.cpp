@@ -104,7 +104,7 @@ TEST(ResolvedPipelineOrder, OnceOnlyStagesAreRefusedTheSecondTime) {
 // A stage's checks run after its order, with the same place: the first error is the order's.
 TEST(ResolvedPipelineOrder, ChecksFollowTheOrderRule) {
   EXPECT_EQ(refusal({spec::Batch{0}}), "batch (stage 1): batch() needs decoded samples: add read() and "
-                                       "decode_jpeg() before it");
+                                       "decode() before it");
   EXPECT_EQ(refusal({spec::Read{}, spec::DecodeJpeg{}, spec::Batch{0}}),
             "batch (stage 3): batch size must be at least 1, got 0");
   EXPECT_EQ(refusal({spec::Read{}, spec::DecodeJpeg{}, spec::RandomCrop{8, 8, {.padding = -1}}}),
