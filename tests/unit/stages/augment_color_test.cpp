@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "stages/augment/color.hpp"
+#include "reference_script.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {
@@ -47,20 +48,13 @@ std::vector<Outcome> reference(const std::vector<Case>& cases, const test::TempD
   }
   const std::string text = jobs.str();
   test::write_bytes(dir / "jobs", std::vector<std::uint8_t>(text.begin(), text.end()));
-  const std::string python = SLUICE_SYSTEM_PYTHON;
-  const std::string command = "'" + python + "' '" + SLUICE_SOURCE_DIR + "/tests/reference/torchvision_color.py' '" +
-                              (dir / "jobs").string() + "' 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string said;
-  if (pipe == nullptr) {
-    error = "cannot start " + python;
+  const test::ScriptRun run = test::run_reference_script("torchvision_color.py", {(dir / "jobs").string()});
+  if (!run.started) {
+    error = std::string("cannot start ") + SLUICE_SYSTEM_PYTHON;
     return {};
   }
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) said += buf;
-  const int status = pclose(pipe);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    error = "the torchvision reference failed: " + said;
+  if (!run.ok()) {
+    error = "the torchvision reference failed: " + run.output;
     return {};
   }
   std::vector<Outcome> out;

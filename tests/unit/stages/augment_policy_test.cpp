@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "stages/augment/policy.hpp"
+#include "reference_script.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {
@@ -62,15 +63,9 @@ TEST(AugmentPolicyVsTorchvision, EveryOpEqualsApplyOp) {
   }
   const std::string text = jobs.str();
   test::write_bytes(dir / "jobs", std::vector<std::uint8_t>(text.begin(), text.end()));
-  const std::string command = "'" + std::string(SLUICE_SYSTEM_PYTHON) + "' '" + SLUICE_SOURCE_DIR +
-                              "/tests/reference/torchvision_color.py' '" + (dir / "jobs").string() + "' 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string said;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) said += buf;
-  const int status = pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << said;
+  const test::ScriptRun run = test::run_reference_script("torchvision_color.py", {(dir / "jobs").string()});
+  ASSERT_TRUE(run.started);
+  ASSERT_TRUE(run.ok()) << run.output;
   std::vector<std::byte> workspace(policy_workspace_bytes({kWidth, kHeight}, 3));
   n = 0;
   int exact = 0;

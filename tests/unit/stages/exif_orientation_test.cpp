@@ -24,6 +24,7 @@
 #include "stages/decode/exif.hpp"
 #include "stages/image/orient.hpp"
 #include "stages/program/sample_program.hpp"
+#include "reference_script.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {
@@ -179,15 +180,9 @@ class OrientationCorpus {
 
  private:
   OrientationCorpus() {
-    const std::string command = std::string("'") + SLUICE_SYSTEM_PYTHON + "' -W ignore '" + SLUICE_SOURCE_DIR +
-                                "/tests/reference/exif_orientation.py' '" + dir_.path().string() + "' 2>&1";
-    FILE* pipe = popen(command.c_str(), "r");
-    std::string said;
-    char buf[4096];
-    while (pipe != nullptr && std::fgets(buf, sizeof buf, pipe) != nullptr) said += buf;
-    const int status = pipe != nullptr ? pclose(pipe) : -1;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      error_ = "the orientation corpus script failed (it needs python3-pil and python3-numpy): " + said;
+    const test::ScriptRun run = test::run_reference_script("exif_orientation.py", {dir_.path().string()}, {"-W", "ignore"});
+    if (!run.ok()) {
+      error_ = "the orientation corpus script failed (it needs python3-pil and python3-numpy): " + run.output;
       return;
     }
     std::ifstream manifest(dir_.path() / "orientation.txt");

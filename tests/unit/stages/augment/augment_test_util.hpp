@@ -16,6 +16,7 @@
 
 #include "sluice/detail/core/image.hpp"
 #include "test_support.hpp"
+#include "reference_script.hpp"
 
 namespace sluice::test {
 
@@ -113,18 +114,13 @@ class Torchvision {
  private:
   std::string run_script(const std::string& jobs) {
     const std::string python = SLUICE_SYSTEM_PYTHON;
-    const std::string script = std::string(SLUICE_SOURCE_DIR) + "/tests/reference/torchvision_augment.py";
-    const std::string command = "'" + python + "' '" + script + "' '" + jobs + "' 2>&1";
-    std::string output;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) {
+    const ScriptRun run = run_reference_script("torchvision_augment.py", {jobs});
+    const std::string& output = run.output;
+    if (!run.started) {
       error_ = "cannot start " + python;
       return output;
     }
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, pipe) != nullptr) output += buf;
-    const int status = pclose(pipe);
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const int code = run.exit_code;
     if (code == 3 || code == 127 || python.find("NOTFOUND") != std::string::npos) {
       error_ = "torchvision not found at " + python + ": install python3-torchvision and python3-pil. " + output;
     } else if (code != 0) {

@@ -15,6 +15,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/detail/core/half.hpp"
 #include "stages/augment/batch_mix.hpp"
+#include "reference_script.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {
@@ -54,20 +55,23 @@ Reference reference(const std::vector<float>& batch, const char* kind, double la
   test::TempDir dir;
   test::write_bytes(dir / "in.raw", bytes_of(batch));
   test::write_bytes(dir / "labels.raw", bytes_of(kLabels));
-  std::ostringstream cmd;
-  cmd.precision(17);
-  cmd << "'" << SLUICE_SYSTEM_PYTHON << "' '" << SLUICE_SOURCE_DIR << "/tests/reference/torch_batch_mix.py' '"
-      << (dir / "in.raw").string() << "' " << kN << " " << kC << " " << kH << " " << kW << " " << kClasses << " '"
-      << (dir / "labels.raw").string() << "' " << kind << " " << lambda;
-  if (std::string(kind) == "cutmix") cmd << " " << cx << " " << cy;
-  cmd << " '" << (dir / "out.raw").string() << "' '" << (dir / "soft.raw").string() << "' 2>&1";
+  std::ostringstream weight;
+  weight.precision(17);
+  weight << lambda;
+  std::vector<std::string> args{(dir / "in.raw").string(), std::to_string(kN), std::to_string(kC), std::to_string(kH),
+                                std::to_string(kW), std::to_string(kClasses), (dir / "labels.raw").string(), kind,
+                                weight.str()};
+  if (std::string(kind) == "cutmix") {
+    args.push_back(std::to_string(cx));
+    args.push_back(std::to_string(cy));
+  }
+  args.push_back((dir / "out.raw").string());
+  args.push_back((dir / "soft.raw").string());
   Reference r;
-  FILE* pipe = popen(cmd.str().c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) r.said += buf;
-  const int status = pclose(pipe);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the torch reference failed: " << r.said;
+  const test::ScriptRun run = test::run_reference_script("torch_batch_mix.py", args);
+  if (!run.started) return r;
+  r.said = run.output;
+  EXPECT_TRUE(run.ok()) << "the torch reference failed: " << r.said;
   if (!std::filesystem::exists(dir / "out.raw")) return r;
   r.batch = floats_of(test::read_bytes(dir / "out.raw"));
   r.labels = floats_of(test::read_bytes(dir / "soft.raw"));
