@@ -8,6 +8,8 @@ pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 # The decode stage's other formats (docs/decisions/image-formats.md): PNG, WebP (and its demuxer,
 # for animations), TIFF, GIF.
 pkg_check_modules(SPNG REQUIRED IMPORTED_TARGET spng)
+# libdeflate: the whole-image PNG path's inflate and CRC-32 (src/stages/decode/png_fast.hpp).
+pkg_check_modules(DEFLATE REQUIRED IMPORTED_TARGET libdeflate)
 pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp libwebpdemux)
 pkg_check_modules(TIFF REQUIRED IMPORTED_TARGET libtiff-4)
 find_package(GIF 5 REQUIRED)

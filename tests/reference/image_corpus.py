@@ -160,6 +160,73 @@ add("png_adam7_rgb8.png", png(W, H, 8, 2, adam7(RGB, lambda r: r.tobytes()), int
 add("png_adam7_grey1.png", png(W, H, 1, 0, adam7((GREY > 100).astype(np.uint8), lambda r: pack_bits(r, 1)), interlace=1))
 frames = [rgb_img(), Image.fromarray(255 - RGB)]
 add("png_apng.png", pillow(frames[0], "PNG", save_all=True, append_images=frames[1:], duration=100))
+
+
+def filter_rows(img, first):
+    """The rows of `img` (H x W x C, uint8), each with a filter byte: row y takes filter (first + y) % 5
+    (None, Sub, Up, Average, Paeth, the PNG spec's section 9), so every filter meets every pixel size,
+    on the first row (whose row above is zeros) and on the others."""
+    h = img.shape[0]
+    rows = img.reshape(h, -1).astype(np.int32)
+    bpp = img.shape[2]
+    out, prior = [], np.zeros_like(rows[0])
+    for y in range(h):
+        cur = rows[y]
+        left = np.concatenate([np.zeros(bpp, np.int32), cur[:-bpp]])
+        upleft = np.concatenate([np.zeros(bpp, np.int32), prior[:-bpp]])
+        f = (first + y) % 5
+        if f == 0:
+            pred = np.zeros_like(cur)
+        elif f == 1:
+            pred = left
+        elif f == 2:
+            pred = prior
+        elif f == 3:
+            pred = (left + prior) >> 1
+        else:
+            pa, pb, pc = np.abs(prior - upleft), np.abs(left - upleft), np.abs(left + prior - 2 * upleft)
+            pred = np.where((pa <= pb) & (pa <= pc), left, np.where(pb <= pc, prior, upleft))
+        out.append(bytes([f]) + ((cur - pred) & 0xFF).astype(np.uint8).tobytes())
+        prior = cur
+    return b"".join(out)
+
+
+def png_filtered(img, color, first=0, chunk=None, stream=None):
+    """An 8-bit PNG of `img` with filter_rows' filters, its zlib stream (`stream` when given) in IDAT
+    chunks of `chunk` bytes (one chunk when None)."""
+    h, w = img.shape[:2]
+    data = stream if stream is not None else zlib.compress(filter_rows(img, first))
+    step = chunk or len(data)
+    idats = b"".join(png_chunk(b"IDAT", data[i:i + step]) for i in range(0, len(data), step))
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0)) + idats +
+            png_chunk(b"IEND", b""))
+
+
+# Every filter on every 8-bit pixel size (1 grey, 2 grey+alpha, 3 RGB, 4 RGBA), each filter on the
+# first row once: the whole-image path's defilter (src/stages/decode/png_defilter.cpp).
+for kind, color, img in [("grey", 0, GREY[:, :, None]), ("ga", 4, np.dstack([GREY, ALPHA])), ("rgb", 2, RGB),
+                         ("rgba", 6, np.dstack([RGB, ALPHA]))]:
+    for first in range(5):
+        add(f"png_filters_{kind}_{first}.png", png_filtered(img, color, first))
+# 16-bit RGB and RGBA (6 and 8 bytes a pixel) filtered the same way, through libspng.
+for kind, color, img in [("rgb16", 2, RGB), ("rgba16", 6, np.dstack([RGB, ALPHA]))]:
+    wide = (img.astype(">u2") * 257).view(np.uint8).reshape(img.shape[0], img.shape[1], -1)
+    data = png_filtered(wide, color, 3)
+    data = data[:24] + bytes([16]) + data[25:]  # the IHDR's bit depth: 16 (the CRC follows)
+    ihdr = data[12:29]
+    add(f"png_filters_{kind}.png", data[:29] + struct.pack(">I", zlib.crc32(ihdr) & 0xFFFFFFFF) + data[33:], tol=1)
+# The image data in many IDAT chunks (joined before the one inflate call), and in chunks of 1 byte.
+add("png_idat_chunks.png", png_filtered(RGB, 2, 4, chunk=97))
+add("png_idat_bytes.png", png_filtered(GREY[:, :, None], 0, 1, chunk=1))
+# Damaged image data behind good CRCs: Pillow refuses each.
+rows_rgb = filter_rows(RGB, 4)
+stream = bytearray(zlib.compress(rows_rgb))
+stream[-1] ^= 0x01  # the Adler-32
+add("png_bad_adler.png", png_filtered(RGB, 2, stream=bytes(stream)), expect="refused")
+at = (H // 2) * (3 * W + 1)  # a row's filter byte: 5 is no filter
+add("png_bad_filter.png", png_filtered(RGB, 2, stream=zlib.compress(rows_rgb[:at] + b"\x05" + rows_rgb[at + 1:])),
+    expect="refused")
+add("png_short_stream.png", png_filtered(RGB, 2, stream=zlib.compress(rows_rgb[:-5])), expect="refused")
 # Damaged PNGs.
 good = pillow(rgb_img(), "PNG")
 add("png_cut_header.png", good[:20], expect="refused")

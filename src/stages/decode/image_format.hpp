@@ -45,6 +45,9 @@ struct ImageProbe {
   // Set by a decoder that keeps its parsed header for the decode() that follows (PNG): a decode of
   // the same bytes with this probe goes on from there instead of parsing the header again.
   std::uint64_t token = 0;
+  // The compressed image data's bytes, where the decoder needs them in one piece (PNG's IDAT
+  // chunks joined for one inflate call); 0 elsewhere.
+  std::uint64_t coded_bytes = 0;
 };
 
 // What a decoder warned about in its last call, when that call succeeded: counted as recovered.

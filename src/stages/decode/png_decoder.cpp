@@ -1,4 +1,7 @@
-// PNG through libspng (docs/decisions/image-formats.md says why not libpng): every colour type,
+// PNG: 8-bit non-interlaced grey, grey+alpha, RGB and RGBA through the whole-image path
+// (png_fast.hpp: one libdeflate call, our own defilter), which hands back to libspng any file it
+// cannot vouch for; everything else, and row bands, through libspng.
+// libspng (docs/decisions/image-formats.md says why not libpng) reads every colour type,
 // 1/2/4/8/16-bit samples, palettes and tRNS, Adam7, and an APNG's default image (libspng skips
 // the animation chunks). libspng converts everything to 8-bit RGB itself (tRNS and alpha
 // dropped, 16-bit samples scaled to 8), which is Pillow's convert("RGB") for 8-bit data.
@@ -9,6 +12,7 @@
 // a bad zlib stream or a file cut short as an error code and prints nothing. Pillow does not check
 // the image data's CRCs; a file whose IDAT CRC is wrong decodes there and fails here
 // (docs/reliability.md).
+#include <libdeflate.h>
 #include <spng.h>
 
 #include <cstring>
@@ -17,6 +21,7 @@
 
 #include "sluice/core/error.hpp"
 #include "stages/decode/image_format.hpp"
+#include "stages/decode/png_fast.hpp"
 
 namespace sluice::stages {
 
@@ -42,28 +47,6 @@ Rows rows_of(const ImageProbe& p, int out_channels) {
   r.bytes = static_cast<std::size_t>(p.width) * static_cast<std::size_t>(r.samples);
   r.direct = r.samples == out_channels;
   return r;
-}
-
-// A decoded row of 1 (grey), 3 (RGB) or 4 (RGBA) samples into 3 or 1 output channels: grey
-// replicated, alpha dropped, RGB to grey with Pillow's weights.
-void store_row(const std::uint8_t* in, int samples, int width, std::uint8_t* out, int out_channels) {
-  if (samples == 1) {  // to RGB (grey output is direct)
-    for (int x = 0; x < width; ++x) out[3 * x] = out[3 * x + 1] = out[3 * x + 2] = in[x];
-    return;
-  }
-  if (samples == 3) {
-    store_rgb_row(in, width, out, out_channels);
-    return;
-  }
-  for (int x = 0; x < width; ++x, in += 4) {
-    if (out_channels == 3) {
-      out[3 * x] = in[0];
-      out[3 * x + 1] = in[1];
-      out[3 * x + 2] = in[2];
-    } else {
-      out[x] = rgb_to_grey(in[0], in[1], in[2]);
-    }
-  }
 }
 
 // The most an ancillary chunk (text, ICC profile, EXIF) may take, and all of them together:
@@ -138,6 +121,7 @@ class PngDecoder final : public FormatDecoder {
       default: p.channels = 3; break;
     }
     p.animated = has_animation_chunk(bytes);
+    if (png::takes(p)) p.coded_bytes = png::image_data_bytes(bytes);
     // tRNS sits between IHDR and IDAT: asking for it reads the chunks up to the image data.
     spng_trns trns{};
     if (spng_get_trns(c.ctx, &trns) == 0) p.alpha = true;
@@ -153,6 +137,7 @@ class PngDecoder final : public FormatDecoder {
   std::uint64_t workspace_requirements(const ImageProbe& probe, int out_channels) const override {
     const std::uint64_t row = std::uint64_t(probe.width) * 3;
     if (probe.interlaced) return row * static_cast<std::uint64_t>(probe.height);  // whole image, then rows
+    if (png::takes(probe)) return png::workspace_requirements(probe);
     const Rows r = rows_of(probe, out_channels);
     return r.direct ? 0 : static_cast<std::uint64_t>(r.bytes);  // one decoded row to convert from
   }
@@ -182,7 +167,7 @@ class PngDecoder final : public FormatDecoder {
         rows_.reset();
         fail(code);
       }
-      if (!r.direct) store_row(target, r.samples, rows.width, rows.row(y), rows.channels);
+      if (!r.direct) png::store_row(target, r.samples, rows.width, rows.row(y), rows.channels);
     }
   }
 
@@ -195,9 +180,16 @@ class PngDecoder final : public FormatDecoder {
     finish(*done);
   }
 
-  // Interlaced: the whole image in RGB, then its rows; else the rows as they come.
+  // The whole-image path where it takes the file (png_fast.hpp); else, interlaced: the whole
+  // image in RGB, then its rows; else the rows as they come.
   void decode(std::span<const std::uint8_t> bytes, const ImageProbe& probe, ImageView out,
               AlignedBuffer& scratch) override {
+    if (png::takes(probe) && png::decode_whole(bytes, probe, out, scratch, inflater())) {
+      clear_warnings();
+      rows_.reset();
+      pending_.reset();
+      return;
+    }
     if (!probe.interlaced) {
       begin_rows(bytes, probe);
       read_rows(out, scratch);
@@ -216,6 +208,14 @@ class PngDecoder final : public FormatDecoder {
   }
 
  private:
+  libdeflate_decompressor& inflater() {
+    if (!inflater_) {
+      inflater_.reset(libdeflate_alloc_decompressor());
+      if (!inflater_) throw Error(ErrorCode::kInternal, "libdeflate_alloc_decompressor failed");
+    }
+    return *inflater_;
+  }
+
   // The image data ends with its zlib stream, before the last IDAT chunk's CRC: reading on to
   // IEND checks it (a file that merely lacks IEND still decodes, as in Pillow).
   static void finish(Ctx& c) {
@@ -234,6 +234,10 @@ class PngDecoder final : public FormatDecoder {
     return owned;
   }
 
+  struct FreeInflater {
+    void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
+  };
+  std::unique_ptr<libdeflate_decompressor, FreeInflater> inflater_;
   // A band decode in progress.
   std::unique_ptr<Ctx> rows_;
   ImageProbe rows_probe_;
