@@ -64,19 +64,31 @@ void paeth_row(const std::uint8_t* in, const std::uint8_t* prior, std::uint8_t* 
 }
 
 #if defined(__SSE2__)
-// One pixel of 3 or 4 bytes into the low lanes of a register, and back; memcpy keeps the 3-byte
-// loads and stores inside the row.
+// One pixel of 3 or 4 bytes into the low lanes of a register, and back. A 3-byte pixel is read
+// as a 4-byte word (the next pixel's first byte rides along in a lane nothing reads) except the
+// row's last, which is put together in a register: a 3-byte memcpy through the stack would stall
+// on store forwarding every pixel.
 template <int Bpp>
-inline __m128i load_pixel(const std::uint8_t* p) {
-  std::uint32_t v = 0;
-  std::memcpy(&v, p, Bpp);
+inline __m128i load_pixel(const std::uint8_t* p, bool last) {
+  std::uint32_t v;
+  if (Bpp == 4 || !last) {
+    std::memcpy(&v, p, 4);
+  } else {
+    v = std::uint32_t{p[0]} | (std::uint32_t{p[1]} << 8) | (std::uint32_t{p[2]} << 16);
+  }
   return _mm_cvtsi32_si128(static_cast<int>(v));
 }
 
 template <int Bpp>
 inline void store_pixel(std::uint8_t* p, __m128i v) {
   const auto word = static_cast<std::uint32_t>(_mm_cvtsi128_si32(v));
-  std::memcpy(p, &word, Bpp);
+  if constexpr (Bpp == 4) {
+    std::memcpy(p, &word, 4);
+  } else {
+    const auto low = static_cast<std::uint16_t>(word);
+    std::memcpy(p, &low, 2);
+    p[2] = static_cast<std::uint8_t>(word >> 16);
+  }
 }
 
 // The pixels as 16-bit lanes (a: left output, b: above, c: above-left, x: the filtered input).
@@ -84,7 +96,7 @@ template <int Bpp>
 void sub_row_sse2(const std::uint8_t* in, std::uint8_t* out, std::size_t bytes) {
   __m128i a = _mm_setzero_si128();
   for (std::size_t i = 0; i < bytes; i += Bpp) {
-    a = _mm_add_epi8(a, load_pixel<Bpp>(in + i));
+    a = _mm_add_epi8(a, load_pixel<Bpp>(in + i, i + Bpp == bytes));
     store_pixel<Bpp>(out + i, a);
   }
 }
@@ -94,10 +106,11 @@ void average_row_sse2(const std::uint8_t* in, const std::uint8_t* prior, std::ui
   const __m128i one = _mm_set1_epi8(1);
   __m128i a = _mm_setzero_si128();
   for (std::size_t i = 0; i < bytes; i += Bpp) {
-    const __m128i b = load_pixel<Bpp>(prior + i);
+    const bool last = i + Bpp == bytes;
+    const __m128i b = load_pixel<Bpp>(prior + i, last);
     // floor((a + b) / 2): pavgb rounds up, so take back the odd sums' half.
     const __m128i average = _mm_sub_epi8(_mm_avg_epu8(a, b), _mm_and_si128(_mm_xor_si128(a, b), one));
-    a = _mm_add_epi8(load_pixel<Bpp>(in + i), average);
+    a = _mm_add_epi8(load_pixel<Bpp>(in + i, last), average);
     store_pixel<Bpp>(out + i, a);
   }
 }
@@ -114,8 +127,9 @@ void paeth_row_sse2(const std::uint8_t* in, const std::uint8_t* prior, std::uint
   __m128i a = zero;
   __m128i c = zero;
   for (std::size_t i = 0; i < bytes; i += Bpp) {
-    const __m128i b = _mm_unpacklo_epi8(load_pixel<Bpp>(prior + i), zero);
-    const __m128i x = _mm_unpacklo_epi8(load_pixel<Bpp>(in + i), zero);
+    const bool last = i + Bpp == bytes;
+    const __m128i b = _mm_unpacklo_epi8(load_pixel<Bpp>(prior + i, last), zero);
+    const __m128i x = _mm_unpacklo_epi8(load_pixel<Bpp>(in + i, last), zero);
     // pa = |b - c|, pb = |a - c|, pc = |a + b - 2c|: the distances of a + b - c to a, b and c.
     const __m128i db = _mm_sub_epi16(b, c);
     const __m128i da = _mm_sub_epi16(a, c);
