@@ -158,6 +158,30 @@ class TransformsSpecTest(unittest.TestCase):
 
 
 @unittest.skipUnless(torch is not None, "torch/torchvision are not importable by this interpreter (use /usr/bin/python3)")
+class ImageFolderOfEveryFormatTest(unittest.TestCase):
+    def test_png_webp_and_jpeg_files_give_torchvisions_pixels(self):
+        # The spec's decode stage is "decode" (every format, by content), so a folder mixing PNG,
+        # WebP and JPEG (one PNG named .jpg) loads as torchvision's ImageFolder loads it.
+        with tempfile.TemporaryDirectory() as root:
+            rng = np.random.default_rng(28)
+            files = [("a", "x.png", "PNG", {}), ("a", "y.webp", "WEBP", {"lossless": True}),
+                     ("b", "z.jpg", "JPEG", {"quality": 90}), ("b", "w.jpg", "PNG", {})]
+            for folder, name, fmt, options in files:
+                os.makedirs(os.path.join(root, folder), exist_ok=True)
+                pixels = rng.integers(0, 256, size=(30, 40, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(os.path.join(root, folder, name), fmt, **options)
+            spec = sluice.datasets.ImageFolder(root, T.Compose([T.Resize(16), T.CenterCrop(16), T.PILToTensor()]),
+                                               decoder="torchvision")
+            self.assertEqual(spec["stages"][1], {"decode": {"dct_scaling": False}})
+            theirs = torchvision.datasets.ImageFolder(root, tvT.Compose([tvT.Resize(16), tvT.CenterCrop(16),
+                                                                          tvT.PILToTensor()]))
+            images, labels = next(iter(sluice_torch.Loader(spec, batch_size=4, shuffle=False, threads=2)))
+            self.assertEqual(labels.tolist(), [theirs[i][1] for i in range(4)])
+            difference = (images.int() - torch.stack([theirs[i][0] for i in range(4)]).int()).abs()
+            self.assertEqual(difference.max().item(), 0)
+
+
+@unittest.skipUnless(torch is not None, "torch/torchvision are not importable by this interpreter (use /usr/bin/python3)")
 @unittest.skipUnless(have(IMAGENETTE), "the shared datasets (imagenette-val) are absent: set SLUICE_DATASETS")
 class ImageFolderTest(unittest.TestCase):
     @classmethod

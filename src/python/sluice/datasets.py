@@ -3,7 +3,7 @@
     dataset = sluice.datasets.ImageFolder("train/", transform)   # was torchvision.datasets.ImageFolder
     loader = sluice.torch.Loader(dataset, batch_size=256, shuffle=True, threads=8)
 
-An ImageFolder is the spec itself (a dict: source, read, decode_jpeg, the transform's stages), so
+An ImageFolder is the spec itself (a dict: source, read, decode, the transform's stages), so
 sluice.Pipeline and sluice.torch.Loader take it as they take any spec, and it can be edited or
 saved with json.dump. The classes are the sorted sub-folders, as torchvision's; loader.classes,
 class_to_idx and samples give what the data set held.
@@ -13,7 +13,8 @@ from . import transforms as _transforms
 
 __all__ = ["DECODERS", "ImageFolder"]
 
-# decoder=: the decode_jpeg options of each preset, and what it trades.
+# decoder=: the decode stage's options of each preset, and what it trades (JPEG only: the other
+# formats decode every pixel either way).
 DECODERS = {
     # Decodes at 1/2, 1/4 or 1/8 scale when the output allows (libjpeg's DCT scaling): faster on
     # large photos, not the same pixels as PIL's full decode followed by a resize.
@@ -26,7 +27,8 @@ DECODERS = {
 
 class ImageFolder(dict):
     """ImageFolder(root, transform=None, *, decoder="fast"): a spec over root's class sub-folders
-    (label = the sorted folder's index; .jpg/.jpeg/.jpe/.jfif files, recursively), decoded as
+    (label = the sorted folder's index; files with an extension of the formats the decode stage
+    reads, JPEG, PNG, WebP, GIF, BMP, TIFF and PNM, recursively, each decoded by its content), decoded as
     `decoder` says (DECODERS: "torchvision" for torchvision's exact pixels, "fast" for DCT
     scaling), then the transform's stages (sluice.transforms, or torchvision's own transforms).
     target_transform, loader and is_valid_file (Python callables) are refused: sluice reads and
@@ -43,7 +45,7 @@ class ImageFolder(dict):
         if decoder not in DECODERS:
             raise ValueError(f"decoder: expected one of {', '.join(DECODERS)}, got {decoder!r}")
         import os
-        stages = ["read", {"decode_jpeg": dict(DECODERS[decoder])}]
+        stages = ["read", {"decode": dict(DECODERS[decoder])}]
         if transform is not None:
             stages += _transforms.stages_of([transform])
         super().__init__(source={"folder": os.fspath(root)}, stages=stages)

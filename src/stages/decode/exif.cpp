@@ -1,5 +1,5 @@
-// EXIF orientation: finding the block in a JPEG or a WebP file and reading tag 0x0112 from its
-// first IFD, every read bounded by the block (exif.hpp).
+// EXIF orientation: finding the block in a JPEG, WebP or PNG file (a TIFF file is one) and reading
+// tag 0x0112 from its first IFD, every read bounded by the block (exif.hpp).
 #include "stages/decode/exif.hpp"
 
 #include <algorithm>
@@ -97,11 +97,11 @@ long long entry_value(const Reader& r, std::size_t entry) {
 
 }  // namespace
 
-int exif_block_orientation(std::span<const std::uint8_t> block) {
-  static constexpr std::uint8_t kPrefix[] = {'E', 'x', 'i', 'f', 0, 0};
-  if (block.size() >= sizeof kPrefix && std::memcmp(block.data(), kPrefix, sizeof kPrefix) == 0) {
-    block = block.subspan(sizeof kPrefix);
-  }
+namespace {
+
+// The orientation tag of the first IFD of TIFF data (an EXIF block without its prefix, or a whole
+// TIFF file, which is the same structure).
+int tiff_orientation(std::span<const std::uint8_t> block) {
   if (block.size() < 8) return 1;
   Reader r{block, false};
   if (block[0] == 'I' && block[1] == 'I') {
@@ -124,6 +124,16 @@ int exif_block_orientation(std::span<const std::uint8_t> block) {
     if (v != kSkip) orientation = v >= 1 && v <= 8 ? static_cast<int>(v) : 1;
   }
   return orientation;
+}
+
+}  // namespace
+
+int exif_block_orientation(std::span<const std::uint8_t> block) {
+  static constexpr std::uint8_t kPrefix[] = {'E', 'x', 'i', 'f', 0, 0};
+  if (block.size() >= sizeof kPrefix && std::memcmp(block.data(), kPrefix, sizeof kPrefix) == 0) {
+    block = block.subspan(sizeof kPrefix);
+  }
+  return tiff_orientation(block);
 }
 
 namespace {
@@ -173,12 +183,46 @@ int webp_orientation(std::span<const std::uint8_t> f) {
   return 1;
 }
 
+std::uint32_t be32(const std::uint8_t* p) { return be16(p) << 16 | be16(p + 2); }
+
+// PNG: the eXIf chunk as Pillow 9.4's exif_transpose finds it on an opened file. Its data is the
+// TIFF block without the "Exif\0\0" prefix (Pillow adds the prefix and takes it off again, so a
+// chunk that carries one itself is not TIFF data there either). The chunks before the image data
+// are read when the file opens, a later eXIf replacing an earlier one; only when none of them is
+// an eXIf does getexif() read the rest of the file (up to IEND, or an APNG's next frame), where
+// again the last one counts.
+int png_orientation(std::span<const std::uint8_t> f) {
+  std::span<const std::uint8_t> before;
+  std::span<const std::uint8_t> after;
+  bool image_data = false;
+  std::size_t at = 8;
+  while (at + 8 <= f.size()) {
+    const std::size_t length = be32(&f[at]);
+    const std::uint8_t* type = &f[at + 4];
+    if (std::memcmp(type, "IEND", 4) == 0 || (image_data && std::memcmp(type, "fcTL", 4) == 0)) break;
+    if (length > f.size() - (at + 8)) break;  // cut short: Pillow's read of it fails
+    if (std::memcmp(type, "IDAT", 4) == 0) {
+      if (!before.empty()) break;  // found when the file opened: the rest is not read
+      image_data = true;
+    }
+    if (std::memcmp(type, "eXIf", 4) == 0) (image_data ? after : before) = f.subspan(at + 8, length);
+    at += 12 + length;
+  }
+  return tiff_orientation(before.empty() ? after : before);
+}
+
 }  // namespace
 
 int exif_orientation(std::span<const std::uint8_t> file) {
   if (file.size() >= 4 && file[0] == 0xFF && file[1] == 0xD8) return jpeg_orientation(file);
   if (file.size() >= 12 && std::memcmp(file.data(), "RIFF", 4) == 0 && std::memcmp(file.data() + 8, "WEBP", 4) == 0) {
     return webp_orientation(file);
+  }
+  static constexpr std::uint8_t kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (file.size() >= 8 && std::memcmp(file.data(), kPng, sizeof kPng) == 0) return png_orientation(file);
+  // TIFF: the Orientation tag of the first IFD, which Pillow's getexif() reads from the file itself.
+  if (file.size() >= 4 && (std::memcmp(file.data(), "II*\0", 4) == 0 || std::memcmp(file.data(), "MM\0*", 4) == 0)) {
+    return tiff_orientation(file);
   }
   return 1;
 }
