@@ -1,4 +1,4 @@
-// PNG: 8-bit non-interlaced grey, grey+alpha, RGB and RGBA through the whole-image path
+// PNG: non-interlaced 8- and 16-bit grey, grey+alpha, RGB and RGBA through the whole-image path
 // (png_fast.hpp: one libdeflate call, our own defilter), which hands back to libspng any file it
 // cannot vouch for; everything else, and row bands, through libspng.
 // libspng (docs/decisions/image-formats.md says why not libpng) reads every colour type,

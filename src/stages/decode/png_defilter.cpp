@@ -4,7 +4,7 @@
 // pixel is one SSE2 register of 16-bit lanes, as libpng's optional filter_sse2_intrinsics.c does;
 // SSE2 is part of every x86-64 CPU, so no runtime dispatch is needed, and wider registers (AVX2)
 // would not shorten the chain. Up has no such chain and is left to the compiler's vectoriser.
-// Other pixel sizes (grey, grey+alpha, 16-bit, the 1/2/4-bit rows) take the scalar loops, which
+// Other pixel sizes (grey, grey+alpha, 16-bit samples) take the scalar loops, which
 // are compiled once per pixel size so the neighbour's offset is a constant.
 #include "stages/decode/png_defilter.hpp"
 

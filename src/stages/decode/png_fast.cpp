@@ -55,43 +55,57 @@ Chunk first_image_data(std::span<const std::uint8_t> bytes) {
   return c;
 }
 
-int bytes_per_pixel(const ImageProbe& probe) { return probe.channels; }  // 8-bit samples only
+int bytes_per_pixel(const ImageProbe& probe) { return probe.channels * (probe.bit_depth / 8); }
 
 std::size_t row_bytes(const ImageProbe& probe) {
   return static_cast<std::size_t>(probe.width) * static_cast<std::size_t>(bytes_per_pixel(probe));
 }
 
+// Sample i of a row of 8-bit or big-endian 16-bit samples, in 8 bits: 16-bit ones scaled, rounded,
+// (v x 255 + 32767) / 65535.
+template <int Bytes>
+inline std::uint8_t sample(const std::uint8_t* in, int i) {
+  if constexpr (Bytes == 1) {
+    return in[i];
+  } else {
+    const unsigned v = (unsigned{in[2 * i]} << 8) | in[2 * i + 1];
+    return static_cast<std::uint8_t>((v * 255 + 32767) / 65535);
+  }
+}
+
+template <int Bytes>
+void store_samples(const std::uint8_t* in, int samples, int width, std::uint8_t* out, int out_channels) {
+  for (int x = 0; x < width; ++x) {
+    const int at = x * samples;
+    if (samples <= 2) {  // grey, grey+alpha: the grey
+      const std::uint8_t g = sample<Bytes>(in, at);
+      if (out_channels == 1) {
+        out[x] = g;
+      } else {
+        out[3 * x] = out[3 * x + 1] = out[3 * x + 2] = g;
+      }
+      continue;
+    }
+    const std::uint8_t r = sample<Bytes>(in, at), g = sample<Bytes>(in, at + 1), b = sample<Bytes>(in, at + 2);
+    if (out_channels == 1) {
+      out[x] = rgb_to_grey(r, g, b);
+    } else {
+      out[3 * x] = r;
+      out[3 * x + 1] = g;
+      out[3 * x + 2] = b;
+    }
+  }
+}
+
 }  // namespace
 
 void store_row(const std::uint8_t* in, int samples, int width, std::uint8_t* out, int out_channels) {
-  switch (samples) {
-    case 1:  // to RGB (grey to grey is a copy)
-      if (out_channels == 1) {
-        std::memcpy(out, in, static_cast<std::size_t>(width));
-        return;
-      }
-      for (int x = 0; x < width; ++x) out[3 * x] = out[3 * x + 1] = out[3 * x + 2] = in[x];
-      return;
-    case 2:  // grey+alpha: the grey
-      for (int x = 0; x < width; ++x) {
-        if (out_channels == 1) {
-          out[x] = in[2 * x];
-        } else {
-          out[3 * x] = out[3 * x + 1] = out[3 * x + 2] = in[2 * x];
-        }
-      }
-      return;
-    case 3: store_rgb_row(in, width, out, out_channels); return;
-    default: break;
-  }
-  for (int x = 0; x < width; ++x, in += 4) {
-    if (out_channels == 3) {
-      out[3 * x] = in[0];
-      out[3 * x + 1] = in[1];
-      out[3 * x + 2] = in[2];
-    } else {
-      out[x] = rgb_to_grey(in[0], in[1], in[2]);
-    }
+  if (samples == 1 && out_channels == 1) {
+    std::memcpy(out, in, static_cast<std::size_t>(width));
+  } else if (samples == 3) {
+    store_rgb_row(in, width, out, out_channels);
+  } else {
+    store_samples<1>(in, samples, width, out, out_channels);
   }
 }
 
@@ -106,7 +120,8 @@ std::uint64_t image_data_bytes(std::span<const std::uint8_t> bytes) {
 }
 
 bool takes(const ImageProbe& probe) {
-  return probe.format == ImageFormat::kPng && probe.bit_depth == 8 && !probe.interlaced && !probe.palette &&
+  return probe.format == ImageFormat::kPng && (probe.bit_depth == 8 || probe.bit_depth == 16) && !probe.interlaced &&
+         !probe.palette &&
          probe.channels >= 1 && probe.channels <= 4;
 }
 
@@ -155,14 +170,18 @@ bool decode_whole(std::span<const std::uint8_t> bytes, const ImageProbe& probe, 
   // Each row defiltered straight into the output where it is the output's layout (RGB to RGB,
   // grey to grey), else in place and converted while it is in cache.
   const int bpp = bytes_per_pixel(probe);
-  const bool direct = probe.channels == out.channels;
+  const bool direct = probe.channels == out.channels && probe.bit_depth == 8;
   const std::size_t n = row_bytes(probe);
   const std::uint8_t* prior = nullptr;
   for (int y = 0; y < probe.height; ++y) {
     std::uint8_t* raw = scratch.data() + stride * static_cast<std::size_t>(y);
     std::uint8_t* target = direct ? out.row(y) : raw + 1;
     if (!defilter_row(raw[0], raw + 1, prior, target, n, bpp)) return false;
-    if (!direct) store_row(target, probe.channels, probe.width, out.row(y), out.channels);
+    if (probe.bit_depth == 16) {
+      store_samples<2>(target, probe.channels, probe.width, out.row(y), out.channels);
+    } else if (!direct) {
+      store_row(target, probe.channels, probe.width, out.row(y), out.channels);
+    }
     prior = target;
   }
   return true;

@@ -1,8 +1,8 @@
-// The whole-image PNG path: for 8-bit, non-interlaced grey, grey+alpha, RGB and RGBA (what
+// The whole-image PNG path: for non-interlaced 8- and 16-bit grey, grey+alpha, RGB and RGBA (what
 // photographs and data sets written by Pillow, OpenCV and the like are), the image data (every
 // IDAT chunk together) is inflated in one libdeflate call into a buffer of its exact size
 // ((row bytes + 1) x height), then defiltered (png_defilter.hpp) and converted to the output in one
-// pass per row. zlib's inflate behind libspng took about 40% of a PNG's decode and libspng's
+// pass per row (16-bit samples scaled to 8, rounded). zlib's inflate behind libspng took about 40% of a PNG's decode and libspng's
 // row-by-row defilter another quarter (docs/performance.md). Everything else (palettes, 1/2/4/16
 // bits, Adam7, row bands) stays on libspng (png_decoder.cpp). Internal to src/stages.
 #pragma once
