@@ -2,7 +2,12 @@
 // behind it (PNG, WebP, GIF, BMP, PNM, TIFF; JPEG's header through JpegDecoder) on crafted files.
 //
 // Input: [0] flags: bit 0 grey output, bit 1 max_image_pixels 4096 instead of 4M, so that the bomb
-//            check is crossed both ways   [1..] the file
+//            check is crossed both ways, bit 2 a PNG built from raw rows (below)   [1..] the file.
+// A PNG built from raw rows: [1] colour type, [2] bit depth, [3] width, [4] height, [5..] the image
+// data before compression (each row's filter byte and its filtered samples): the fuzzer writes the
+// IHDR, compresses the data into one IDAT chunk and sets every CRC, so that mutations reach the
+// whole-image PNG path's defilter and conversions (stages/decode/png_fast.cpp) instead of failing a
+// CRC or the zlib stream's Adler-32.
 // Expected: a decoded image or sluice::Error. A finding: a crash, a sanitizer report, a hang
 // (libFuzzer's timeout), another exception, kInternal, a probe whose size is not positive or
 // passes max_image_pixels, a workspace grown past what its decoder stated, or an EXIF orientation
@@ -12,6 +17,7 @@
 // Seeds: a small image in each format and variant the encoders here write (libspng's encoder,
 // libwebp's, libtiff's; BMP, PNM and GIF by hand), JPEG markers and a WebP carrying EXIF blocks,
 // so none is checked in.
+#include <libdeflate.h>
 #include <spng.h>
 #include <tiffio.h>
 #include <webp/encode.h>
@@ -283,6 +289,49 @@ Bytes webp_exif(int orientation) {
 
 }  // namespace
 
+void be32(Bytes& out, std::uint32_t v) {
+  for (int i = 3; i >= 0; --i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+}
+
+void png_chunk(Bytes& out, const char* type, const Bytes& data) {
+  be32(out, static_cast<std::uint32_t>(data.size()));
+  const std::size_t start = out.size();
+  out.insert(out.end(), type, type + 4);
+  out.insert(out.end(), data.begin(), data.end());
+  be32(out, libdeflate_crc32(0, out.data() + start, data.size() + 4));
+}
+
+// The PNG a raw-rows input describes (the input's layout is at the top).
+Bytes png_of_rows(std::span<const std::uint8_t> in) {
+  if (in.size() < 4) return {};
+  Bytes out{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  Bytes ihdr;
+  be32(ihdr, in[2]);
+  be32(ihdr, in[3]);
+  ihdr.insert(ihdr.end(), {in[1], in[0], 0, 0, 0});
+  png_chunk(out, "IHDR", ihdr);
+  const std::span<const std::uint8_t> rows = in.subspan(4);
+  libdeflate_compressor* c = libdeflate_alloc_compressor(1);
+  Bytes idat(libdeflate_zlib_compress_bound(c, rows.size()));
+  idat.resize(libdeflate_zlib_compress(c, rows.data(), rows.size(), idat.data(), idat.size()));
+  libdeflate_free_compressor(c);
+  png_chunk(out, "IDAT", idat);
+  png_chunk(out, "IEND", {});
+  return out;
+}
+
+// A raw-rows input: kW x kH, every filter type in turn, samples of a pattern.
+Bytes raw_rows(int color_type, int depth) {
+  const int samples = color_type == 2 ? 3 : color_type == 6 ? 4 : color_type == 4 ? 2 : 1;
+  const std::size_t row = (static_cast<std::size_t>(kW) * samples * depth + 7) / 8;
+  Bytes out{static_cast<std::uint8_t>(color_type), static_cast<std::uint8_t>(depth), kW, kH};
+  for (int y = 0; y < kH; ++y) {
+    out.push_back(static_cast<std::uint8_t>(y % 5));
+    for (std::size_t i = 0; i < row; ++i) out.push_back(static_cast<std::uint8_t>(i * 29 + static_cast<std::size_t>(y) * 7));
+  }
+  return out;
+}
+
 void write_seeds(const std::filesystem::path& folder) {
   const auto seed = [&folder](const std::string& name, Bytes file) {
     for (const std::uint8_t flags : {0, 1}) {
@@ -317,6 +366,13 @@ void write_seeds(const std::filesystem::path& folder) {
   seed("webp-exif-8", webp_exif(8));
   seed("webp-exif-3", webp_exif(3));
   seed("exif-block-5", exif_block(false, 5));
+  for (const auto& [color, depth] : {std::pair{2, 8}, std::pair{6, 8}, std::pair{0, 8}, std::pair{4, 8},
+                                     std::pair{2, 16}, std::pair{4, 16}}) {
+    Bytes input{4};  // flags: a PNG built from raw rows
+    const Bytes rows = raw_rows(color, depth);
+    input.insert(input.end(), rows.begin(), rows.end());
+    write_seed(folder, "png-rows-" + std::to_string(color) + "-" + std::to_string(depth), input);
+  }
 }
 
 }  // namespace sluice::fuzz
@@ -325,7 +381,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace sluice;
   if (size < 1) return 0;
   const std::uint8_t flags = data[0];
-  const std::span<const std::uint8_t> file(data + 1, size - 1);
+  std::span<const std::uint8_t> file(data + 1, size - 1);
+  fuzz::Bytes built;
+  if ((flags & 4) != 0) {
+    built = fuzz::png_of_rows(file);
+    file = built;
+  }
   DecodeOptions options;
   options.color = (flags & 1) != 0 ? Color::kGrey : Color::kRGB;
   // Small enough that a lying header cannot make the fuzzer allocate gigabytes of output.
