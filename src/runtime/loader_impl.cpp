@@ -11,6 +11,7 @@
 #include <string>
 
 #include "runtime/batch_access.hpp"
+#include "stages/remote/remote_stats.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/detail/core/log.hpp"
 #include "sluice/core/units.hpp"
@@ -77,6 +78,7 @@ LoaderImpl::LoaderImpl(stages::ResolvedPipeline plan)
   check_budget();
   order_reservation_ = *budget().try_reserve(memory_plan_.index_bytes, MemoryUse::kShuffle);
   items_reservation_ = *budget().try_reserve(memory_plan_.items_bytes, MemoryUse::kItems);
+  remote_reservation_ = *budget().try_reserve(memory_plan_.remote_bytes, MemoryUse::kRemote);
   task_ = std::make_unique<runtime::SampleTask>(
       *program_, plan_.dataset.items, budget(),
       runtime::SampleTaskOptions{.on_error = options.on_error, .skip_key = plan_.skip_key, .threads = threads_,
@@ -436,6 +438,7 @@ Stats LoaderImpl::stats() const {
   stats.tuning = tuning_->stats(submitter_->in_flight());
   stats.recovered = program_->recovered().count();
   stats.recovered_samples = program_->recovered().listed();
+  if (plan_.remote_counters) stats.sources = plan_.remote_counters->stats();
   return stats;
 }
 

@@ -40,6 +40,7 @@ void global_init() {
 struct Transfer {
   const Download* download = nullptr;
   Downloaded* result = nullptr;
+  SourceCounters* counters = nullptr;  // the loader's (RemoteScope), or null
   std::string* text = nullptr;      // memory sink (fetch_text) instead of a file
   std::uint64_t max_bytes = 0;
   int fd = -1;
@@ -123,6 +124,7 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   }
   t->have += n;
   remote_stats().add_bytes(n);
+  if (t->counters != nullptr) t->counters->add_bytes(t->download->name, n);
   return n;
 }
 
@@ -130,6 +132,7 @@ void configure(Transfer& t, const AwsConfig& aws, const TransferLimits& limits, 
   CURL* e = t.easy;
   curl_easy_setopt(e, CURLOPT_URL, t.download->http_url.c_str());
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_BUFFERSIZE, static_cast<long>(kTransferBufferBytes));
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -271,6 +274,7 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
   ++t.attempts;
   if (v.outcome == Outcome::kRetry && t.attempts <= limits.retries) {
     remote_stats().add_retry(v.cause);
+    if (t.counters != nullptr) t.counters->add_retry(t.download->name, v.cause);
     const double delay = backoff_s(t, limits, rng);
     t.not_before = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
     waiting.push_back(&t);
@@ -283,7 +287,10 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
     r.etag = r.not_modified ? t.download->cached_etag : t.first_etag;
     r.bytes = t.have;
   } else {
-    if (!(t.download->may_be_absent && status_of(t.easy) == 404)) remote_stats().add_failure();
+    if (!(t.download->may_be_absent && status_of(t.easy) == 404)) {
+      remote_stats().add_failure();
+      if (t.counters != nullptr) t.counters->add_failure(t.download->name);
+    }
     r.fatal = v.outcome == Outcome::kFail;
     r.error = t.download->name + ": " + v.why +
               (v.outcome == Outcome::kRetry ? " (gave up after " + std::to_string(t.attempts) + " attempts)" : "");
@@ -303,6 +310,12 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   const auto deadline = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.timeout_s));
   std::mt19937_64 rng(std::random_device{}());
   const auto started = Clock::now();
+  // The caller's loader (its counters, its stop: BuildOptions::stop in build()), if it set one.
+  const RemoteScope* scope = RemoteScope::current();
+  SourceCounters* const counters = scope != nullptr ? scope->counters().get() : nullptr;
+  const std::function<bool()> no_stop;
+  const std::function<bool()>& scope_stop = scope != nullptr ? scope->stop() : no_stop;
+  for (Transfer& t : transfers) t.counters = counters;
   std::size_t next = 0;
   std::vector<Transfer*> active;
   std::vector<Transfer*> waiting;  // retries waiting out their delay
@@ -313,6 +326,7 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     t.last_progress = Clock::now();
     curl_multi_add_handle(multi.get(), t.easy);
     remote_stats().add_request();
+    if (counters != nullptr) counters->add_request(t.download->name);
     active.push_back(&t);
   };
   const auto end = [&](Transfer& t, CURLcode code) {
@@ -327,9 +341,9 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   while (next < transfers.size() || !active.empty() || !waiting.empty()) {
     const auto now = Clock::now();
     bool (*const process_stop)() = g_process_stop.load(std::memory_order_acquire);
-    if ((limits.stop || process_stop != nullptr) && now >= next_stop_check) {
+    if ((limits.stop || scope_stop || process_stop != nullptr) && now >= next_stop_check) {
       next_stop_check = now + kStopCheck;
-      if ((process_stop != nullptr && process_stop()) || (limits.stop && limits.stop())) {
+      if ((process_stop != nullptr && process_stop()) || (limits.stop && limits.stop()) || (scope_stop && scope_stop())) {
         for (Transfer* t : active) curl_multi_remove_handle(multi.get(), t->easy);
         active.clear();
         stopped = true;
@@ -369,7 +383,17 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     t.easy = nullptr;
     t.headers_out = nullptr;
   }
-  remote_stats().add_wait_ns(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count()));
+  const auto waited = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count());
+  remote_stats().add_wait_ns(waited);
+  if (counters != nullptr) {
+    // Each origin this call fetched from waited as long as the call did.
+    std::vector<std::string> origins;
+    for (const Transfer& t : transfers) {
+      std::string o = origin_of(t.download->name);
+      if (std::find(origins.begin(), origins.end(), o) == origins.end()) origins.push_back(std::move(o));
+    }
+    for (const std::string& o : origins) counters->add_wait_ns(o, waited);
+  }
   if (stopped) throw Error(ErrorCode::kCancelled, "stopped while fetching from the network");
 }
 

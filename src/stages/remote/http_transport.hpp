@@ -20,6 +20,11 @@
 
 namespace sluice::stages::remote {
 
+// libcurl's receive buffer of one transfer (CURLOPT_BUFFERSIZE): what a transfer in flight holds
+// in memory; the body goes to its file as it arrives. A loader reserves connections x this from
+// its memory budget as MemoryUse::kRemote (remote_shards.hpp's remote_buffer_bytes).
+inline constexpr std::uint64_t kTransferBufferBytes = std::uint64_t{256} << 10;
+
 struct TransferLimits {
   int connections = 8;          // transfers in flight at once
   int retries = 6;              // attempts after the first

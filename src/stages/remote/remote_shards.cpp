@@ -122,6 +122,9 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
       continue;
     }
     remote_stats().add_cache(r.not_modified);
+    if (const RemoteScope* scope = RemoteScope::current(); scope != nullptr && scope->counters()) {
+      scope->counters()->add_cache(urls[i], r.not_modified);
+    }
     if (!r.not_modified) cache.commit(urls[i], downloads[i].path, r.etag, r.bytes);
     cache.touch(urls[i]);
     out[i].local_path = cache.path_of(urls[i]);
@@ -140,6 +143,8 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
   if (log_enabled(LogLevel::kInfo)) log(LogLevel::kInfo, "remote shards: " + describe(remote_stats().snapshot()));
   return out;
 }
+
+std::uint64_t remote_buffer_bytes() { return static_cast<std::uint64_t>(TransferLimits{}.connections) * kTransferBufferBytes; }
 
 std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls, const RemoteOptions& options) {
   const ShardCache cache(options.cache_dir, options.cache_limit);

@@ -47,6 +47,10 @@ std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls,
 std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<std::string>& urls,
                                                             const RemoteOptions& options);
 
+// The in-flight download buffers of one loader's transfers (every transfer in flight holds
+// libcurl's receive buffer): what it reserves from its memory budget as MemoryUse::kRemote.
+std::uint64_t remote_buffer_bytes();
+
 // An object's bytes (a list file named by URL), at most max_bytes.
 std::string fetch_remote_text(const std::string& url, const RemoteOptions& options, std::uint64_t max_bytes);
 

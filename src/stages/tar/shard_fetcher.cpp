@@ -6,11 +6,14 @@
 #include <algorithm>
 
 #include "stages/remote/remote_shards.hpp"
+#include "stages/remote/remote_stats.hpp"
 
 namespace sluice::stages {
 
 OnDemandShards::OnDemandShards(RemoteOptions options, std::vector<Shard> shards)
-    : options_(std::move(options)), shards_(std::move(shards)), needed_(shards_.size(), 0) {}
+    : options_(std::move(options)), shards_(std::move(shards)), needed_(shards_.size(), 0) {
+  if (const remote::RemoteScope* scope = remote::RemoteScope::current()) counters_ = scope->counters();
+}
 
 std::int64_t OnDemandShards::shard_of(std::int64_t item) const {
   const auto after = std::upper_bound(shards_.begin(), shards_.end(), item,
@@ -42,6 +45,7 @@ void OnDemandShards::fetch(std::span<const std::int64_t> items, const std::funct
     which.push_back(i);
   }
   if (urls.empty()) return;
+  const remote::RemoteScope scope(counters_, {});
   const std::vector<remote::RemoteShard> got = remote::fetch_remote_shards(urls, options_, keep, stop);
   for (std::size_t k = 0; k < got.size(); ++k) {
     Shard& s = shards_[which[k]];

@@ -21,6 +21,10 @@
 
 namespace sluice::stages {
 
+namespace remote {
+class SourceCounters;
+}  // namespace remote
+
 class OnDemandShards final : public ShardFetcher {
  public:
   struct Shard {
@@ -44,6 +48,9 @@ class OnDemandShards final : public ShardFetcher {
 
   RemoteOptions options_;
   std::vector<Shard> shards_;
+  // The loader's per-source counters (stages/remote/remote_stats.hpp), taken from the scope
+  // build() runs in: an epoch's fetch counts where build()'s did.
+  std::shared_ptr<remote::SourceCounters> counters_;
   std::vector<std::uint8_t> needed_;  // scratch: per shard, whether the items name it
 };
 
