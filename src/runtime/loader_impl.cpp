@@ -104,6 +104,7 @@ LoaderImpl::~LoaderImpl() {
   ring().bump_generation();  // pending tasks skip their work,
   submitter_->stop();        // finishing ones submit nothing more,
   budget().cancel();         // and nobody waits for memory
+  if (plan_.dataset.fetcher) plan_.dataset.fetcher->stop();  // nor for a remote shard's bytes
   executor_.reset();
 }
 
@@ -348,6 +349,7 @@ int LoaderImpl::wait_for_ready() {
   while (true) {
     const std::uint32_t seen = r.events();
     if (cancel_requested_.exchange(false, std::memory_order_acq_rel)) {
+      if (plan_.dataset.fetcher) plan_.dataset.fetcher->stop();  // the epoch's remote shards too
       abandon_epoch();
       throw Error(ErrorCode::kCancelled, "cancelled while waiting for a batch");
     }
@@ -387,6 +389,8 @@ void LoaderImpl::abandon_epoch() {
   for (const runtime::UnsubmittedSamples& u : submitter_->cancel_unsubmitted()) {
     for (int i = 0; i < u.samples; ++i) finish_sample(r.slot(u.slot));
   }
+  // Reads waiting for a remote shard's bytes end, so the abandoned samples finish at once.
+  if (plan_.dataset.fetcher) plan_.dataset.fetcher->interrupt();
   const runtime::AbandonedSlots ready = r.abandon();
   for (int i = 0; i < ready.count; ++i) shared_->recycle(ready.slots[static_cast<std::size_t>(i)]);
 }

@@ -3,12 +3,16 @@
 // bytes, retries by cause, network wait and cache hits per source (what the server counted, not
 // the process's totals); BuildOptions::stop ends build()'s fetch promptly; a list file named by
 // URL whose entries are object URLs gives the batches of the same list on disk; the transfers'
-// buffers are a `remote` use of the memory budget, in build()'s minimum.
+// buffers are a `remote` use of the memory budget, in build()'s minimum. With index files beside
+// the shards on the server, shards stream in as an epoch reads them: the batches of the shards on
+// disk (1 and 2 threads, resumed mid-epoch), served before the shards have arrived whole, and a
+// loader destroyed mid-stream ends at once.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +22,7 @@
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
 #include "stages/remote/remote_shards.hpp"
+#include "stages/source/source.hpp"
 #include "test_support.hpp"
 
 namespace sluice {
@@ -86,11 +91,13 @@ class RemoteLibrary : public ::testing::Test {
   RemoteOptions remote(const std::string& cache = "cache") const {
     return {.cache_dir = (dir_ / cache).string(), .cache_limit = 64 << 20, .timeout_s = 2.0, .retries = 6};
   }
-  Loader build_shards(const std::string& pattern, const RemoteOptions& r, BuildOptions options = {}) const {
+  // `shuffled`: shuffle_files(5), which orders the shards and the samples inside each anew.
+  Loader build_shards(const std::string& pattern, const RemoteOptions& r, BuildOptions options = {},
+                      bool shuffled = true) const {
     Pipeline p = Pipeline::from_shards(pattern, {.index = ShardIndex::kMemoryOnly, .remote = r});
     options.threads = 2;
     options.seed = 3;
-    return augment(p.shuffle_files(5)).build(options);
+    return augment(shuffled ? p.shuffle_files(5) : p).build(options);
   }
   std::uint64_t shard_bytes() const {
     std::uint64_t n = 0;
@@ -125,12 +132,14 @@ TEST_F(RemoteLibrary, StatsCountThisLoadersRequestsBytesRetriesAndCacheHitsPerSo
   const std::string json = stats_to_json(stats);
   EXPECT_NE(json.find("\"sources\":[{\"source\":\"" + origin + "\",\"requests\":"), std::string::npos) << json;
 
-  // A second loader over the warm cache counts its own revalidations only: 8 hits, no bytes.
+  // A second loader over the warm cache counts its own requests only: the index files it looks
+  // for (none here, 404) and 8 revalidations, which are hits; no body bytes.
   server.faults("{}");
   Loader warm = build_shards(http_pattern(server), remote());
-  const SourceStats* w = source_named(warm.stats(), origin);
+  const Stats warm_stats = warm.stats();
+  const SourceStats* w = source_named(warm_stats, origin);
   ASSERT_NE(w, nullptr);
-  EXPECT_EQ(w->requests, 8);
+  EXPECT_EQ(w->requests, 16);
   EXPECT_EQ(w->bytes, 0u);
   EXPECT_EQ(w->cache_hits, 8);
   EXPECT_EQ(w->cache_misses, 0);
@@ -246,6 +255,92 @@ TEST_F(RemoteLibrary, TransferBuffersAreARemoteUseOfTheBudgetInBuildsMinimum) {
   Pipeline local_p = Pipeline::from_shards(local_pattern(), {.index = ShardIndex::kMemoryOnly});
   Loader local = augment(local_p).build({.threads = 2});
   EXPECT_EQ(memory_of(local.stats(), "remote"), 0u);
+}
+
+// The shards' index files beside them on the server (what indexing the local set once leaves).
+class RemoteStreaming : public RemoteLibrary {
+ protected:
+  void SetUp() override {
+    RemoteLibrary::SetUp();
+    const stages::Dataset indexed =
+        stages::load_dataset(spec::Shards{{local_pattern()}, ShardIndex::kBesideShard, ShardBy::kShards, {}});
+    for (const auto& shard : indexed.items.shards()) index_bytes_ += fs::file_size(shard.path + ".sluice-idx");
+    ASSERT_GT(index_bytes_, 0u);
+  }
+  std::vector<std::uint64_t> local_hashes(std::int64_t epoch) const {
+    Loader loader = build_shards(local_pattern(), {});
+    return batch_hashes(loader, epoch);
+  }
+  std::uint64_t index_bytes_ = 0;
+};
+
+TEST_F(RemoteStreaming, StreamedShardsGiveTheLocalBatches_1And2Threads_AndResumeMidEpoch) {
+  const RemoteServer server(dir_ / "root");
+  const auto expected = local_hashes(1);
+  for (const int threads : {1, 2}) {
+    const std::int64_t bytes = server.stat("bytes");
+    Pipeline p = Pipeline::from_shards(http_pattern(server), {.index = ShardIndex::kMemoryOnly, .remote = remote("c" + std::to_string(threads))});
+    Loader loader = augment(p.shuffle_files(5)).build({.threads = threads, .seed = 3});
+    EXPECT_EQ(server.stat("bytes") - bytes, static_cast<std::int64_t>(index_bytes_)) << "build() fetched shards";
+    EXPECT_EQ(batch_hashes(loader, 1), expected) << threads << " threads";
+  }
+  // Resumed mid-epoch by a loader with a cold cache of its own: the rest of the same epoch.
+  Loader first = build_shards(http_pattern(server), remote("r1"));
+  std::vector<std::uint64_t> got;
+  for (Batch& b : first.epoch(1)) {
+    got.push_back(hash_bytes(b.labels().data(), b.labels().size_bytes(), hash_bytes(b.data().data, b.data().bytes())));
+    if (got.size() == 5) break;
+  }
+  const std::vector<std::uint8_t> state = first.state();
+  Loader second = build_shards(http_pattern(server), remote("r2"), {.threads = 1});
+  second.restore(state);
+  for (const std::uint64_t h : batch_hashes(second, 1)) got.push_back(h);
+  EXPECT_EQ(got, expected);
+}
+
+TEST_F(RemoteStreaming, SamplesAreServedBeforeTheirShardsHaveArrivedWhole) {
+  const RemoteServer server(dir_ / "root");
+  // In file order: the first batch is the first shard's first 8 samples of 15.
+  Loader local = build_shards(local_pattern(), {}, {}, false);
+  const auto expected = batch_hashes(local, 0);
+  const std::uint64_t set = shard_bytes();
+  // Each transfer at a 24th of the set per second: every shard takes about 3 s whole, the eight
+  // in flight at once.
+  server.faults("{\"bandwidth\": " + std::to_string(set / 24) + ", \"only_end\": \".tar\"}");
+  Loader loader = build_shards(http_pattern(server), remote(), {}, false);
+  const std::int64_t before = server.stat("bytes");
+  std::vector<std::uint64_t> got;
+  std::int64_t at_first_batch = -1;
+  for (Batch& b : loader.epoch(0)) {
+    if (at_first_batch < 0) at_first_batch = server.stat("bytes") - before;
+    got.push_back(hash_bytes(b.labels().data(), b.labels().size_bytes(), hash_bytes(b.data().data, b.data().bytes())));
+  }
+  EXPECT_EQ(got, expected);
+  // Waiting for whole shards, the first batch (8 samples of its first shard's 15) would come when
+  // that shard, and so every shard at the same pace, had arrived: the whole set. Streamed, it
+  // comes with about half of each sent (the rest is slack for a busy machine).
+  EXPECT_LT(at_first_batch, static_cast<std::int64_t>(set * 9 / 10)) << "of " << set << " bytes";
+}
+
+TEST_F(RemoteStreaming, ALoaderDestroyedMidStreamEndsAtOnce) {
+  const RemoteServer server(dir_ / "root");
+  auto loader = std::make_unique<Loader>(build_shards(http_pattern(server), remote()));
+  server.faults(R"({"latency_ms": 20000})");  // the epoch's shards would take 20 s to start
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    loader->cancel();
+  });
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    (void)batch_hashes(*loader, 0);
+    ADD_FAILURE() << "the epoch ran through a cancel";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCancelled) << e.what();
+  }
+  canceller.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 2.0) << "the cancel";
+  loader.reset();  // its workers wait on the stream's bytes: ending it wakes them
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 3.0);
 }
 
 }  // namespace

@@ -605,7 +605,7 @@ class RemoteShardsTest(unittest.TestCase):
             self.assertEqual([s["source"] for s in sources], ["http://127.0.0.1:%d" % port])
             shard_bytes = sum(os.path.getsize(os.path.join(tmp, "root", "s-%d.tar" % i)) for i in range(3))
             self.assertEqual(sources[0]["bytes"], shard_bytes)
-            self.assertEqual(sources[0]["requests"], 3)
+            self.assertEqual(sources[0]["requests"], 6)  # the 3 shards' index files looked for (404), the 3 shards
             self.assertEqual(sources[0]["cache_misses"], 3)
             self.assertEqual(sum(sources[0]["retries"].values()), 0)
             self.assertIn("remote", pipeline.stats()["memory"])

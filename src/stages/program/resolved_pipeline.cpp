@@ -338,9 +338,10 @@ ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& 
 
   ResolvedPipeline plan;
   plan.options = options;
-  // A rank of several reading whole shards fetches only the remote shards it reads
-  // (stages/tar/shard_fetcher.hpp); split by samples, every rank reads every shard.
-  const bool on_demand = spec.shard_world > 1 && shard_split(spec.source) == ShardSplit::kShards;
+  // Reading whole shards (one rank, or a rank of several splitting by shards), remote shards
+  // with an index file beside them stream in as the epochs read them (stages/tar/shard_fetcher.hpp);
+  // split by samples, every rank reads every shard, fetched in build().
+  const bool on_demand = shard_split(spec.source) == ShardSplit::kShards;
   // Fetches made while the data set loads (and while its size is probed) count into this
   // loader's counters and stop at options.stop (stages/remote/remote_stats.hpp). A source named
   // by URL holds its transfers' buffers from the budget while it fetches, as the loader will.

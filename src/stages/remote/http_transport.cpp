@@ -76,6 +76,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
 
 void restart_from_zero(Transfer& t) {
   t.have = 0;
+  if (t.download != nullptr && t.download->arrived != nullptr) t.download->arrived->store(0, std::memory_order_release);
   t.first_etag.clear();
   if (t.text != nullptr) t.text->clear();
   if (t.fd >= 0 && ::ftruncate(t.fd, 0) != 0) t.write_failed = true;
@@ -123,6 +124,7 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
     }
   }
   t->have += n;
+  if (t->download->arrived != nullptr) t->download->arrived->store(t->have, std::memory_order_release);
   remote_stats().add_bytes(n);
   if (t->counters != nullptr) t->counters->add_bytes(t->download->name, n);
   return n;
@@ -284,6 +286,7 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
   if (v.outcome == Outcome::kDone) {
     r.ok = true;
     r.not_modified = status_of(t.easy) == 304;
+    if (r.not_modified && t.download->arrived != nullptr) t.download->arrived->store(~std::uint64_t{0}, std::memory_order_release);
     r.etag = r.not_modified ? t.download->cached_etag : t.first_etag;
     r.bytes = t.have;
   } else {

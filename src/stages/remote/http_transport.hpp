@@ -11,6 +11,7 @@
 // timeouts bound each attempt, `retries` bounds the attempts. libcurl stays in the .cpp.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -43,6 +44,9 @@ struct Download {
   std::string path;             // the file the body is written to (created or truncated)
   std::string cached_etag;      // non-empty: If-None-Match; a 304 leaves `path` untouched
   bool may_be_absent = false;   // a 404 is an answer (an optional object), not a failure in stats
+  // Streaming (may be null): the body bytes written to `path` so far, stored (release) after each
+  // write, reset to 0 when the transfer starts over; ~0 once a 304 said the cached copy is current.
+  std::atomic<std::uint64_t>* arrived = nullptr;
 };
 
 struct Downloaded {

@@ -9,6 +9,7 @@
 // only when an epoch reads it (stages/tar/shard_fetcher.hpp calls fetch_remote_shards then).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -33,9 +34,22 @@ struct RemoteShard {
 // Copies of `urls` and of `keep_urls` are never evicted; throws kOutOfBudget when they need more
 // than cache_limit.
 // `stop` (may be empty): asked while the transfers run; true ends them and throws kCancelled.
+// `stream` (empty, or one per URL): each body is written to its `path` (instead of a temporary
+// of the cache's naming) and `arrived` follows it (http_transport.hpp's Download::arrived), so a
+// reader may use a shard's first bytes before the whole set is fetched; each is still moved into
+// the cache, as a copy, once the set is. Transfers start in the order of `urls`.
+struct StreamTarget {
+  std::string path;
+  std::atomic<std::uint64_t>* arrived = nullptr;
+};
 std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& urls, const RemoteOptions& options,
                                              const std::vector<std::string>& keep_urls = {},
-                                             const std::function<bool()>& stop = {});
+                                             const std::function<bool()>& stop = {},
+                                             const std::vector<StreamTarget>& stream = {});
+
+// Where a streamed shard's body may be written while it arrives: a temporary of the cache
+// folder, unique to this process and call.
+std::string remote_partial_path(const std::string& url, const RemoteOptions& options);
 
 // Where the cache keeps the copy of each of `urls` (whether or not it is there yet).
 std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls, const RemoteOptions& options);
