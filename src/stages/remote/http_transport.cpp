@@ -58,6 +58,8 @@ struct Transfer {
   int attempts = 0;
   Clock::time_point not_before{};
   Clock::time_point last_progress{};  // the last header or body byte received
+  Clock::time_point requested{};      // when the current attempt started
+  double latency_s = -1;              // request to first body byte, once seen
   char curl_error[CURL_ERROR_SIZE] = {};
 };
 
@@ -94,6 +96,7 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   if (t->first_chunk) {
     // First bytes of this attempt. A 200 to a Range request is the whole object again.
     t->first_chunk = false;
+    if (t->latency_s < 0) t->latency_s = std::chrono::duration<double>(t->last_progress - t->requested).count();
     if (status == 200 && t->have > 0) {
       restart_from_zero(*t);
       t->requested_from = 0;
@@ -300,6 +303,34 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
   }
 }
 
+// TransferLimits::tune_depth: 1 + bandwidth x latency / object size transfers in flight (at least
+// 2, at most `most`), from what the transfers measured so far: the mean time from request to
+// first body byte, the body bytes received since the start, the mean object size announced.
+int tuned_depth(const std::vector<Transfer>& transfers, Clock::time_point started, int most) {
+  double latency = 0;
+  int latencies = 0;
+  std::uint64_t received = 0;
+  std::uint64_t sizes = 0;
+  int sized = 0;
+  for (const Transfer& t : transfers) {
+    received += t.have;
+    if (t.latency_s >= 0) {
+      latency += t.latency_s;
+      ++latencies;
+    }
+    if (t.headers.content_length) {
+      sizes += t.requested_from + *t.headers.content_length;
+      ++sized;
+    }
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+  if (latencies == 0 || sized == 0 || elapsed <= 0 || received == 0) return std::min(2, most);
+  const double bandwidth = static_cast<double>(received) / elapsed;
+  const double size = static_cast<double>(sizes) / sized;
+  const double depth = 1 + std::ceil(bandwidth * (latency / latencies) / size);
+  return static_cast<int>(std::clamp(depth, 2.0, static_cast<double>(most)));
+}
+
 // Runs every transfer to completion (done or given up), `limits.connections` at a time. A
 // transfer that receives nothing (not a header, not a body byte) for timeout_s is cut here: the
 // low-speed check of libcurl averages over seconds of history, this is the "no byte for N
@@ -327,6 +358,7 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     if (t.easy == nullptr) throw Error(ErrorCode::kIo, "libcurl: cannot create a transfer");
     configure(t, aws, limits, sigv4);
     t.last_progress = Clock::now();
+    t.requested = t.last_progress;
     curl_multi_add_handle(multi.get(), t.easy);
     remote_stats().add_request();
     if (counters != nullptr) counters->add_request(t.download->name);
@@ -337,7 +369,7 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     active.erase(std::find(active.begin(), active.end(), &t));
     finish_attempt(t, code, aws, limits, rng, waiting);
   };
-  const int connections = limits.connections;
+  int connections = limits.tune_depth ? std::min(2, limits.connections) : limits.connections;
   constexpr auto kStopCheck = std::chrono::milliseconds(50);
   auto next_stop_check = started + kStopCheck;
   bool stopped = false;
@@ -361,6 +393,7 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
         ++it;
       }
     }
+    if (limits.tune_depth) connections = tuned_depth(transfers, started, limits.connections);
     while (next < transfers.size() && static_cast<int>(active.size()) < connections) start(transfers[next++]);
     int running = 0;
     curl_multi_perform(multi.get(), &running);

@@ -27,7 +27,11 @@ namespace sluice::stages::remote {
 inline constexpr std::uint64_t kTransferBufferBytes = std::uint64_t{256} << 10;
 
 struct TransferLimits {
-  int connections = 8;          // transfers in flight at once
+  int connections = 8;          // transfers in flight at once (at most, with tune_depth)
+  // Streaming read-ahead: start 2 transfers and keep in flight just enough to cover the measured
+  // latency and bandwidth (1 + bandwidth x latency / the mean object size, up to `connections`),
+  // so that a shared pipe gives the objects first in line their bytes first.
+  bool tune_depth = false;
   int retries = 6;              // attempts after the first
   double timeout_s = 30;        // no byte for this long (or no connection): the attempt failed
   double backoff_s = 0.2;       // first retry's delay before jitter; doubles per attempt

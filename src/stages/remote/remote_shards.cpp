@@ -104,6 +104,7 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
   }
   TransferLimits limits = limits_of(options);
   limits.stop = stop;
+  limits.tune_depth = !stream.empty();  // streamed in read order: the first in line first
   std::vector<Downloaded> got;
   try {
     got = download_all(downloads, aws, limits);

@@ -67,7 +67,6 @@ void OnDemandShards::finish_stream(const std::function<bool()>& stop) {
 }
 
 void OnDemandShards::fetch(std::span<const std::int64_t> items, const std::function<bool()>& stop) {
-  finish_stream(stop);
   std::fill(needed_.begin(), needed_.end(), std::uint8_t{0});
   std::vector<std::size_t> order;  // shards in the order the items first name them
   std::int64_t last = -1;  // consecutive items mostly share a shard: skip the search for them
@@ -77,6 +76,23 @@ void OnDemandShards::fetch(std::span<const std::int64_t> items, const std::funct
     if (last < 0 || needed_[static_cast<std::size_t>(last)] != 0) continue;
     needed_[static_cast<std::size_t>(last)] = 1;
     order.push_back(static_cast<std::size_t>(last));
+  }
+  // A stream in flight that brings every needed shard not already here (build()'s size probe
+  // started epoch 0's) is left to run; else it is waited for and a new one started. A shard's
+  // `validated` is read only once it is not arriving: its stream wrote it before saying so.
+  if (stream_.joinable()) {
+    bool covered = true;
+    for (const std::size_t i : order) {
+      const Shard& s = shards_[i];
+      if (s.failure->arriving.load(std::memory_order_acquire) || s.failure->failed.load(std::memory_order_acquire)) continue;
+      struct stat st {};
+      if (!(s.validated && ::stat(s.copy.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) == s.size)) {
+        covered = false;
+        break;
+      }
+    }
+    if (covered) return;
+    finish_stream(stop);
   }
   std::vector<std::string> urls;
   std::vector<std::size_t> which;
