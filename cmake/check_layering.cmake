@@ -87,7 +87,7 @@ endforeach()
 #  train/tensor  -> train/cuda/cuda_workspace.hpp: the CUDA backend's workspace arithmetic, plain
 #                   C++, which contexts use to plan a CUDA step on a machine without a GPU
 set(submodule_parents stages train)
-set(sub_stages_source decode)  # the extensions the decoders read say which files are images
+set(sub_stages_source decode remote)  # decode: the extensions the decoders read say which files are images; remote: lists and objects named by URL
 set(sub_stages_tar source decode remote)  # remote: shards named by URL, fetched by stages/remote
 set(sub_stages_cache source)
 set(sub_stages_program source tar decode image cache remote augment)

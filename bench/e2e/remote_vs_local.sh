@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
 # bench/e2e/remote_vs_local.sh: shards read from local disk and the same shards named by URL,
 # served on 127.0.0.1 by tests/support/remote_server.py with LATENCY_MS before each response's
-# first byte (and an optional bandwidth cap), in one run: the turns alternate (local, remote with
-# a cold cache, remote with a warm one, local again) so the load of the shared machine falls on
-# all alike. Prints each turn's images/s, build() seconds (fetching and indexing: the wait before
-# the first batch can be made), the time from build()'s start to the first batch in hand (a cold
-# start's wait) and the ratios to the mean local rate, with the load average.
+# first byte, in one run, for two cases: no bandwidth cap, and CAP bytes/s through the server's
+# whole pipe. ROUNDS rounds, each running both cases' turns interleaved (local, remote with a cold
+# cache, remote again with the warm cache, local), so the load of the shared machine falls on
+# all alike; the figures are the rounds' medians.
 #
-#   bench/e2e/remote_vs_local.sh SLUICE_BINARY [LATENCY_MS=40] [BANDWIDTH_BYTES_PER_S=0: the server's whole pipe]
+# Per turn, two epochs (bench --epochs 2):
+#   epoch 0 rate = images / (build() seconds + epoch 0 seconds): build()'s fetching counted, so a
+#                  cold remote start pays for all it waits on the network
+#   epoch 1 rate = images / epoch 1 seconds
+#   first batch  = from build()'s start to the first batch in hand
+# Ratios are to the mean of the round's two local turns of the same case. With the cap, the cap's
+# own rate (CAP / the set's mean bytes per image) is printed beside it: the goal is within 10% of
+# min(local rate, the cap's images/s).
 #
-# Data: shared/datasets/imagenet-photos written as 8 MiB shards (sluice prepare shards) in a
-# temporary folder, removed at the end with the server stopped.
+#   bench/e2e/remote_vs_local.sh SLUICE_BINARY [LATENCY_MS=40] [CAP_BYTES_PER_S=50000000] [ROUNDS=3]
+#
+# Data: shared/datasets/imagenet-photos written as 8 MiB shards (sluice prepare shards) with
+# their index files beside them (what `sluice inspect --shards` leaves, uploaded with the shards)
+# in a temporary folder, removed at the end with the server stopped.
 set -euo pipefail
-sluice=${1:?usage: remote_vs_local.sh SLUICE_BINARY [LATENCY_MS] [BANDWIDTH]}
+sluice=${1:?usage: remote_vs_local.sh SLUICE_BINARY [LATENCY_MS] [CAP] [ROUNDS]}
 latency=${2:-40}
-bandwidth=${3:-0}
+cap=${3:-50000000}
+rounds=${4:-3}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 data=${SLUICE_DATASETS:-/work/shared/datasets}/imagenet-photos
 tmp=$(mktemp -d)
@@ -25,33 +35,68 @@ trap cleanup EXIT
 "$sluice" prepare shards --data "$data" --out "$tmp/root/shards" --shard-size 8MiB --prefix photos >/dev/null
 count=$(ls "$tmp/root/shards"/photos-*.tar | wc -l)
 last=$(printf '%06d' $((count - 1)))
+local_pattern="$tmp/root/shards/photos-{000000..$last}.tar"
+"$sluice" inspect --shards "$local_pattern" >/dev/null  # writes each shard's index file beside it
+set_bytes=$(cat "$tmp/root/shards"/photos-*.tar | wc -c)
 /usr/bin/python3 "$here/tests/support/remote_server.py" --root "$tmp/root" >"$tmp/port" &
 server=$!
 for _ in $(seq 100); do [[ -s "$tmp/port" ]] && break; sleep 0.1; done
 port=$(head -1 "$tmp/port")
-curl -s -X PUT -d "{\"latency_ms\": $latency, \"bandwidth_total\": $bandwidth}" "http://127.0.0.1:$port/__faults" >/dev/null
-
-run() {  # $1: turn name, $2: shard pattern; prints "name images_per_sec setup_seconds first_batch_seconds"
-  "$sluice" bench --shards "$2" --remote-cache "$tmp/cache" --remote-cache-limit 4GiB --transform eval --size 224 \
-    --threads 2 --batch 64 --json | tail -1 |
-    /usr/bin/python3 -c "import json,sys; r=json.load(sys.stdin); print('$1', r['images_per_sec'], r['setup_seconds'], r['first_batch_seconds'])"
-}
-local_pattern="$tmp/root/shards/photos-{000000..$last}.tar"
 remote_pattern="http://127.0.0.1:$port/shards/photos-{000000..$last}.tar"
-{
-  run local "$local_pattern"
-  run remote_cold "$remote_pattern"
-  run remote_warm "$remote_pattern"
-  run local "$local_pattern"
-} >"$tmp/turns"
-echo "load average: $(cat /proc/loadavg)"
-echo "$count shards, latency ${latency} ms, bandwidth cap ${bandwidth} B/s (0: none)"
-/usr/bin/python3 - "$tmp/turns" <<'PY'
-import sys
+
+faults() { curl -s -X PUT -d "$1" "http://127.0.0.1:$port/__faults" >/dev/null; }
+turn() {  # $1 round, $2 case, $3 turn name, $4 pattern, $5 cache folder
+  "$sluice" bench --shards "$4" --remote-cache "$5" --remote-cache-limit 4GiB --transform eval --size 224 \
+    --threads 2 --batch 64 --epochs 2 --json | tail -1 |
+    /usr/bin/python3 -c "
+import json, sys
+r = json.load(sys.stdin); e = r['per_epoch']
+print('$1', '$2', '$3', e[0]['images'] / (r['setup_seconds'] + e[0]['seconds']), e[1]['images_per_sec'],
+      r['setup_seconds'], r['first_batch_seconds'], e[0]['images'])"
+}
+loads=()
+for round in $(seq "$rounds"); do
+  for case in latency capped; do
+    if [[ $case == latency ]]; then faults "{\"latency_ms\": $latency}"; else faults "{\"latency_ms\": $latency, \"bandwidth_total\": $cap}"; fi
+    rm -rf "$tmp/cache"
+    turn "$round" "$case" local "$local_pattern" "$tmp/cache-unused"
+    turn "$round" "$case" remote_cold "$remote_pattern" "$tmp/cache"
+    turn "$round" "$case" remote_warm "$remote_pattern" "$tmp/cache"
+    turn "$round" "$case" local "$local_pattern" "$tmp/cache-unused"
+  done >>"$tmp/turns"
+  loads+=("$(cut -d' ' -f1-3 /proc/loadavg)")
+done
+echo "$count shards ($set_bytes bytes), latency ${latency} ms, cap $cap B/s, $rounds rounds"
+echo "load average after each round: ${loads[*]}"
+/usr/bin/python3 - "$tmp/turns" "$set_bytes" "$cap" <<'PY'
+import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
-local = [float(r[1]) for r in rows if r[0] == "local"]
-mean_local = sum(local) / len(local)
-for name, rate, setup, first in rows:
-    print(f"{name:12s} {float(rate):8.1f} images/s  {float(rate) / mean_local:5.2f}x local  build() {float(setup):6.2f} s"
-          f"  first batch {float(first):6.2f} s")
+set_bytes, cap = int(sys.argv[2]), float(sys.argv[3])
+med = statistics.median
+for case in ("latency", "capped"):
+    ratios = {"remote_cold": ([], []), "remote_warm": ([], [])}
+    local0, local1, firsts, builds = [], [], {}, {}
+    for rnd in sorted({r[0] for r in rows}):
+        turns = [r for r in rows if r[0] == rnd and r[1] == case]
+        loc = [t for t in turns if t[2] == "local"]
+        l0 = sum(float(t[3]) for t in loc) / len(loc)
+        l1 = sum(float(t[4]) for t in loc) / len(loc)
+        local0.append(l0); local1.append(l1)
+        for t in turns:
+            firsts.setdefault(t[2], []).append(float(t[6])); builds.setdefault(t[2], []).append(float(t[5]))
+            if t[2] in ratios:
+                ratios[t[2]][0].append(float(t[3]) / l0); ratios[t[2]][1].append(float(t[4]) / l1)
+    images = int(rows[0][7])
+    print(f"\n{case}: local {med(local0):.1f} images/s epoch 0 (build counted), {med(local1):.1f} epoch 1")
+    if case == "capped":
+        cap_rate = cap / (set_bytes / images)
+        goal = [min(l, cap_rate) for l in local0]
+        cold = [float(t[3]) for t in rows if t[1] == case and t[2] == "remote_cold"]
+        print(f"  the cap alone: {cap_rate:.1f} images/s; remote cold epoch 0 at {med([c / g for c, g in zip(cold, goal)]):.2f}x"
+              f" min(local, the cap's rate)")
+    for name, (r0, r1) in ratios.items():
+        print(f"  {name:12s} epoch 0 {med(r0):.2f}x local ({', '.join(f'{x:.2f}' for x in r0)})"
+              f"  epoch 1 {med(r1):.2f}x ({', '.join(f'{x:.2f}' for x in r1)})")
+    for name in ("local", "remote_cold", "remote_warm"):
+        print(f"  {name:12s} build() {med(builds[name]):.2f} s, first batch {med(firsts[name]):.2f} s (medians)")
 PY

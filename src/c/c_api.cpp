@@ -71,6 +71,9 @@ sluice_status_t create(PipelineDocument doc, const sluice_loader_options_t& opti
   if (options.memory_budget != 0) overrides.memory_budget = options.memory_budget;
   overrides.cuda_stream = options.cuda_stream;
   apply_overrides(doc, overrides);
+  if (options.stop != nullptr) {
+    doc.build.stop = [stop = options.stop, user = options.stop_user] { return stop(user) != 0; };
+  }
   Pipeline pipeline(std::move(doc.spec));
   auto handle = std::make_unique<sluice_loader>();
   handle->core = std::make_shared<LoaderCore>(pipeline.build(doc.build));

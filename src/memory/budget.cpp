@@ -20,6 +20,7 @@ std::string_view to_string(MemoryUse use) {
     case MemoryUse::kBatches: return "batches";
     case MemoryUse::kPinned: return "pinned";
     case MemoryUse::kItems: return "items";
+    case MemoryUse::kRemote: return "remote";
     case MemoryUse::kTraining: return "training";
     case MemoryUse::kOffload: return "offloaded_state";
     case MemoryUse::kDeviceBatches: return "device_batches";

@@ -151,11 +151,14 @@ spec::Source read_source(const json* v, const std::string& base_dir) {
                         folder.flag("allow_outside_root", false), folder.flag("allow_empty_classes", false)};
   }
   if (const json* l = o.find("list")) {
-    // "FILE", or {"path": FILE, "allow_outside_root": true} for lists whose entries climb out.
-    if (!l->is_object()) return spec::ListFile{resolve(as_string(*l, "source.list")), false};
-    const Object list(*l, "source.list", {"path", "allow_outside_root"});
-    return spec::ListFile{resolve(list.require<std::string>("path", "a non-empty string", as_string)),
-                          list.flag("allow_outside_root", false)};
+    // "FILE", or {"path": FILE, "allow_outside_root": true} for lists whose entries climb out,
+    // "remote": {...} for a list or entries named by URL (docs/remote.md).
+    if (!l->is_object()) return spec::ListFile{resolve(as_string(*l, "source.list")), false, {}};
+    const Object list(*l, "source.list", {"path", "allow_outside_root", "remote"});
+    spec::ListFile out{resolve(list.require<std::string>("path", "a non-empty string", as_string)),
+                       list.flag("allow_outside_root", false), {}};
+    if (const json* remote = list.find("remote")) out.remote = read_remote(*remote, list.path("remote"), base_dir);
+    return out;
   }
   const json& items = *o.find("items");
   if (!items.is_array()) expected("source.items", "an array of {\"path\": ..., \"label\": ...}", items);

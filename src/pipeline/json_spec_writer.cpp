@@ -4,6 +4,8 @@
 // pipeline's Stats are written by stats_json.cpp.
 #include "sluice/pipeline/json_spec.hpp"
 
+#include <optional>
+
 #include "pipeline/json_text.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
@@ -14,6 +16,19 @@ namespace {
 
 using nlohmann::ordered_json;
 
+// A source's "remote" object, or nothing when every option is the default.
+std::optional<ordered_json> write_remote(const RemoteOptions& r) {
+  const RemoteOptions defaults;
+  if (r.cache_dir.empty() && r.cache_limit == defaults.cache_limit && r.anonymous == defaults.anonymous &&
+      r.timeout_s == defaults.timeout_s && r.retries == defaults.retries) {
+    return std::nullopt;
+  }
+  ordered_json remote = {{"cache_limit", r.cache_limit}, {"anonymous", r.anonymous},
+                         {"timeout_s", r.timeout_s}, {"retries", r.retries}};
+  if (!r.cache_dir.empty()) remote["cache_dir"] = r.cache_dir;
+  return remote;
+}
+
 ordered_json write_source(const spec::Source& source) {
   if (const auto* f = std::get_if<spec::Folder>(&source)) {
     if (!f->allow_outside_root && !f->allow_empty_classes) return {{"folder", f->path}};
@@ -23,8 +38,12 @@ ordered_json write_source(const spec::Source& source) {
     return {{"folder", folder}};
   }
   if (const auto* l = std::get_if<spec::ListFile>(&source)) {
-    if (!l->allow_outside_root) return {{"list", l->path}};
-    return {{"list", {{"path", l->path}, {"allow_outside_root", true}}}};
+    std::optional<ordered_json> remote = write_remote(l->remote);
+    if (!l->allow_outside_root && !remote) return {{"list", l->path}};
+    ordered_json list = {{"path", l->path}};
+    if (l->allow_outside_root) list["allow_outside_root"] = true;
+    if (remote) list["remote"] = std::move(*remote);
+    return {{"list", std::move(list)}};
   }
   if (const auto* s = std::get_if<spec::Shards>(&source)) {
     ordered_json patterns = ordered_json::array();
@@ -32,15 +51,7 @@ ordered_json write_source(const spec::Source& source) {
     ordered_json shards = {{"path", std::move(patterns)},
                            {"index", s->index == ShardIndex::kBesideShard ? "beside_shard" : "memory"},
                            {"shard_by", s->shard_by == ShardBy::kShards ? "shards" : "samples"}};
-    const RemoteOptions& r = s->remote;
-    const RemoteOptions defaults;
-    if (!r.cache_dir.empty() || r.cache_limit != defaults.cache_limit || r.anonymous != defaults.anonymous ||
-        r.timeout_s != defaults.timeout_s || r.retries != defaults.retries) {
-      ordered_json remote = {{"cache_limit", r.cache_limit}, {"anonymous", r.anonymous},
-                             {"timeout_s", r.timeout_s}, {"retries", r.retries}};
-      if (!r.cache_dir.empty()) remote["cache_dir"] = r.cache_dir;
-      shards["remote"] = std::move(remote);
-    }
+    if (std::optional<ordered_json> remote = write_remote(s->remote)) shards["remote"] = std::move(*remote);
     return {{"shards", std::move(shards)}};
   }
   ordered_json items = ordered_json::array();

@@ -15,7 +15,7 @@ Pipeline Pipeline::from_folder(std::string dir, FolderOptions options) {
 
 Pipeline Pipeline::from_list(std::string list_file, ListOptions options) {
   PipelineSpec spec;
-  spec.source = spec::ListFile{std::move(list_file), options.allow_outside_root};
+  spec.source = spec::ListFile{std::move(list_file), options.allow_outside_root, std::move(options.remote)};
   return Pipeline(std::move(spec));
 }
 

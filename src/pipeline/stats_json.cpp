@@ -44,6 +44,20 @@ nlohmann::ordered_json stats_json(const Stats& stats) {
   const TuningStats& t = stats.tuning;
   j["tuning"] = {{"samples_in_flight", t.samples_in_flight}, {"prefetch", t.prefetch},
                  {"autotuned", t.autotuned}, {"decisions", t.decisions}};
+  ordered_json sources = ordered_json::array();
+  for (const SourceStats& src : stats.sources) {
+    ordered_json retries = ordered_json::object();
+    for (const auto& [cause, n] : src.retries) retries[cause] = n;
+    sources.push_back({{"source", src.source},
+                       {"requests", src.requests},
+                       {"bytes", src.bytes},
+                       {"retries", std::move(retries)},
+                       {"network_wait_seconds", src.network_wait_seconds},
+                       {"cache_hits", src.cache_hits},
+                       {"cache_misses", src.cache_misses},
+                       {"failures", src.failures}});
+  }
+  j["sources"] = std::move(sources);
   return j;
 }
 

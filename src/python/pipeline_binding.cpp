@@ -210,9 +210,19 @@ void apply_keywords(PipelineDocument& doc, const py::object& threads, const py::
 PipelineRef build(PipelineDocument doc) {
   PipelineRef out;
   out.spec_json = to_json(doc);
+  main_thread_ident.store(py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>(),
+                          std::memory_order_relaxed);
+  // build()'s fetch of remote shards and lists looks for Ctrl-C as a wait for a batch does: a
+  // signal handler's exception ends it (Error(kCancelled)) and is raised here in its place.
+  doc.build.stop = [] { return python_signal_raised(); };
   Loader loader = [&] {
-    py::gil_scoped_release release;  // build() scans folders and plans memory: let Python run
-    return Pipeline(doc.spec).build(doc.build);
+    try {
+      py::gil_scoped_release release;  // build() scans folders and plans memory: let Python run
+      return Pipeline(doc.spec).build(doc.build);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kCancelled) raise_pending_signal();
+      throw;
+    }
   }();
   // What the consumer receives, device normalisation included: the Loader's to say.
   out.outputs = loader.outputs();
@@ -220,8 +230,6 @@ PipelineRef build(PipelineDocument doc) {
   out.batch_shape = data.shape;
   out.dtype = data.dtype;
   out.core = std::make_shared<Core>(std::move(loader));
-  main_thread_ident.store(py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>(),
-                          std::memory_order_relaxed);
   out.core->loader.set_wait_check(&python_signal_raised, kSignalInterval);
   out.core->device = data.device;
   for (const spec::Stage& stage : doc.spec.stages) {

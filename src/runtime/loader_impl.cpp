@@ -11,6 +11,7 @@
 #include <string>
 
 #include "runtime/batch_access.hpp"
+#include "stages/remote/remote_stats.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/detail/core/log.hpp"
 #include "sluice/core/units.hpp"
@@ -77,6 +78,7 @@ LoaderImpl::LoaderImpl(stages::ResolvedPipeline plan)
   check_budget();
   order_reservation_ = *budget().try_reserve(memory_plan_.index_bytes, MemoryUse::kShuffle);
   items_reservation_ = *budget().try_reserve(memory_plan_.items_bytes, MemoryUse::kItems);
+  remote_reservation_ = *budget().try_reserve(memory_plan_.remote_bytes, MemoryUse::kRemote);
   task_ = std::make_unique<runtime::SampleTask>(
       *program_, plan_.dataset.items, budget(),
       runtime::SampleTaskOptions{.on_error = options.on_error, .skip_key = plan_.skip_key, .threads = threads_,
@@ -102,6 +104,7 @@ LoaderImpl::~LoaderImpl() {
   ring().bump_generation();  // pending tasks skip their work,
   submitter_->stop();        // finishing ones submit nothing more,
   budget().cancel();         // and nobody waits for memory
+  if (plan_.dataset.fetcher) plan_.dataset.fetcher->stop();  // nor for a remote shard's bytes
   executor_.reset();
 }
 
@@ -346,6 +349,7 @@ int LoaderImpl::wait_for_ready() {
   while (true) {
     const std::uint32_t seen = r.events();
     if (cancel_requested_.exchange(false, std::memory_order_acq_rel)) {
+      if (plan_.dataset.fetcher) plan_.dataset.fetcher->stop();  // the epoch's remote shards too
       abandon_epoch();
       throw Error(ErrorCode::kCancelled, "cancelled while waiting for a batch");
     }
@@ -385,6 +389,8 @@ void LoaderImpl::abandon_epoch() {
   for (const runtime::UnsubmittedSamples& u : submitter_->cancel_unsubmitted()) {
     for (int i = 0; i < u.samples; ++i) finish_sample(r.slot(u.slot));
   }
+  // Reads waiting for a remote shard's bytes end, so the abandoned samples finish at once.
+  if (plan_.dataset.fetcher) plan_.dataset.fetcher->interrupt();
   const runtime::AbandonedSlots ready = r.abandon();
   for (int i = 0; i < ready.count; ++i) shared_->recycle(ready.slots[static_cast<std::size_t>(i)]);
 }
@@ -436,6 +442,7 @@ Stats LoaderImpl::stats() const {
   stats.tuning = tuning_->stats(submitter_->in_flight());
   stats.recovered = program_->recovered().count();
   stats.recovered_samples = program_->recovered().listed();
+  if (plan_.remote_counters) stats.sources = plan_.remote_counters->stats();
   return stats;
 }
 

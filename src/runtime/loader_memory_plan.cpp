@@ -27,7 +27,8 @@ constexpr std::uint64_t kDiskIndexEntryBytes = 136;
 std::string LoaderMemoryPlan::explain() const {
   return "ring " + std::to_string(min_slots) + " x " + format_bytes(batch_bytes) + " + " + std::to_string(threads) +
          " workers x " + format_bytes(workspace_bytes()) + " + indices " + format_bytes(index_bytes) + " + items " +
-         format_bytes(items_bytes) + " = " + format_bytes(minimum());
+         format_bytes(items_bytes) + (remote_bytes > 0 ? " + remote " + format_bytes(remote_bytes) : std::string()) + " = " +
+         format_bytes(minimum());
 }
 
 LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t sample_bytes, int threads, int min_prefetch) {
@@ -45,6 +46,7 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
   // EpochOrder's arrays and scratch, and the batch-to-slot table; the item table itself.
   m.index_bytes = stages::EpochOrder::memory_bytes(plan.order) + 4 * static_cast<std::uint64_t>(n / plan.batch_size + 1);
   m.items_bytes = items.bytes();
+  m.remote_bytes = plan.remote_bytes;
   if (plan.cache && std::holds_alternative<DiskCache>(plan.cache->store)) {
     // The disk cache keeps an in-memory index: about 136 bytes an entry plus its path
     // (docs/decisions/disk-cache.md).
@@ -130,6 +132,7 @@ PipelineMemoryPlan describe_memory(const stages::ResolvedPipeline& plan) {
   at(MemoryUse::kDecodeBuffers) = (m.share.total() - m.share.file) * static_cast<std::uint64_t>(m.threads);
   at(MemoryUse::kShuffle) = m.index_bytes;
   at(MemoryUse::kItems) = m.items_bytes;  // the item table, held from build() in the job's budget too
+  at(MemoryUse::kRemote) = m.remote_bytes;
   at(MemoryUse::kBatches) = m.batch_bytes * static_cast<std::uint64_t>(m.min_slots);
   out.slot_bytes = m.batch_bytes;
   out.min_slots = m.min_slots;

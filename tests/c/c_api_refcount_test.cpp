@@ -4,6 +4,7 @@
 // (callers built against older or newer headers) are read and written only as far as they go.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstddef>
 #include <new>
 #include <stdexcept>
@@ -181,6 +182,35 @@ TEST_F(CApiHolds, StructsOfOtherSizesReadAndWrittenOnlyAsFarAsTheyGo) {
   EXPECT_EQ(info.dtype.code, 0x5A);
   EXPECT_EQ(info.struct_size, offsetof(sluice_loader_info_t, dtype));
   sluice_loader_destroy(loader);
+}
+
+// The stop callback reaches build()'s wait on the network: a shard whose server refuses every
+// connection would be retried with backoff for seconds; a callback saying stop ends the create
+// call at once with SLUICE_CANCELLED, having been asked on the creating thread.
+TEST(CApiStop, TheStopCallbackEndsACreateWaitingOnTheNetwork) {
+  const TempDir dir;
+  const std::string spec = R"({"source": {"shards": {"path": "http://127.0.0.1:1/train-000000.tar", "remote": {"cache_dir": ")" +
+                           (dir / "cache").string() +
+                           R"(", "retries": 6}}}, "stages": ["read", "decode_jpeg", {"center_crop": {"size": 8}}, {"batch": {"size": 2}}]})";
+  struct Asked {
+    int calls = 0;
+    std::thread::id thread;
+  } asked;
+  sluice_loader_options_t options = SLUICE_LOADER_OPTIONS_INIT;
+  options.stop = [](void* user) {
+    auto* a = static_cast<Asked*>(user);
+    ++a->calls;
+    a->thread = std::this_thread::get_id();
+    return 1;
+  };
+  options.stop_user = &asked;
+  sluice_loader_t* loader = nullptr;
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(sluice_loader_create_from_json(spec.c_str(), &options, &loader), SLUICE_CANCELLED) << sluice_last_error();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 2.0);
+  EXPECT_EQ(loader, nullptr);
+  EXPECT_GE(asked.calls, 1);
+  EXPECT_EQ(asked.thread, std::this_thread::get_id());
 }
 
 }  // namespace

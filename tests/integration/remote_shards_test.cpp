@@ -149,7 +149,7 @@ TEST_F(RemoteShards, S3GlobIsListedAndEveryRequestIsSignedAsBotocoreSigns) {
     EXPECT_NE(what.find("check the credentials"), std::string::npos) << what;
     EXPECT_EQ(what.find("wrong-secret-value"), std::string::npos) << what;
   }
-  EXPECT_EQ(server.stat("bad_signatures"), 2);
+  EXPECT_EQ(server.stat("bad_signatures"), 4);  // each shard's index file (looked for first), then the shard
   for (const char* name : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_ENDPOINT_URL"}) {
     ::unsetenv(name);
   }
@@ -163,7 +163,7 @@ TEST_F(RemoteShards, NotFoundFailsAtOnceNamingTheUrl) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/shards/train-000008.tar: HTTP 404"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(server.stat("object_gets"), 9);  // no retry of the 404
+  EXPECT_EQ(server.stat("object_gets"), 18);  // 9 index files looked for (404), 9 shards; no retry of the 404
 }
 
 struct Fault {
@@ -205,7 +205,7 @@ TEST_F(RemoteShards, ARefusedConnectionIsRetriedThenTheShardIsABadSample) {
     EXPECT_NE(std::string(e.what()).find(closed + ":*"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("connection refused"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(retries(RetryCause::kRefused) - before, 1u);
+  EXPECT_EQ(retries(RetryCause::kRefused) - before, 2u);  // its index file's request, then the shard's
 }
 
 TEST_F(RemoteShards, ResumedTransfersUseRangeRequests) {
@@ -268,8 +268,9 @@ TEST_F(RemoteShards, TwoLoadersSharingACacheFetchEachShardOnce) {
   other.join();
   EXPECT_EQ(a, expected);
   EXPECT_EQ(b, expected);
-  // One of them fetched the shards, the other found its copies current.
-  EXPECT_EQ(server.stat("object_gets"), 16);
+  // One of them fetched the shards, the other found its copies current; each looked for the 8
+  // shards' index files first (404: none here).
+  EXPECT_EQ(server.stat("object_gets"), 32);
   EXPECT_EQ(server.stat("not_modified"), 8);
 }
 

@@ -566,6 +566,67 @@ class RemoteShardsTest(unittest.TestCase):
                 server.terminate()
                 server.wait()
 
+    def _serve_shards(self, tmp):
+        """Three shards of eight generated JPEGs under tmp/root, served on 127.0.0.1."""
+        import io
+        import subprocess
+        import tarfile
+        from PIL import Image
+        os.makedirs(os.path.join(tmp, "root"))
+        for shard in range(3):
+            with tarfile.open(os.path.join(tmp, "root", "s-%d.tar" % shard), "w", format=tarfile.USTAR_FORMAT) as tar:
+                for i in range(8):
+                    jpeg = io.BytesIO()
+                    Image.new("RGB", (36, 28), (shard * 80, i * 30, 90)).save(jpeg, "JPEG")
+                    for name, data in (("k%d_%d.jpg" % (shard, i), jpeg.getvalue()), ("k%d_%d.cls" % (shard, i), b"%d" % (i % 3))):
+                        info = tarfile.TarInfo(name)
+                        info.size = len(data)
+                        tar.addfile(info, io.BytesIO(data))
+        server = subprocess.Popen(["/usr/bin/python3", os.path.join(os.path.dirname(__file__), "..", "support", "remote_server.py"),
+                                   "--root", os.path.join(tmp, "root")], stdout=subprocess.PIPE)
+        self.addCleanup(server.stdout.close)
+        self.addCleanup(server.wait)
+        self.addCleanup(server.terminate)
+        return int(server.stdout.readline())
+
+    def _spec(self, tmp, port):
+        return {"source": {"shards": {"path": "http://127.0.0.1:%d/s-{0..2}.tar" % port, "index": "memory",
+                                      "remote": {"cache_dir": os.path.join(tmp, "cache"), "cache_limit": "16MiB"}}},
+                "stages": ["read", "decode_jpeg", {"center_crop": {"size": 24}}, {"batch": {"size": 6}}],
+                "build": {"threads": 2, "seed": 1}}
+
+    def test_stats_count_this_pipelines_remote_source(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            port = self._serve_shards(tmp)
+            pipeline = sluice.Pipeline(self._spec(tmp, port))
+            for _ in pipeline.epoch(0):
+                pass
+            sources = pipeline.stats()["sources"]
+            self.assertEqual([s["source"] for s in sources], ["http://127.0.0.1:%d" % port])
+            shard_bytes = sum(os.path.getsize(os.path.join(tmp, "root", "s-%d.tar" % i)) for i in range(3))
+            self.assertEqual(sources[0]["bytes"], shard_bytes)
+            self.assertEqual(sources[0]["requests"], 6)  # the 3 shards' index files looked for (404), the 3 shards
+            self.assertEqual(sources[0]["cache_misses"], 3)
+            self.assertEqual(sum(sources[0]["retries"].values()), 0)
+            self.assertIn("remote", pipeline.stats()["memory"])
+
+    def test_ctrl_c_stops_builds_fetch(self):
+        import signal
+        import time
+        with tempfile.TemporaryDirectory() as tmp:
+            port = self._serve_shards(tmp)
+            req = urllib.request.Request("http://127.0.0.1:%d/__faults" % port, data=b'{"latency_ms": 20000}', method="PUT")
+            urllib.request.urlopen(req).read()
+            timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+            started = time.monotonic()
+            timer.start()
+            try:
+                with self.assertRaises(KeyboardInterrupt):
+                    sluice.Pipeline(self._spec(tmp, port))
+            finally:
+                timer.cancel()
+            self.assertLess(time.monotonic() - started, 3.0)
+
 
 class BadSpecTest(unittest.TestCase):
     """Bad specs raise ValueError (sluice.InvalidArgumentError) naming the field; missing files

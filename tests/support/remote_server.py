@@ -204,9 +204,11 @@ class Handler(BaseHTTPRequestHandler):
             f.seek(start)
             pos = start
             rate = faults.get("bandwidth")
+            # Under a per-transfer cap, chunks of about 20 ms of it, so a body arrives piece by piece.
+            step = max(1024, min(65536, int(rate / 50))) if rate else 65536
             began = time.monotonic()
             while pos <= end:
-                chunk = f.read(min(65536, end - pos + 1, (cut - pos) if cut and cut > pos else 65536))
+                chunk = f.read(min(step, end - pos + 1, (cut - pos) if cut and cut > pos else step))
                 if cut is not None and pos >= cut:
                     self.wfile.flush()
                     self.close_connection = True

@@ -92,10 +92,15 @@ typedef struct sluice_loader_options {
   /* With a to_device stage: the consumer's cudaStream_t, which waits for each batch's copy;
    * NULL: the legacy default stream. */
   void* cuda_stream;
+  /* Called every 50 ms or so, on the creating thread, while the create call waits on the
+   * network (remote shards and lists, docs/remote.md) with stop_user: non-zero ends the call
+   * with SLUICE_CANCELLED. NULL: the fetch runs to its end. */
+  int (*stop)(void* stop_user);
+  void* stop_user;
 } sluice_loader_options_t;
 
 #define SLUICE_LOADER_OPTIONS_INIT \
-  { sizeof(sluice_loader_options_t), NULL, SLUICE_THREADS_FROM_SPEC, 0, NULL }
+  { sizeof(sluice_loader_options_t), NULL, SLUICE_THREADS_FROM_SPEC, 0, NULL, NULL, NULL }
 void sluice_loader_options_init(sluice_loader_options_t* options);
 
 /* Builds a loader from a JSON spec given as text or as a file. options may be NULL (defaults).

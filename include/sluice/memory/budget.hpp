@@ -36,6 +36,7 @@ enum class MemoryUse : std::uint8_t {
   kBatches,        // the batch ring (filling, ready and held batches)
   kPinned,         // page-locked batch slots for the device
   kItems,          // the item table: the data set's names, labels and tar member offsets
+  kRemote,         // in-flight download buffers of remote shards and lists (docs/remote.md)
   // The uses above are a pipeline's; those below belong to the rest of a training job that shares
   // one budget with its pipelines (sluice/train/job_plan.hpp).
   kTraining,       // the training allocator's regions (tensors of the training step)
@@ -45,7 +46,7 @@ enum class MemoryUse : std::uint8_t {
 };
 
 // The uses a pipeline reserves (its Stats list these).
-inline constexpr int kPipelineUseCount = static_cast<int>(MemoryUse::kItems) + 1;
+inline constexpr int kPipelineUseCount = static_cast<int>(MemoryUse::kRemote) + 1;
 
 std::string_view to_string(MemoryUse use);
 

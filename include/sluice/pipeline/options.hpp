@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,12 +48,29 @@ struct FolderOptions {
   bool allow_empty_classes = false;
 };
 
+// Shards and lists named by URL (s3://bucket/key, https://..., http://...): the local folder
+// their copies are kept in and how S3 requests are signed (docs/remote.md).
+struct RemoteOptions {
+  // A folder of sluice's own files (one that holds other files is refused). Empty:
+  // $XDG_CACHE_HOME/sluice/remote, else ~/.cache/sluice/remote.
+  std::string cache_dir;
+  // The folder's bytes at most: copies of shards this data set does not name are evicted, least
+  // recently used first; shards that need more than this fail build().
+  std::uint64_t cache_limit = 20_GiB;
+  bool anonymous = false;  // unsigned S3 requests (a public bucket); else credentials as the AWS CLI finds them
+  double timeout_s = 30;   // no byte for this long: the request failed (it is retried)
+  int retries = 6;         // attempts after the first, with exponential backoff and jitter
+};
+
 // Pipeline::from_list(file, {...}).
 struct ListOptions {
   // Accept entries that leave the list's folder: climbing out with "..", absolute paths
   // elsewhere, symlinks whose targets are elsewhere. Off by default: a list handed over by
   // someone else should not reach files beside or above its data set.
   bool allow_outside_root = false;
+  // A list file named by URL (s3://, http(s)://) and entries that are object URLs are fetched
+  // into the remote cache folder in build(), as remote shards are (docs/remote.md).
+  RemoteOptions remote;
 };
 
 // Where a tar shard's index (its members' offsets, built by reading the tar's headers on the first
@@ -74,20 +92,6 @@ enum class ShardBy : std::uint8_t {
   // Round robin over the epoch's samples, as for files: the same global steps at every world
   // size, every rank reading members of every shard.
   kSamples,
-};
-
-// Shards named by URL (s3://bucket/key, https://..., http://...): the local folder their copies
-// are kept in and how S3 requests are signed (docs/remote.md).
-struct RemoteOptions {
-  // A folder of sluice's own files (one that holds other files is refused). Empty:
-  // $XDG_CACHE_HOME/sluice/remote, else ~/.cache/sluice/remote.
-  std::string cache_dir;
-  // The folder's bytes at most: copies of shards this data set does not name are evicted, least
-  // recently used first; shards that need more than this fail build().
-  std::uint64_t cache_limit = 20_GiB;
-  bool anonymous = false;  // unsigned S3 requests (a public bucket); else credentials as the AWS CLI finds them
-  double timeout_s = 30;   // no byte for this long: the request failed (it is retried)
-  int retries = 6;         // attempts after the first, with exponential backoff and jitter
 };
 
 // Pipeline::from_shards(pattern, {...}).
@@ -285,6 +289,10 @@ struct BuildOptions {
   // to_device(cuda(i)): the device memory of the transfer ring's slots is reserved here as
   // MemoryUse::kDeviceBatches (a training job's device budget); null: not accounted.
   std::shared_ptr<MemoryBudget> device_budget;
+  // Asked every 50 ms or so while build() waits on the network (remote shards, lists and their
+  // objects, docs/remote.md): true ends build() with Error(kCancelled). Python's build() and the
+  // C API's stop callback look for Ctrl-C here. Empty: build() fetches to the end.
+  std::function<bool()> stop;
 };
 
 }  // namespace sluice

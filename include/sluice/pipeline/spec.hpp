@@ -34,6 +34,7 @@ struct ListFile {
   // Entries that leave the list's folder (climbing out with "..", an absolute path elsewhere, a
   // symlink whose target is elsewhere) are refused unless this is set.
   bool allow_outside_root = false;
+  RemoteOptions remote;  // a list file or entries named by URL (ListOptions::remote)
 };
 struct Items {
   std::vector<Item> items;

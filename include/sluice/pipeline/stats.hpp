@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sluice {
@@ -50,6 +51,22 @@ struct TuningStats {
   std::int64_t decisions = 0; // changes the autotuner made
 };
 
+// What a loader fetched over the network from one source (docs/remote.md): one entry per origin
+// its data set names ("http://host:port", "https://host", "s3://bucket"), counted by this loader
+// alone, build()'s fetch included. Empty for local data.
+struct SourceStats {
+  std::string source;
+  std::int64_t requests = 0;            // HTTP requests sent, retries included
+  std::uint64_t bytes = 0;              // body bytes received
+  // Retries by cause: "refused", "reset", "timeout", "http_status", "short_body",
+  // "etag_changed", "other"; every cause listed, 0 where none.
+  std::vector<std::pair<std::string, std::int64_t>> retries;
+  double network_wait_seconds = 0;      // time spent in fetches that included this source
+  std::int64_t cache_hits = 0;          // copies in the remote cache found current (304)
+  std::int64_t cache_misses = 0;        // objects fetched into it
+  std::int64_t failures = 0;            // objects given up on (after the retries, or a 403/404)
+};
+
 struct Stats {
   std::vector<StageStats> stages;
   std::int64_t samples = 0;             // samples written into batches
@@ -68,6 +85,7 @@ struct Stats {
   std::vector<MemoryStats> memory;      // per use
   CacheStats cache;
   TuningStats tuning;
+  std::vector<SourceStats> sources;     // per remote source; empty for local data
 };
 
 }  // namespace sluice

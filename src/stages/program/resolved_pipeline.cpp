@@ -12,9 +12,13 @@
 #include "pipeline/stage_registry.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/rng.hpp"
+#include "sluice/memory/budget.hpp"
 #include "stages/decode/exif.hpp"
 #include "stages/decode/image_decoder.hpp"
 #include "stages/image/orient.hpp"
+#include "stages/remote/remote_shards.hpp"
+#include "stages/remote/remote_stats.hpp"
+#include "stages/remote/remote_url.hpp"
 #include "stages/source/read_file.hpp"
 
 namespace sluice::stages {
@@ -296,6 +300,19 @@ ShardSplit shard_split(const spec::Source& source) {
 
 }  // namespace
 
+namespace {
+
+// Whether the source itself is named by URL (a list's entries are known only once it is read).
+bool names_urls(const spec::Source& source) {
+  if (const auto* l = std::get_if<spec::ListFile>(&source)) return remote::is_remote_url(l->path);
+  if (const auto* s = std::get_if<spec::Shards>(&source)) {
+    return std::any_of(s->patterns.begin(), s->patterns.end(), [](const std::string& p) { return remote::is_remote_url(p); });
+  }
+  return false;
+}
+
+}  // namespace
+
 ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& options, FileOps* file_ops) {
   // Bounded above too: thousands of workers run the process out of stacks and allocator arenas
   // (100,000 crashed inside libtbbmalloc) long before they help.
@@ -321,9 +338,25 @@ ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& 
 
   ResolvedPipeline plan;
   plan.options = options;
-  // A rank of several reading whole shards fetches only the remote shards it reads
-  // (stages/tar/shard_fetcher.hpp); split by samples, every rank reads every shard.
-  const bool on_demand = spec.shard_world > 1 && shard_split(spec.source) == ShardSplit::kShards;
+  // Reading whole shards (one rank, or a rank of several splitting by shards), remote shards
+  // with an index file beside them stream in as the epochs read them (stages/tar/shard_fetcher.hpp);
+  // split by samples, every rank reads every shard, fetched in build().
+  const bool on_demand = shard_split(spec.source) == ShardSplit::kShards;
+  // Fetches made while the data set loads (and while its size is probed) count into this
+  // loader's counters and stop at options.stop (stages/remote/remote_stats.hpp). A source named
+  // by URL holds its transfers' buffers from the budget while it fetches, as the loader will.
+  plan.remote_counters = std::make_shared<remote::SourceCounters>();
+  const remote::RemoteScope remote_scope(plan.remote_counters, options.stop);
+  MemoryBudget fetch_budget(options.memory_budget, options.job_budget);
+  std::optional<Reservation> fetch_buffers;
+  if (names_urls(spec.source)) {
+    fetch_buffers = fetch_budget.try_reserve(remote::remote_buffer_bytes(), MemoryUse::kRemote);
+    if (!fetch_buffers) {
+      throw Error(ErrorCode::kOutOfBudget, "the remote transfers' buffers (" + std::to_string(remote::remote_buffer_bytes()) +
+                                               " bytes) do not fit the memory budget of " +
+                                               std::to_string(options.memory_budget) + " bytes: raise memory_budget");
+    }
+  }
   plan.dataset = load_dataset(spec.source, file_ops, on_demand);
   plan.order = EpochOrderOptions{
       .items = plan.dataset.items.size(),
@@ -361,6 +394,11 @@ ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& 
                                 : probe_sample_size(plan.dataset, plan.order, program.decode, program.read,
                                                     options.on_error, file_ops);
   plan.program = std::move(program);
+  if (plan.remote_counters->stats().empty()) {
+    plan.remote_counters.reset();  // local data: nothing fetched, nothing to report
+  } else {
+    plan.remote_bytes = remote::remote_buffer_bytes();
+  }
   return plan;
 }
 

@@ -16,6 +16,10 @@
 
 namespace sluice::stages {
 
+namespace remote {
+class SourceCounters;
+}  // namespace remote
+
 struct ResolvedPipeline {
   Dataset dataset;
   EpochOrderOptions order;
@@ -30,6 +34,11 @@ struct ResolvedPipeline {
   BuildOptions options;
   std::uint64_t skip_key = 0;  // random stream that picks replacements for bad samples
   BatchMixPlan batch_mix;      // mixup() / cutmix(): mixed on the host once a batch is complete
+  // What the source fetched over the network, per origin (build()'s fetch and every epoch's):
+  // Loader::stats()'s "sources". Null for local data.
+  std::shared_ptr<remote::SourceCounters> remote_counters;
+  // The transfers' buffers (remote_buffer_bytes) when the source names a URL: MemoryUse::kRemote.
+  std::uint64_t remote_bytes = 0;
 };
 
 // Throws sluice::Error(kInvalidArgument, kNotFound, ...) for a pipeline that cannot run. Every

@@ -40,6 +40,7 @@ void global_init() {
 struct Transfer {
   const Download* download = nullptr;
   Downloaded* result = nullptr;
+  SourceCounters* counters = nullptr;  // the loader's (RemoteScope), or null
   std::string* text = nullptr;      // memory sink (fetch_text) instead of a file
   std::uint64_t max_bytes = 0;
   int fd = -1;
@@ -57,6 +58,8 @@ struct Transfer {
   int attempts = 0;
   Clock::time_point not_before{};
   Clock::time_point last_progress{};  // the last header or body byte received
+  Clock::time_point requested{};      // when the current attempt started
+  double latency_s = -1;              // request to first body byte, once seen
   char curl_error[CURL_ERROR_SIZE] = {};
 };
 
@@ -75,6 +78,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
 
 void restart_from_zero(Transfer& t) {
   t.have = 0;
+  if (t.download != nullptr && t.download->arrived != nullptr) t.download->arrived->store(0, std::memory_order_release);
   t.first_etag.clear();
   if (t.text != nullptr) t.text->clear();
   if (t.fd >= 0 && ::ftruncate(t.fd, 0) != 0) t.write_failed = true;
@@ -92,6 +96,7 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   if (t->first_chunk) {
     // First bytes of this attempt. A 200 to a Range request is the whole object again.
     t->first_chunk = false;
+    if (t->latency_s < 0) t->latency_s = std::chrono::duration<double>(t->last_progress - t->requested).count();
     if (status == 200 && t->have > 0) {
       restart_from_zero(*t);
       t->requested_from = 0;
@@ -122,7 +127,9 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
     }
   }
   t->have += n;
+  if (t->download->arrived != nullptr) t->download->arrived->store(t->have, std::memory_order_release);
   remote_stats().add_bytes(n);
+  if (t->counters != nullptr) t->counters->add_bytes(t->download->name, n);
   return n;
 }
 
@@ -130,6 +137,7 @@ void configure(Transfer& t, const AwsConfig& aws, const TransferLimits& limits, 
   CURL* e = t.easy;
   curl_easy_setopt(e, CURLOPT_URL, t.download->http_url.c_str());
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_BUFFERSIZE, static_cast<long>(kTransferBufferBytes));
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -271,6 +279,7 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
   ++t.attempts;
   if (v.outcome == Outcome::kRetry && t.attempts <= limits.retries) {
     remote_stats().add_retry(v.cause);
+    if (t.counters != nullptr) t.counters->add_retry(t.download->name, v.cause);
     const double delay = backoff_s(t, limits, rng);
     t.not_before = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
     waiting.push_back(&t);
@@ -280,14 +289,46 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
   if (v.outcome == Outcome::kDone) {
     r.ok = true;
     r.not_modified = status_of(t.easy) == 304;
+    if (r.not_modified && t.download->arrived != nullptr) t.download->arrived->store(~std::uint64_t{0}, std::memory_order_release);
     r.etag = r.not_modified ? t.download->cached_etag : t.first_etag;
     r.bytes = t.have;
   } else {
-    if (!(t.download->may_be_absent && status_of(t.easy) == 404)) remote_stats().add_failure();
+    if (!(t.download->may_be_absent && status_of(t.easy) == 404)) {
+      remote_stats().add_failure();
+      if (t.counters != nullptr) t.counters->add_failure(t.download->name);
+    }
     r.fatal = v.outcome == Outcome::kFail;
     r.error = t.download->name + ": " + v.why +
               (v.outcome == Outcome::kRetry ? " (gave up after " + std::to_string(t.attempts) + " attempts)" : "");
   }
+}
+
+// TransferLimits::tune_depth: 1 + bandwidth x latency / object size transfers in flight (at least
+// 2, at most `most`), from what the transfers measured so far: the mean time from request to
+// first body byte, the body bytes received since the start, the mean object size announced.
+int tuned_depth(const std::vector<Transfer>& transfers, Clock::time_point started, int most) {
+  double latency = 0;
+  int latencies = 0;
+  std::uint64_t received = 0;
+  std::uint64_t sizes = 0;
+  int sized = 0;
+  for (const Transfer& t : transfers) {
+    received += t.have;
+    if (t.latency_s >= 0) {
+      latency += t.latency_s;
+      ++latencies;
+    }
+    if (t.headers.content_length) {
+      sizes += t.requested_from + *t.headers.content_length;
+      ++sized;
+    }
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+  if (latencies == 0 || sized == 0 || elapsed <= 0 || received == 0) return std::min(2, most);
+  const double bandwidth = static_cast<double>(received) / elapsed;
+  const double size = static_cast<double>(sizes) / sized;
+  const double depth = 1 + std::ceil(bandwidth * (latency / latencies) / size);
+  return static_cast<int>(std::clamp(depth, 2.0, static_cast<double>(most)));
 }
 
 // Runs every transfer to completion (done or given up), `limits.connections` at a time. A
@@ -303,6 +344,12 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   const auto deadline = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.timeout_s));
   std::mt19937_64 rng(std::random_device{}());
   const auto started = Clock::now();
+  // The caller's loader (its counters, its stop: BuildOptions::stop in build()), if it set one.
+  const RemoteScope* scope = RemoteScope::current();
+  SourceCounters* const counters = scope != nullptr ? scope->counters().get() : nullptr;
+  const std::function<bool()> no_stop;
+  const std::function<bool()>& scope_stop = scope != nullptr ? scope->stop() : no_stop;
+  for (Transfer& t : transfers) t.counters = counters;
   std::size_t next = 0;
   std::vector<Transfer*> active;
   std::vector<Transfer*> waiting;  // retries waiting out their delay
@@ -311,8 +358,10 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     if (t.easy == nullptr) throw Error(ErrorCode::kIo, "libcurl: cannot create a transfer");
     configure(t, aws, limits, sigv4);
     t.last_progress = Clock::now();
+    t.requested = t.last_progress;
     curl_multi_add_handle(multi.get(), t.easy);
     remote_stats().add_request();
+    if (counters != nullptr) counters->add_request(t.download->name);
     active.push_back(&t);
   };
   const auto end = [&](Transfer& t, CURLcode code) {
@@ -320,16 +369,16 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     active.erase(std::find(active.begin(), active.end(), &t));
     finish_attempt(t, code, aws, limits, rng, waiting);
   };
-  const int connections = limits.connections;
+  int connections = limits.tune_depth ? std::min(2, limits.connections) : limits.connections;
   constexpr auto kStopCheck = std::chrono::milliseconds(50);
   auto next_stop_check = started + kStopCheck;
   bool stopped = false;
   while (next < transfers.size() || !active.empty() || !waiting.empty()) {
     const auto now = Clock::now();
     bool (*const process_stop)() = g_process_stop.load(std::memory_order_acquire);
-    if ((limits.stop || process_stop != nullptr) && now >= next_stop_check) {
+    if ((limits.stop || scope_stop || process_stop != nullptr) && now >= next_stop_check) {
       next_stop_check = now + kStopCheck;
-      if ((process_stop != nullptr && process_stop()) || (limits.stop && limits.stop())) {
+      if ((process_stop != nullptr && process_stop()) || (limits.stop && limits.stop()) || (scope_stop && scope_stop())) {
         for (Transfer* t : active) curl_multi_remove_handle(multi.get(), t->easy);
         active.clear();
         stopped = true;
@@ -344,6 +393,7 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
         ++it;
       }
     }
+    if (limits.tune_depth) connections = tuned_depth(transfers, started, limits.connections);
     while (next < transfers.size() && static_cast<int>(active.size()) < connections) start(transfers[next++]);
     int running = 0;
     curl_multi_perform(multi.get(), &running);
@@ -369,7 +419,17 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     t.easy = nullptr;
     t.headers_out = nullptr;
   }
-  remote_stats().add_wait_ns(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count()));
+  const auto waited = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count());
+  remote_stats().add_wait_ns(waited);
+  if (counters != nullptr) {
+    // Each origin this call fetched from waited as long as the call did.
+    std::vector<std::string> origins;
+    for (const Transfer& t : transfers) {
+      std::string o = origin_of(t.download->name);
+      if (std::find(origins.begin(), origins.end(), o) == origins.end()) origins.push_back(std::move(o));
+    }
+    for (const std::string& o : origins) counters->add_wait_ns(o, waited);
+  }
   if (stopped) throw Error(ErrorCode::kCancelled, "stopped while fetching from the network");
 }
 

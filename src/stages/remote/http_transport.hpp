@@ -11,6 +11,7 @@
 // timeouts bound each attempt, `retries` bounds the attempts. libcurl stays in the .cpp.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -20,8 +21,17 @@
 
 namespace sluice::stages::remote {
 
+// libcurl's receive buffer of one transfer (CURLOPT_BUFFERSIZE): what a transfer in flight holds
+// in memory; the body goes to its file as it arrives. A loader reserves connections x this from
+// its memory budget as MemoryUse::kRemote (remote_shards.hpp's remote_buffer_bytes).
+inline constexpr std::uint64_t kTransferBufferBytes = std::uint64_t{256} << 10;
+
 struct TransferLimits {
-  int connections = 8;          // transfers in flight at once
+  int connections = 8;          // transfers in flight at once (at most, with tune_depth)
+  // Streaming read-ahead: start 2 transfers and keep in flight just enough to cover the measured
+  // latency and bandwidth (1 + bandwidth x latency / the mean object size, up to `connections`),
+  // so that a shared pipe gives the objects first in line their bytes first.
+  bool tune_depth = false;
   int retries = 6;              // attempts after the first
   double timeout_s = 30;        // no byte for this long (or no connection): the attempt failed
   double backoff_s = 0.2;       // first retry's delay before jitter; doubles per attempt
@@ -38,6 +48,9 @@ struct Download {
   std::string path;             // the file the body is written to (created or truncated)
   std::string cached_etag;      // non-empty: If-None-Match; a 304 leaves `path` untouched
   bool may_be_absent = false;   // a 404 is an answer (an optional object), not a failure in stats
+  // Streaming (may be null): the body bytes written to `path` so far, stored (release) after each
+  // write, reset to 0 when the transfer starts over; ~0 once a 304 said the cached copy is current.
+  std::atomic<std::uint64_t>* arrived = nullptr;
 };
 
 struct Downloaded {

@@ -82,7 +82,8 @@ std::vector<std::string> list_s3_glob(const std::string& pattern, const RemoteOp
 
 std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& urls, const RemoteOptions& options,
                                              const std::vector<std::string>& keep_urls,
-                                             const std::function<bool()>& stop) {
+                                             const std::function<bool()>& stop,
+                                             const std::vector<StreamTarget>& stream) {
   if (options.cache_limit == 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "remote cache_limit 0 (streaming without a local copy) is not supported: sluice keeps a copy of each "
@@ -94,14 +95,16 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
   cache.lock();
   std::vector<Download> downloads;
   downloads.reserve(urls.size());
-  for (const std::string& url : urls) {
-    Download d = request_for(url, aws);
-    d.path = cache.temp_path_of(url);
-    d.cached_etag = cache.cached_etag(url);
+  for (std::size_t i = 0; i < urls.size(); ++i) {
+    Download d = request_for(urls[i], aws);
+    d.path = stream.empty() ? cache.temp_path_of(urls[i]) : stream[i].path;
+    if (!stream.empty()) d.arrived = stream[i].arrived;
+    d.cached_etag = cache.cached_etag(urls[i]);
     downloads.push_back(std::move(d));
   }
   TransferLimits limits = limits_of(options);
   limits.stop = stop;
+  limits.tune_depth = !stream.empty();  // streamed in read order: the first in line first
   std::vector<Downloaded> got;
   try {
     got = download_all(downloads, aws, limits);
@@ -122,6 +125,9 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
       continue;
     }
     remote_stats().add_cache(r.not_modified);
+    if (const RemoteScope* scope = RemoteScope::current(); scope != nullptr && scope->counters()) {
+      scope->counters()->add_cache(urls[i], r.not_modified);
+    }
     if (!r.not_modified) cache.commit(urls[i], downloads[i].path, r.etag, r.bytes);
     cache.touch(urls[i]);
     out[i].local_path = cache.path_of(urls[i]);
@@ -140,6 +146,12 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
   if (log_enabled(LogLevel::kInfo)) log(LogLevel::kInfo, "remote shards: " + describe(remote_stats().snapshot()));
   return out;
 }
+
+std::string remote_partial_path(const std::string& url, const RemoteOptions& options) {
+  return ShardCache(options.cache_dir, options.cache_limit).temp_path_of(url);
+}
+
+std::uint64_t remote_buffer_bytes() { return static_cast<std::uint64_t>(TransferLimits{}.connections) * kTransferBufferBytes; }
 
 std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls, const RemoteOptions& options) {
   const ShardCache cache(options.cache_dir, options.cache_limit);

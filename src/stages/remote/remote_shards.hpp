@@ -9,6 +9,7 @@
 // only when an epoch reads it (stages/tar/shard_fetcher.hpp calls fetch_remote_shards then).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -33,9 +34,22 @@ struct RemoteShard {
 // Copies of `urls` and of `keep_urls` are never evicted; throws kOutOfBudget when they need more
 // than cache_limit.
 // `stop` (may be empty): asked while the transfers run; true ends them and throws kCancelled.
+// `stream` (empty, or one per URL): each body is written to its `path` (instead of a temporary
+// of the cache's naming) and `arrived` follows it (http_transport.hpp's Download::arrived), so a
+// reader may use a shard's first bytes before the whole set is fetched; each is still moved into
+// the cache, as a copy, once the set is. Transfers start in the order of `urls`.
+struct StreamTarget {
+  std::string path;
+  std::atomic<std::uint64_t>* arrived = nullptr;
+};
 std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& urls, const RemoteOptions& options,
                                              const std::vector<std::string>& keep_urls = {},
-                                             const std::function<bool()>& stop = {});
+                                             const std::function<bool()>& stop = {},
+                                             const std::vector<StreamTarget>& stream = {});
+
+// Where a streamed shard's body may be written while it arrives: a temporary of the cache
+// folder, unique to this process and call.
+std::string remote_partial_path(const std::string& url, const RemoteOptions& options);
 
 // Where the cache keeps the copy of each of `urls` (whether or not it is there yet).
 std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls, const RemoteOptions& options);
@@ -46,6 +60,10 @@ std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls,
 // failure) or it could not be fetched: that shard is then fetched whole.
 std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<std::string>& urls,
                                                             const RemoteOptions& options);
+
+// The in-flight download buffers of one loader's transfers (every transfer in flight holds
+// libcurl's receive buffer): what it reserves from its memory budget as MemoryUse::kRemote.
+std::uint64_t remote_buffer_bytes();
 
 // An object's bytes (a list file named by URL), at most max_bytes.
 std::string fetch_remote_text(const std::string& url, const RemoteOptions& options, std::uint64_t max_bytes);

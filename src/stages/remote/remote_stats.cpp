@@ -35,6 +35,53 @@ RemoteStats& remote_stats() {
   return stats;
 }
 
+std::string origin_of(std::string_view url) {
+  const std::size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return "local";
+  const std::size_t start = scheme + 3;
+  std::size_t end = url.find_first_of("/?#", start);
+  if (end == std::string_view::npos) end = url.size();
+  std::string_view authority = url.substr(start, end - start);
+  const std::size_t at = authority.rfind('@');
+  if (at != std::string_view::npos) authority.remove_prefix(at + 1);
+  return std::string(url.substr(0, start)) + std::string(authority);
+}
+
+std::vector<SourceStats> SourceCounters::stats() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<SourceStats> out;
+  out.reserve(counters_.size());
+  for (const auto& [name, c] : counters_) {
+    SourceStats s;
+    s.source = name;
+    s.requests = static_cast<std::int64_t>(c.requests);
+    s.bytes = c.bytes;
+    for (int i = 0; i < kRetryCauses; ++i) {
+      s.retries.emplace_back(retry_cause_name(static_cast<RetryCause>(i)), static_cast<std::int64_t>(c.retries[static_cast<std::size_t>(i)]));
+    }
+    s.network_wait_seconds = static_cast<double>(c.network_wait_ns) / 1e9;
+    s.cache_hits = static_cast<std::int64_t>(c.cache_hits);
+    s.cache_misses = static_cast<std::int64_t>(c.cache_misses);
+    s.failures = static_cast<std::int64_t>(c.failures);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+namespace {
+thread_local const RemoteScope* t_scope = nullptr;
+}  // namespace
+
+RemoteScope::RemoteScope(std::shared_ptr<SourceCounters> counters, std::function<bool()> stop)
+    : counters_(std::move(counters)), stop_(std::move(stop)), outer_(t_scope) {
+  if (!stop_ && outer_ != nullptr) stop_ = outer_->stop_;  // an inner scope without a stop keeps the outer one's
+  t_scope = this;
+}
+
+RemoteScope::~RemoteScope() { t_scope = outer_; }
+
+const RemoteScope* RemoteScope::current() { return t_scope; }
+
 std::string describe(const RemoteCounters& c) {
   char head[160];
   std::snprintf(head, sizeof head, "%llu requests, %.1f MB, waited %.2f s on the network, cache %llu hits %llu misses",

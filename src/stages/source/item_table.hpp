@@ -59,12 +59,25 @@ class ChunkedVector {
   std::int64_t size_ = 0;
 };
 
-// Why a shard fetched on demand (stages/tar/shard_fetcher.hpp) could not be fetched: `cause` is
-// written once, before `failed` is set (release); a worker reads it only after seeing `failed`
-// set (acquire), so an epoch's fetch may record it while an abandoned epoch's samples still run.
+// A shard fetched on demand (stages/tar/shard_fetcher.hpp): why it could not be fetched, and
+// where its bytes are while they stream in. `cause` is written once, before `failed` is set
+// (release); a worker reads it only after seeing `failed` set (acquire), so an epoch's fetch may
+// record it while an abandoned epoch's samples still run.
+// Streaming: while `arriving`, the shard's body is being written to `partial` (a path fixed for
+// the loader's life) and `arrived` says how many of its bytes are there (kCopyCurrent: the copy
+// in the cache is current, read it); a read waits until its member's end has arrived, at most
+// `wait_limit_s`, then reads `partial` (or the copy, once the whole shard was moved into place).
 struct FetchFailure {
+  static constexpr std::uint64_t kCopyCurrent = ~std::uint64_t{0};
   std::atomic<bool> failed{false};
   std::string cause;
+  std::atomic<bool> arriving{false};
+  std::atomic<std::uint64_t> arrived{0};
+  std::string partial;       // set before the table is shared, never changed
+  double wait_limit_s = 0;   // likewise
+  // Bumped (by the fetcher) when the epoch a read may belong to is abandoned or the loader
+  // goes: a read that waits sees it change and ends (kCancelled) rather than hold its worker.
+  const std::atomic<std::uint64_t>* interrupts = nullptr;  // likewise
 };
 
 class ItemTable {

@@ -8,7 +8,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
@@ -152,7 +155,36 @@ const std::string& ItemReader::file_path(const ItemTable::Location& at) {
   return path_;
 }
 
-int ItemReader::shard_fd(const ItemTable& items, std::int32_t shard) {
+namespace {
+
+// A streamed shard (FetchFailure's comment): waits until bytes [0, end) of it have arrived and
+// says whether to read them from the partial file (true) or from the copy (false). Throws when
+// the fetch failed, or when the bytes are not there within the shard's wait limit.
+bool wait_for_bytes(const FetchFailure& f, std::uint64_t end, const std::string& name) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(f.wait_limit_s));
+  auto pause = std::chrono::microseconds(200);
+  const std::uint64_t interrupts = f.interrupts != nullptr ? f.interrupts->load(std::memory_order_acquire) : 0;
+  for (;;) {
+    if (f.failed.load(std::memory_order_acquire)) throw Error(ErrorCode::kIo, "the shard could not be fetched: " + f.cause, name);
+    if (!f.arriving.load(std::memory_order_acquire)) return false;
+    const std::uint64_t arrived = f.arrived.load(std::memory_order_acquire);
+    if (arrived == FetchFailure::kCopyCurrent) return false;
+    if (arrived >= end) return true;
+    if (f.interrupts != nullptr && f.interrupts->load(std::memory_order_acquire) != interrupts) {
+      throw Error(ErrorCode::kCancelled, "the epoch was abandoned while this read waited for the shard's bytes", name);
+    }
+    if (Clock::now() > deadline) {
+      throw Error(ErrorCode::kIo, "the shard's bytes did not arrive within " + std::to_string(static_cast<int>(f.wait_limit_s)) + " s", name);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+}
+
+}  // namespace
+
+int ItemReader::shard_fd(const ItemTable& items, std::int32_t shard, bool partial) {
   ++uses_;
   OpenShard* victim = &open_[0];
   for (OpenShard& open : open_) {
@@ -163,14 +195,21 @@ int ItemReader::shard_fd(const ItemTable& items, std::int32_t shard) {
     if (open.last_use < victim->last_use) victim = &open;
   }
   const ItemTable::Shard& s = items.shards()[static_cast<std::size_t>(shard)];
-  const int fd = ops_->open(s.path.c_str(), kOpenFlags, 0);
+  // A shard still arriving is read from its partial file, whose size is not the shard's yet (the
+  // member's header is checked as ever); once moved into place it is the copy (same file).
+  int fd = partial ? ops_->open(s.fetch_failure->partial.c_str(), kOpenFlags, 0) : -1;
+  if (fd < 0) {
+    partial = false;
+    fd = ops_->open(s.path.c_str(), kOpenFlags, 0);
+  }
   if (fd < 0) throw_errno(errno, "cannot open shard", s.name());
   FileDescriptor guard(*ops_, fd);
   struct stat st {};
   if (ops_->fstat(fd, &st) != 0) throw_errno(errno, "cannot stat shard", s.name());
   const std::int64_t mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   const bool mtime_known = s.mtime_ns != ItemTable::Shard::kAnyMtime;
-  if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != s.size || (mtime_known && mtime_ns != s.mtime_ns)) {
+  if (!S_ISREG(st.st_mode) ||
+      (!partial && (static_cast<std::uint64_t>(st.st_size) != s.size || (mtime_known && mtime_ns != s.mtime_ns)))) {
     throw Error(ErrorCode::kCorruptData,
                 "the shard changed since it was indexed (its size or mtime differs): build the pipeline again",
                 s.name());
@@ -195,10 +234,8 @@ std::span<const std::uint8_t> ItemReader::read(const ItemTable& items, std::int6
   }
   if (at.size == 0) throw Error(ErrorCode::kCorruptData, "empty member", items.path(item));
   const FetchFailure* failure = items.shards()[static_cast<std::size_t>(at.shard)].fetch_failure.get();
-  if (failure != nullptr && failure->failed.load(std::memory_order_acquire)) {
-    throw Error(ErrorCode::kIo, "the shard could not be fetched: " + failure->cause, items.path(item));
-  }
-  const int fd = shard_fd(items, at.shard);
+  const bool partial = failure != nullptr && wait_for_bytes(*failure, at.offset + at.size, items.path(item));
+  const int fd = shard_fd(items, at.shard, partial);
   // The header too: one pread, and the check below that the index still describes this shard.
   const std::size_t total = static_cast<std::size_t>(tar::kBlock + at.size);
   buffer.reserve(total);

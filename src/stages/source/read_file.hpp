@@ -62,7 +62,8 @@ class ItemReader {
     int fd = -1;
     std::uint64_t last_use = 0;
   };
-  int shard_fd(const ItemTable& items, std::int32_t shard);
+  // `partial`: the shard is still arriving; open its partial file (the copy if it was moved).
+  int shard_fd(const ItemTable& items, std::int32_t shard, bool partial);
 
   FileOps* ops_;
   std::string path_;

@@ -10,11 +10,17 @@
 #include <filesystem>
 #include <climits>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sluice/detail/core/binary_io.hpp"
 #include "sluice/detail/core/numbers.hpp"
 #include "sluice/core/error.hpp"
 #include "stages/decode/image_format.hpp"
+#include "stages/remote/remote_shards.hpp"
+#include "stages/remote/remote_stats.hpp"
+#include "stages/remote/remote_url.hpp"
 #include "stages/tar/tar_source.hpp"
 
 namespace sluice::stages {
@@ -261,14 +267,29 @@ void check_list_entry(const fs::path& entry, const fs::path& canonical_base, con
               where);
 }
 
+// An entry of a list named by URL: a URL as it is, a path from the bucket's or host's root
+// ("/a/b.jpg"), or relative to the list's own URL ("b.jpg" beside it).
+std::string entry_url(const std::string& list_url, const std::string& entry) {
+  if (remote::is_remote_url(entry)) return entry;
+  if (entry.starts_with('/')) return remote::origin_of(list_url) + entry;
+  const std::size_t end = list_url.find_first_of("?#");
+  const std::string base = list_url.substr(0, end);
+  return base.substr(0, base.rfind('/') + 1) + entry;
+}
+
 Dataset load_list(const spec::ListFile& list) {
+  // A list named by URL is fetched whole (bounded as a local one is) and its entries are URLs.
+  const bool remote_list = remote::is_remote_url(list.path);
   // A regular file under a bound: a FIFO would wait for a writer, a device might never end.
-  const std::string text = core::read_regular_text(list.path, core::kMaxTextInputBytes, "list file");
-  const fs::path base = fs::path(list.path).parent_path();
+  const std::string text = remote_list ? remote::fetch_remote_text(list.path, list.remote, core::kMaxTextInputBytes)
+                                       : core::read_regular_text(list.path, core::kMaxTextInputBytes, "list file");
+  const fs::path base = remote_list ? fs::path() : fs::path(list.path).parent_path();
   std::error_code ec;
-  const fs::path canonical_base = fs::canonical(base.empty() ? fs::path(".") : base, ec);
+  const fs::path canonical_base = remote_list ? fs::path() : fs::canonical(base.empty() ? fs::path(".") : base, ec);
   if (ec) throw Error(ErrorCode::kIo, "cannot resolve the list's folder: " + ec.message(), list.path);
-  Dataset dataset;
+  std::vector<std::pair<std::string, std::int32_t>> entries;  // path or URL, label; in list order
+  std::vector<std::string> urls;        // the entries named by URL
+  std::vector<std::size_t> url_entries;  // where each is in `entries`
   std::size_t at = 0;
   for (int number = 1; at < text.size(); ++number) {
     const std::size_t end = std::min(text.find('\n', at), text.size());
@@ -286,15 +307,34 @@ Dataset load_list(const spec::ListFile& list) {
     if (!label) {
       throw Error(ErrorCode::kInvalidArgument, "the label must be a whole number from 0 to 2147483647", where);
     }
-    fs::path path(line.substr(0, tab));
+    const std::string entry(line.substr(0, tab));
+    if (remote_list || remote::is_remote_url(entry)) {
+      urls.push_back(remote_list ? entry_url(list.path, entry) : entry);
+      url_entries.push_back(entries.size());
+      entries.emplace_back(urls.back(), static_cast<std::int32_t>(*label));
+      continue;
+    }
+    fs::path path(entry);
     if (path.is_relative()) path = base / path;
     path = path.lexically_normal();
     if (!list.allow_outside_root) check_list_entry(path, canonical_base, where);
-    dataset.items.add_path(path.string(), static_cast<std::int32_t>(*label));
+    entries.emplace_back(path.string(), static_cast<std::int32_t>(*label));
   }
-  if (dataset.items.empty()) {
+  if (entries.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "list file has no entries", list.path);
   }
+  // Objects named by URL are fetched into the remote cache folder, as remote shards are
+  // (docs/remote.md), and read from their copies. One still failing after its retries keeps its
+  // URL as its path, so reading it fails naming the URL and the error policy decides; a
+  // 403/404 fails build() at once.
+  if (!urls.empty()) {
+    const std::vector<remote::RemoteShard> got = remote::fetch_remote_shards(urls, list.remote);
+    for (std::size_t i = 0; i < urls.size(); ++i) {
+      if (!got[i].local_path.empty()) entries[url_entries[i]].first = got[i].local_path;
+    }
+  }
+  Dataset dataset;
+  for (const auto& [path, label] : entries) dataset.items.add_path(path, label);
   return dataset;
 }
 

@@ -18,17 +18,22 @@ namespace sluice::stages {
 
 class FileOps;
 
-// Brings the shards that a list of items lives in to local files before those items are read:
-// remote shards that a rank splitting by shards fetches only once an epoch (or build()'s size
-// probe) is about to read them (stages/tar/shard_fetcher.hpp). Called on the consumer's thread
-// before the epoch's samples are submitted; a shard that cannot be fetched makes its samples
-// fail when read (ItemTable::Shard::fetch_failure), as under the build-time fetch. `stop` (may
-// be empty) is asked every 50 ms or so while it waits on the network: true ends the fetch with
-// Error(kCancelled).
+// Brings the shards that a list of items lives in to local files as those items are read:
+// remote shards streamed once an epoch (or build()'s size probe) is about to read them
+// (stages/tar/shard_fetcher.hpp). Called on the consumer's thread before the epoch's samples are
+// submitted; it may return before the bytes are there (a read waits for its member's bytes,
+// ItemTable::Shard::fetch_failure). A shard that cannot be fetched makes its samples fail when
+// read, as under the build-time fetch. `stop` (may be empty) is asked every 50 ms or so while it
+// waits on the network: true ends the fetch with Error(kCancelled). stop() ends what is in
+// flight, waking reads that wait for it: the loader calls it before it joins its workers.
+// interrupt() ends the reads waiting now (kCancelled), not the fetch: the loader calls it when
+// it abandons an epoch, whose samples it then waits for.
 class ShardFetcher {
  public:
   virtual ~ShardFetcher() = default;
   virtual void fetch(std::span<const std::int64_t> items, const std::function<bool()>& stop) = 0;
+  virtual void stop() {}
+  virtual void interrupt() {}
 };
 
 struct Dataset {

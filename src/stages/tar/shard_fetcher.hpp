@@ -1,25 +1,34 @@
-// Remote shards fetched when an epoch reads them, for a rank of several that splits tar shards
-// by shards (docs/distributed.md): the rank reads a contiguous run of each epoch's shard-ordered
-// samples, about 1 / world of the shards, so it fetches those and not the whole set. build()
-// learns every shard's samples from the index file beside it on the server ("<url>.sluice-idx",
-// what sluice writes beside a shard it indexes); each epoch's start (and build()'s size probe)
-// hands this the rank's items, and the shards they live in that are not yet current in the shard
-// cache are fetched at once (up to eight transfers in flight), revalidated with If-None-Match
-// the first time this loader uses a cached copy. Copies the epoch needs are never evicted; others
-// may be, least recently used first, when the cache is over its limit.
+// Remote shards whose index file the server has ("<url>.sluice-idx", what sluice writes beside a
+// shard it indexes): build() learns every shard's samples from it without fetching the shard,
+// and the shards stream in when an epoch reads them (docs/remote.md). Each epoch's start (and
+// build()'s size probe) hands this the rank's items (a rank of several that splits by shards
+// reads about 1 / world of the shards, so it fetches those and not the whole set); the shards
+// they live in that are not yet current in the shard cache are fetched in the order the epoch
+// first reads them, up to eight transfers in flight, on a thread of this fetcher's own, and the
+// epoch starts at once: a read waits until its member's bytes have arrived (FetchFailure in
+// stages/source/item_table.hpp), so samples are served as their bytes arrive, not when the
+// whole shard or the whole set has. A cached copy is revalidated with If-None-Match the first
+// time this loader uses it. Copies the epoch needs are never evicted; others may be, least
+// recently used first, when the cache is over its limit.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sluice/pipeline/options.hpp"
 #include "stages/source/source.hpp"
 
 namespace sluice::stages {
+
+namespace remote {
+class SourceCounters;
+}  // namespace remote
 
 class OnDemandShards final : public ShardFetcher {
  public:
@@ -36,15 +45,34 @@ class OnDemandShards final : public ShardFetcher {
   // `shards` in item order.
   OnDemandShards(RemoteOptions options, std::vector<Shard> shards);
 
+  ~OnDemandShards() override;
+  OnDemandShards(const OnDemandShards&) = delete;
+  OnDemandShards& operator=(const OnDemandShards&) = delete;
+
+  // Starts streaming the shards of `items` that are not current, in the order the items first
+  // name them, and returns. A stream still running from the last call is waited for first
+  // (`stop` ends that wait, and the stream, with Error(kCancelled)).
   void fetch(std::span<const std::int64_t> items, const std::function<bool()>& stop) override;
+  // Ends the stream in flight (its shards' waiting reads fail) and waits for its thread.
+  void stop() override;
+  void interrupt() override { interrupts_.fetch_add(1, std::memory_order_acq_rel); }
 
  private:
+  // The stream's thread: fetches shards_[which[k]] (URLs `urls`), then says for each how it went.
+  void run(std::vector<std::size_t> which, std::vector<std::string> urls, std::vector<std::string> keep);
+  void finish_stream(const std::function<bool()>& stop);
   // The shard whose items hold `item`, or -1 (an item of a local shard or one fetched in build()).
   std::int64_t shard_of(std::int64_t item) const;
 
   RemoteOptions options_;
   std::vector<Shard> shards_;
+  // The loader's per-source counters (stages/remote/remote_stats.hpp), taken from the scope
+  // build() runs in: an epoch's fetch counts where build()'s did.
+  std::shared_ptr<remote::SourceCounters> counters_;
   std::vector<std::uint8_t> needed_;  // scratch: per shard, whether the items name it
+  std::thread stream_;                 // the fetch in flight, if any
+  std::atomic<bool> stopping_{false};  // asked by the stream's transfers
+  std::atomic<std::uint64_t> interrupts_{0};  // FetchFailure::interrupts
 };
 
 }  // namespace sluice::stages
