@@ -49,7 +49,7 @@ inline bool bilinear_pixel(ConstImageView src, const AffineMatrix& m, int u, dou
 // Whether this CPU runs bilinear_avx2 (checked once).
 bool avx2_supported();
 
-// Whether bilinear_avx2 takes this source: its gathers address bytes with 32-bit offsets, so the
+// Whether bilinear_avx2 takes this source: it addresses bytes with 32-bit offsets, so the
 // source's bytes (rows times stride) must stay below 2^31 - 8 and the stride must be positive.
 bool avx2_fits(ConstImageView src);
 
