@@ -3,6 +3,8 @@
 //   decode_224        JpegDecoder read_header + decode of one imagenette-val JPEG (224x224, RGB)
 //   rotate_nearest / rotate_bilinear   F.rotate by 17 degrees
 //   affine_nearest / affine_bilinear   F.affine (angle 12, translate (5, -3), scale 1.1, shear 8)
+//   rotate_bilinear_scalar / affine_bilinear_scalar   the same two through the scalar reference
+//                     kernel (WarpIsa::kScalar); the two above take AVX2 where the CPU has it
 //   blur_3 / blur_23  F.gaussian_blur, kernel 3 (sigma 1) and 23 (sigma 3.5, SimCLR's size)
 //   posterize, solarize, invert, autocontrast, equalize, sharpness (factor 1.8)
 //   copy              the image copied into the output (what the in-place kernels below include)
@@ -169,6 +171,12 @@ int main(int argc, char** argv) {
       {"rotate_bilinear", [=](auto s, auto d, auto) { rotate(s, d, 17, bilinear); }},
       {"affine_nearest", [=](auto s, auto d, auto) { affine(s, d, affine_params, nearest); }},
       {"affine_bilinear", [=](auto s, auto d, auto) { affine(s, d, affine_params, bilinear); }},
+      {"rotate_bilinear_scalar", [=](auto s, auto d, auto) {
+         warp_affine(s, d, rotation_matrix(17, {s.width, s.height}), bilinear, {}, WarpIsa::kScalar);
+       }},
+      {"affine_bilinear_scalar", [=](auto s, auto d, auto) {
+         warp_affine(s, d, affine_matrix(affine_params, {s.width, s.height}), bilinear, {}, WarpIsa::kScalar);
+       }},
       {"blur_3", [](auto s, auto d, auto w) { gaussian_blur(s, d, {3, 3, 1.0, 1.0}, w); }},
       {"blur_23", [](auto s, auto d, auto w) { gaussian_blur(s, d, {23, 23, 3.5, 3.5}, w); }},
       {"posterize", [](auto s, auto d, auto) { posterize(s, d, 4); }},
@@ -212,19 +220,19 @@ int main(int argc, char** argv) {
 
   const std::map<std::string, double> rates = reporter.medians();
   const auto base = rates.find("decode_224");
-  std::printf("\n%-18s %12s %14s\n", "224x224 RGB", "images/s", "x decode time");
-  if (base != rates.end()) std::printf("%-18s %12.0f %14.3f\n", "decode_224", base->second, 1.0);
+  std::printf("\n%-22s %12s %14s\n", "224x224 RGB", "images/s", "x decode time");
+  if (base != rates.end()) std::printf("%-22s %12.0f %14.3f\n", "decode_224", base->second, 1.0);
   for (const auto& [name, fn] : kernels) {
     const auto it = rates.find(name);
     if (it == rates.end()) continue;  // filtered out
-    std::printf("%-18s %12.0f", name.c_str(), it->second);
+    std::printf("%-22s %12.0f", name.c_str(), it->second);
     if (base != rates.end()) std::printf(" %14.3f", base->second / it->second);
     std::printf("\n");
   }
   for (const auto& [name, kind] : mixes) {
     const auto it = rates.find(name);
     if (it == rates.end()) continue;
-    std::printf("%-18s %12.0f", name.c_str(), it->second);
+    std::printf("%-22s %12.0f", name.c_str(), it->second);
     if (base != rates.end()) std::printf(" %14.3f", base->second / it->second);
     std::printf("  (per sample of a 32-sample f32 batch)\n");
   }

@@ -33,9 +33,10 @@ TensorDesc describe(const Batch& batch, BatchPart part) {
   TensorDesc d;
   if (part == BatchPart::kLabels && batch.soft_labels().data != nullptr) {
     // mixup() / cutmix(): the soft labels stand for the labels (docs/decisions/batch-mix-labels.md).
-    d.data = batch.soft_labels().data;
+    const TensorView& soft = batch.on_device() ? batch.device_soft_labels() : batch.soft_labels();
+    d.data = soft.data;
     d.dtype = DType::kF32;
-    d.shape = batch.soft_labels().shape;
+    d.shape = soft.shape;
   } else if (part == BatchPart::kLabels) {
     // DLPack's data pointer is not const; consumers get the slot's labels as they are.
     d.data = const_cast<std::int32_t*>(batch.on_device() ? batch.device_labels() : batch.labels().data());

@@ -21,6 +21,7 @@ class BatchAccess {
     batch.set_device(device, data, labels, ready_event);
   }
   static void set_soft_labels(Batch& batch, TensorView soft_labels) { batch.soft_labels_ = soft_labels; }
+  static void set_device_soft_labels(Batch& batch, TensorView soft_labels) { batch.device_soft_labels_ = soft_labels; }
 };
 
 }  // namespace sluice::runtime

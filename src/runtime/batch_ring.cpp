@@ -87,12 +87,13 @@ bool BatchRing::add_slot(Reclaim reclaim) {
   return true;
 }
 
-void BatchRing::add_external_slot(std::uint8_t* data, std::int32_t* labels) {
+void BatchRing::add_external_slot(std::uint8_t* data, std::int32_t* labels, std::byte* mix) {
   const int index = free_index();
   if (index == kMaxSlots) throw Error(ErrorCode::kInternal, "batch ring: more than " + std::to_string(kMaxSlots) + " slots");
   auto slot = std::make_unique<BatchSlot>();
   slot->data_ptr = data;
   slot->labels_ptr = labels;
+  slot->mix_ptr = mix;
   slot->index = index;
   slots_[static_cast<std::size_t>(index)] = std::move(slot);
   ++live_slots_;

@@ -90,7 +90,7 @@ class BatchRing {
   // full or the budget has no room.
   bool add_slot(Reclaim reclaim);
   // A slot over memory the caller owns and keeps alive as long as the ring.
-  void add_external_slot(std::uint8_t* data, std::int32_t* labels);
+  void add_external_slot(std::uint8_t* data, std::int32_t* labels, std::byte* mix = nullptr);
   int live_slots() const { return live_slots_; }
   bool can_grow() const { return live_slots_ < kMaxSlots; }
 

@@ -6,6 +6,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 #include "sluice/device/device.hpp"
+#include "stages/augment/batch_mix.hpp"
 
 namespace sluice::runtime {
 
@@ -28,10 +29,18 @@ DeviceDelivery::DeviceDelivery(const stages::ResolvedPipeline& plan, const stage
       sample_bytes_(program.sample_bytes()) {
   require_device(to_.device);  // a clear error at build() when the device is not usable here
   const std::size_t data_bytes = sample_bytes_ * static_cast<std::size_t>(plan.batch_size);
-  // A ring slot: labels (rounded to 256 bytes), then the batch as the host assembles it; with
-  // normalize_on_device the device slot also holds the normalised output after the u8 input.
+  // A ring slot: labels (rounded to 256 bytes); with mixup() / cutmix() the soft labels and the
+  // mix's one sample of scratch (rounded; the worker that completes the batch mixes it in the
+  // slot, and the soft labels travel in the same copy, the scratch with them); then the batch as
+  // the host assembles it. With normalize_on_device the device slot also holds the normalised
+  // output after the u8 input.
   labels_bytes_ = round_up_256(sizeof(std::int32_t) * static_cast<std::size_t>(plan.batch_size));
-  const std::size_t host_bytes = labels_bytes_ + data_bytes;
+  if (!plan.batch_mix.choices.empty()) {
+    mix_classes_ = plan.batch_mix.choices.front().num_classes;
+    mix_bytes_ = round_up_256(stages::batch_mix_slot_bytes(plan.batch_size, mix_classes_, sample_bytes_));
+  }
+  data_offset_ = labels_bytes_ + mix_bytes_;
+  const std::size_t host_bytes = data_offset_ + data_bytes;
   std::size_t device_bytes = host_bytes;
   if (to_.options.normalize_on_device) {
     normalizer_.setup(GpuNormalizeOptions{device_normalize_.mean, device_normalize_.std, device_normalize_.layout,
@@ -65,15 +74,19 @@ std::int32_t* DeviceDelivery::host_labels(int slot) {
   return reinterpret_cast<std::int32_t*>(ring_->host_slot(slot).data());
 }
 
-std::uint8_t* DeviceDelivery::host_data(int slot) { return ring_->host_slot(slot).data() + labels_bytes_; }
+std::uint8_t* DeviceDelivery::host_data(int slot) { return ring_->host_slot(slot).data() + data_offset_; }
+
+std::byte* DeviceDelivery::host_mix(int slot) {
+  return mix_bytes_ == 0 ? nullptr : reinterpret_cast<std::byte*>(ring_->host_slot(slot).data() + labels_bytes_);
+}
 
 void DeviceDelivery::begin_fill(int slot) { ring_->begin_fill(slot); }
 
 std::exception_ptr DeviceDelivery::ship(int slot, int samples) noexcept {
-  const std::size_t bytes = labels_bytes_ + sample_bytes_ * static_cast<std::size_t>(samples);
+  const std::size_t bytes = data_offset_ + sample_bytes_ * static_cast<std::size_t>(samples);
   try {
     if (to_.options.normalize_on_device) {
-      const DeviceNormalizeStep step{&normalizer_, labels_bytes_, output_offset_, samples, output_.height, output_.width};
+      const DeviceNormalizeStep step{&normalizer_, data_offset_, output_offset_, samples, output_.height, output_.width};
       ring_->submit(slot, bytes, &step);
     } else {
       ring_->submit(slot, bytes);
@@ -87,7 +100,7 @@ std::exception_ptr DeviceDelivery::ship(int slot, int samples) noexcept {
 void DeviceDelivery::hand_over(int slot, int samples, Batch& batch) {
   ring_->hand_over(slot, *consumer_stream_);  // the consumer's stream waits for the copy; the host does not
   auto* base = static_cast<std::uint8_t*>(ring_->device_slot(slot));
-  TensorView data{base + labels_bytes_, dtype_, Shape{samples, sample_shape_[0], sample_shape_[1], sample_shape_[2]}};
+  TensorView data{base + data_offset_, dtype_, Shape{samples, sample_shape_[0], sample_shape_[1], sample_shape_[2]}};
   if (to_.options.normalize_on_device) {
     const Shape shape = device_normalize_.layout == Layout::kNCHW ? Shape{samples, channels_, output_.height, output_.width}
                                                                   : Shape{samples, output_.height, output_.width, channels_};
@@ -95,6 +108,9 @@ void DeviceDelivery::hand_over(int slot, int samples, Batch& batch) {
   }
   BatchAccess::set_device(batch, to_.device, data, reinterpret_cast<const std::int32_t*>(base),
                           ring_->ready_event(slot).native_handle());
+  if (mix_classes_ != 0) {
+    BatchAccess::set_device_soft_labels(batch, TensorView{base + labels_bytes_, DType::kF32, Shape{samples, mix_classes_}});
+  }
 }
 
 void DeviceDelivery::record_stream(int slot, void* native_stream) { ring_->record_stream(slot, native_stream); }

@@ -43,14 +43,16 @@ class DeviceDelivery {
   // The NUMA node of the page-locked slots (-1 where unknown, or on a one-node machine): the
   // workers that write them run there.
   int numa_node() const { return ring_->numa_node(); }
-  // Where workers write a slot's batch: its labels and its samples.
+  // Where workers write a slot's batch: its labels and its samples; and, with mixup() or
+  // cutmix(), where the batch's soft labels and the mix's scratch go (null without them).
   std::int32_t* host_labels(int slot);
   std::uint8_t* host_data(int slot);
+  std::byte* host_mix(int slot);
 
   // The slot's previous copy has finished reading its host memory.
   void begin_fill(int slot);
-  // Copies the slot's first `samples` samples and their labels (and normalises them) on the
-  // ring's stream. Returns null, or the error for the batch's consumer.
+  // Copies the slot's first `samples` samples, their labels and soft labels (and normalises them)
+  // on the ring's stream. Returns null, or the error for the batch's consumer.
   std::exception_ptr ship(int slot, int samples) noexcept;
   // The consumer's stream waits for the copy; `batch` gets the device view of the slot.
   void hand_over(int slot, int samples, Batch& batch);
@@ -72,7 +74,10 @@ class DeviceDelivery {
   Size2 output_;
   int channels_ = 3;
   std::size_t sample_bytes_ = 0;
-  std::size_t labels_bytes_ = 0;   // labels first in a ring slot, then the data
+  std::size_t labels_bytes_ = 0;   // labels first in a ring slot (rounded to 256 bytes)
+  int mix_classes_ = 0;            // mixup() / cutmix(): the soft labels' width, else 0
+  std::size_t mix_bytes_ = 0;      // then their soft labels and scratch (rounded), if any
+  std::size_t data_offset_ = 0;    // then the data
   std::size_t output_offset_ = 0;  // normalize_on_device: where the device's output starts
   GpuNormalizer normalizer_;
   Reservation device_reservation_;  // the ring's device memory in the job's device budget

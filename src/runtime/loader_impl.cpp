@@ -163,7 +163,9 @@ void LoaderImpl::create_slots() {
     shared_->device = std::make_unique<runtime::DeviceDelivery>(plan_, *program_, prefetch + 2, budget(),
                                                                 plan_.options.device_budget.get());
     runtime::DeviceDelivery& device = *shared_->device;
-    for (int i = 0; i < device.slots(); ++i) ring().add_external_slot(device.host_data(i), device.host_labels(i));
+    for (int i = 0; i < device.slots(); ++i) {
+      ring().add_external_slot(device.host_data(i), device.host_labels(i), device.host_mix(i));
+    }
     tuning_->start(prefetch);
     return;
   }

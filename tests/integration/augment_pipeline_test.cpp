@@ -249,16 +249,16 @@ TEST_F(Augment, BadParametersAreRefusedNamingTheValue) {
   const auto says = [](const std::string& message, const std::string& part) {
     EXPECT_NE(message.find(part), std::string::npos) << "\"" << message << "\" lacks \"" << part << "\"";
   };
-  says(build_error(decoded().color_jitter({.hue = {-0.7, 0.7}}).batch(2)), "hue must be a range");
+  says(build_error(decoded().color_jitter({.hue = {-0.7, 0.7}}).batch(2)), "hue must be [min, max] with -0.5 <= min <= max <= 0.5");
   says(build_error(decoded().color_jitter({.hue = {-0.7, 0.7}}).batch(2)), "got [-0.700000, 0.700000]");
-  says(build_error(decoded().color_jitter({.brightness = {-1, 2}}).batch(2)), "brightness must be a range");
+  says(build_error(decoded().color_jitter({.brightness = {-1, 2}}).batch(2)), "brightness must be [min, max] with 0 <= min <= max <= 1e+06");
   says(build_error(decoded().color_jitter({.contrast = {1.5, 0.5}}).batch(2)), "got [1.500000, 0.500000]");
   says(build_error(decoded().grayscale(2).batch(2)), "num_output_channels must be 1 or 3, got 2");
   says(build_error(decoded().random_grayscale(1.5).batch(2)), "probability must be in [0, 1], got 1.500000");
   says(build_error(decoded().flip_vertical(-0.5).batch(2)), "probability must be in [0, 1], got -0.500000");
   says(build_error(decoded().normalize().random_erasing({.probability = 2}).batch(2)), "got 2.000000");
-  says(build_error(decoded().normalize().random_erasing({.scale = {0.5, 0.2}}).batch(2)), "got [0.500000, 0.200000]");
-  says(build_error(decoded().normalize().random_erasing({.ratio = {0, 1}}).batch(2)), "ratio must be");
+  says(build_error(decoded().normalize().random_erasing({.scale = {0.5, 0.2}}).batch(2)), "scale must be [min, max] with 0 <= min <= max <= 1, got [0.500000, 0.200000]");
+  says(build_error(decoded().normalize().random_erasing({.ratio = {0, 1}}).batch(2)), "ratio must be [min, max] with 0 < min <= max, got [0.000000, 1.000000]");
   says(build_error(decoded().normalize().random_erasing({.value = {1, 2}}).batch(2)),
        "value has 2 numbers but the sample has 3 channels");
   says(build_error(decoded().random_erasing({}).normalize().batch(2)), "random_erasing() must follow normalize()");
@@ -272,7 +272,7 @@ TEST_F(Augment, BadParametersAreRefusedNamingTheValue) {
   says(build_error(decoded().gaussian_blur(3, 3, {0, 1}).batch(2)), "sigma must be [min, max] with 0 < min");
   says(build_error(decoded().random_posterize(9).batch(2)), "bits must be from 0 to 8, got 9");
   says(build_error(decoded().random_adjust_sharpness(-1).batch(2)), "sharpness_factor must be a finite number >= 0");
-  says(build_error(decoded().random_rotation({10, -10}).batch(2)), "degrees must be [min, max]");
+  says(build_error(decoded().random_rotation({10, -10}).batch(2)), "degrees must be [min, max] with -1e+06 <= min <= max <= 1e+06, got [10.000000, -10.000000]");
   says(build_error(decoded().random_rotation({-10, 10}, {.warp = {.fill = {1, 2}}}).batch(2)), "got 2 values");
   says(build_error(decoded().random_affine({0, 0}, {.translate_x = 1.5}).batch(2)), "translate must be two fractions");
   says(build_error(decoded().random_affine({0, 0}, {.scale = {0, 1}}).batch(2)), "scale must be [min, max] with 0 < min");

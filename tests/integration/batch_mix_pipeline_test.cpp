@@ -2,6 +2,8 @@
 // mixed by the kernel with the batch's draw (so the loader mixes the complete batch once, with the
 // draw of (seed, epoch, batch index)); soft labels f32 (N, num_classes) in outputs() and on the
 // batch; the same bytes at 1 and 3 threads; a resumed run delivers the uninterrupted run's batches;
+// through the transfer ring (to_device(host()) staged through it, the CPU stand-in for a GPU) the
+// delivered batch and soft labels equal the host ring's, normalised on the device too (CutMix);
 // the JSON form; what cannot run is refused at build with the stage's name.
 #include <gtest/gtest.h>
 
@@ -156,6 +158,58 @@ TEST_F(BatchMixPipeline, ResumedRunDeliversTheUninterruptedRunsBatches) {
   EXPECT_EQ(tail, std::vector<std::uint64_t>(full.begin() + 2, full.end()));
 }
 
+// What the transfer ring delivers (device_data, device_soft_labels: host memory here) equals what
+// the batch ring delivers, at 1 and 2 threads, over more batches than the ring has slots.
+void expect_same_as_host_ring(Loader& host_ring, Loader& transfer_ring) {
+  std::vector<std::vector<std::uint8_t>> data;
+  std::vector<std::vector<float>> soft;
+  for (Batch& b : host_ring.epoch(1)) {
+    const auto* p = static_cast<const std::uint8_t*>(b.data().data);
+    data.emplace_back(p, p + b.data().bytes());
+    const auto* f = static_cast<const float*>(b.soft_labels().data);
+    soft.emplace_back(f, f + b.soft_labels().shape.elements());
+  }
+  std::size_t k = 0;
+  for (Batch& b : transfer_ring.epoch(1)) {
+    ASSERT_TRUE(b.on_device());
+    ASSERT_LT(k, data.size());
+    ASSERT_EQ(b.device_soft_labels().shape, (Shape{b.size(), kItems}));
+    ASSERT_EQ(b.device_soft_labels().dtype, DType::kF32);
+    const auto* p = static_cast<const std::uint8_t*>(b.device_data().data);
+    const auto* f = static_cast<const float*>(b.device_soft_labels().data);
+    EXPECT_EQ(std::vector<std::uint8_t>(p, p + b.device_data().bytes()), data[k]) << "batch " << k;
+    EXPECT_EQ(std::vector<float>(f, f + b.device_soft_labels().shape.elements()), soft[k]) << "batch " << k;
+    ++k;
+  }
+  EXPECT_EQ(k, data.size());
+}
+
+TEST_F(BatchMixPipeline, ThroughTheTransferRingTheSoftLabelsTravelWithTheBatch) {
+  for (int threads : {1, 2}) {
+    const MixCase c{true, true, DType::kF32};
+    Loader host_ring = pipeline(c).build({.threads = threads, .seed = 4});
+    Loader transfer = pipeline(c).to_device(host(), {.stage_through_ring = true}).build({.threads = threads, .seed = 4});
+    const auto outputs = transfer.outputs();
+    ASSERT_EQ(outputs.size(), 2u);
+    EXPECT_EQ(outputs[1].shape, (Shape{kBatch, kItems}));
+    EXPECT_EQ(outputs[1].dtype, DType::kF32);
+    expect_same_as_host_ring(host_ring, transfer);
+  }
+}
+
+// CutMix copies boxes and normalising is per pixel, so mixing the u8 batch on the host and
+// normalising it on the device gives the host pipeline's normalised, mixed batch.
+TEST_F(BatchMixPipeline, CutMixThenNormalizeOnDeviceEqualsTheHostPipeline) {
+  const NormalizeOptions norm{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, Layout::kNCHW, DType::kF32};
+  const auto base = [&] {
+    return Pipeline::from_items(items_).shuffle_files(4).read().decode_jpeg().resize(12, 10).normalize(norm).batch(kBatch);
+  };
+  Loader host_ring = base().cutmix(1.0, kItems).build({.threads = 2, .seed = 7});
+  Loader transfer = base().cutmix(1.0, kItems).to_device(host(), {.normalize_on_device = true, .stage_through_ring = true})
+                        .build({.threads = 2, .seed = 7});
+  expect_same_as_host_ring(host_ring, transfer);
+}
+
 // A slot holds the soft labels and one sample of scratch besides the batch, and the memory plan
 // (which build() checks against the budget) counts them.
 TEST_F(BatchMixPipeline, TheMemoryPlanCountsTheSoftLabelsAndScratch) {
@@ -196,6 +250,9 @@ TEST_F(BatchMixPipeline, WhatCannotRunIsRefusedAtBuild) {
     }
   };
   refused(pipeline({true, false, DType::kU8}), "float batch");                 // mixup blends values
+  // normalize_on_device leaves a u8 batch on the host, where mixup would run.
+  refused(pipeline({}).to_device(host(), {.normalize_on_device = true, .stage_through_ring = true}),
+          "with normalize_on_device the host batch is u8");
   refused(Pipeline::from_items(items_).read().decode_jpeg().normalize().batch(4).mixup(1.0, kItems - 1), "has label");
   refused(Pipeline::from_items(items_).read().decode_jpeg().normalize().batch(4).mixup(1.0, kItems).cutmix(1.0, 5),
           "same num_classes");

@@ -143,8 +143,10 @@ class TransformsSpecTest(unittest.TestCase):
             T.stages_of([tvT.ToTensor(), tvT.RandomErasing(), tvT.Normalize(MEAN, STD)])
         with self.assertRaisesRegex(ValueError, r"hue values should be between"):
             T.ColorJitter(hue=(-0.7, 0.7))
-        with self.assertRaisesRegex(AttributeError, r"sluice.transforms has no AugMix"):
+        with self.assertRaisesRegex(AttributeError, r"sluice.transforms has no AugMix: torchvision's AugMix converts"):
             T.AugMix()
+        with self.assertRaisesRegex(T.UnsupportedTransformError, r"^AugMix: torchvision's AugMix converts the image to a uint8 tensor"):
+            T.stages_of([tvT.AugMix()])
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Resize: interpolation 'bicubic'"):
             T.stages_of([tvT.Resize(256, interpolation=tvT.InterpolationMode.BICUBIC)])
         with self.assertRaisesRegex(T.UnsupportedTransformError, r"^Normalize: needs ToTensor"):

@@ -54,6 +54,7 @@ class Batch {
       device_ = other.device_;
       device_data_ = other.device_data_;
       device_labels_ = other.device_labels_;
+      device_soft_labels_ = other.device_soft_labels_;
       ready_event_ = other.ready_event_;
     }
     return *this;
@@ -84,6 +85,8 @@ class Batch {
   DeviceId device() const { return device_; }
   const TensorView& device_data() const { return device_data_; }
   const std::int32_t* device_labels() const { return device_labels_; }
+  // With mixup() or cutmix() as well: soft_labels() on the device, shipped with the batch.
+  const TensorView& device_soft_labels() const { return device_soft_labels_; }
   void* ready_event() const { return ready_event_; }
 
   // With to_device() on a CUDA device: the batch is read on `native_stream` (a cudaStream_t;
@@ -134,6 +137,7 @@ class Batch {
   DeviceId device_ = host();
   TensorView device_data_;
   const std::int32_t* device_labels_ = nullptr;
+  TensorView device_soft_labels_;
   void* ready_event_ = nullptr;
 };
 

@@ -3,6 +3,7 @@
 // number b gives the range [max(0, 1 - b), 1 + b] (hue: h gives [-h, h]), or [min, max] itself.
 #include <cmath>
 
+#include "pipeline/descriptors/ranges.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 
@@ -16,21 +17,12 @@ using S = spec::ColorJitter;
 // Brightness, contrast and saturation factors are at least 0; this bound only keeps them finite.
 constexpr double kMaxFactor = 1e6;
 
-std::string text(const FactorRange& r) { return "[" + std::to_string(r.min) + ", " + std::to_string(r.max) + "]"; }
-
-void check_range(const std::string& where, const char* name, const FactorRange& r, double lo, double hi) {
-  if (!(r.min >= lo && r.min <= r.max && r.max <= hi)) {
-    refuse(where + ": " + name + " must be a range [min, max] with " + std::to_string(lo) + " <= min <= max <= " +
-           (hi == kMaxFactor ? std::string("1e6") : std::to_string(hi)) + ", got " + text(r));
-  }
-}
-
 void check(const spec::Stage& stage, const std::string& where) {
   const ColorJitterOptions& o = std::get<S>(stage).options;
-  check_range(where, "brightness", o.brightness, 0, kMaxFactor);
-  check_range(where, "contrast", o.contrast, 0, kMaxFactor);
-  check_range(where, "saturation", o.saturation, 0, kMaxFactor);
-  check_range(where, "hue", o.hue, -0.5, 0.5);
+  ranges::check(where, "brightness", o.brightness, 0, kMaxFactor);
+  ranges::check(where, "contrast", o.contrast, 0, kMaxFactor);
+  ranges::check(where, "saturation", o.saturation, 0, kMaxFactor);
+  ranges::check(where, "hue", o.hue, -0.5, 0.5);
 }
 
 // torchvision's _check_input: a number around `center`, or [min, max] inside [lo, hi].

@@ -3,6 +3,7 @@
 // number: that sigma), the same on both axes as torchvision's.
 #include <cmath>
 
+#include "pipeline/descriptors/ranges.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 
@@ -22,10 +23,7 @@ void check(const spec::Stage& stage, const std::string& where) {
       refuse(where + ": kernel_size must be odd, from 1 to " + std::to_string(kMaxKernel) + ", got " + std::to_string(k));
     }
   }
-  if (!(s.sigma.min > 0 && s.sigma.min <= s.sigma.max && std::isfinite(s.sigma.max))) {
-    refuse(where + ": sigma must be [min, max] with 0 < min <= max, got [" + std::to_string(s.sigma.min) + ", " +
-           std::to_string(s.sigma.max) + "]");
-  }
+  ranges::check_positive(where, "sigma", s.sigma);
 }
 
 spec::Stage read(const json& v, const std::string& p) {

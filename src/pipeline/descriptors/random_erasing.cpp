@@ -3,6 +3,7 @@
 // (stages/augment/erase.hpp). value: a number, one number per channel, or "random".
 #include <cmath>
 
+#include "pipeline/descriptors/ranges.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 
@@ -13,19 +14,13 @@ namespace {
 using namespace json_fields;
 using S = spec::RandomErasing;
 
-std::string text(const FactorRange& r) { return "[" + std::to_string(r.min) + ", " + std::to_string(r.max) + "]"; }
-
 void check(const spec::Stage& stage, const std::string& where) {
   const RandomErasingOptions& o = std::get<S>(stage).options;
   if (!(o.probability >= 0 && o.probability <= 1)) {
     refuse(where + ": probability must be in [0, 1], got " + std::to_string(o.probability));
   }
-  if (!(o.scale.min >= 0 && o.scale.min <= o.scale.max && o.scale.max <= 1)) {
-    refuse(where + ": scale must be [min, max] with 0 <= min <= max <= 1, got " + text(o.scale));
-  }
-  if (!(o.ratio.min > 0 && o.ratio.min <= o.ratio.max && std::isfinite(o.ratio.max))) {
-    refuse(where + ": ratio must be [min, max] with 0 < min <= max, got " + text(o.ratio));
-  }
+  ranges::check(where, "scale", o.scale, 0, 1);
+  ranges::check_positive(where, "ratio", o.ratio);
   for (const float v : o.value) {
     if (!std::isfinite(v)) refuse(where + ": value must be finite, got " + std::to_string(v));
   }

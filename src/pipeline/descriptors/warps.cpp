@@ -4,6 +4,7 @@
 // default) or bilinear, "fill" a grey level or one per channel, "center" [x, y] in pixels.
 #include <cmath>
 
+#include "pipeline/descriptors/ranges.hpp"
 #include "pipeline/stage_json.hpp"
 #include "pipeline/stage_registry.hpp"
 
@@ -14,15 +15,6 @@ namespace {
 using namespace json_fields;
 
 constexpr double kMaxDegrees = 1e6;
-
-std::string text(const FactorRange& r) { return "[" + std::to_string(r.min) + ", " + std::to_string(r.max) + "]"; }
-
-void check_range(const std::string& where, const char* name, const FactorRange& r, double lo, double hi) {
-  if (!(r.min >= lo && r.min <= r.max && r.max <= hi)) {
-    refuse(where + ": " + name + " must be [min, max] with " + std::to_string(lo) + " <= min <= max <= " +
-           std::to_string(hi) + ", got " + text(r));
-  }
-}
 
 void check_warp(const std::string& where, const WarpOptions& w) {
   if (w.fill.size() > 1 && w.fill.size() != 3) {
@@ -58,7 +50,7 @@ FactorRange read_degrees(const Object& o) {
 
 void check_rotation(const spec::Stage& stage, const std::string& where) {
   const auto& s = std::get<spec::RandomRotation>(stage);
-  check_range(where, "degrees", s.degrees, -kMaxDegrees, kMaxDegrees);
+  ranges::check(where, "degrees", s.degrees, -kMaxDegrees, kMaxDegrees);
   check_center(where, s.options.center_x, s.options.center_y);
   check_warp(where, s.options.warp);
 }
@@ -82,16 +74,14 @@ ordered_json write_rotation(const spec::Stage& stage) {
 void check_affine(const spec::Stage& stage, const std::string& where) {
   const auto& s = std::get<spec::RandomAffine>(stage);
   const RandomAffineOptions& o = s.options;
-  check_range(where, "degrees", s.degrees, -kMaxDegrees, kMaxDegrees);
+  ranges::check(where, "degrees", s.degrees, -kMaxDegrees, kMaxDegrees);
   if (!(o.translate_x >= 0 && o.translate_x <= 1 && o.translate_y >= 0 && o.translate_y <= 1)) {
     refuse(where + ": translate must be two fractions in [0, 1], got [" + std::to_string(o.translate_x) + ", " +
            std::to_string(o.translate_y) + "]");
   }
-  if (!(o.scale.min > 0 && o.scale.min <= o.scale.max && std::isfinite(o.scale.max))) {
-    refuse(where + ": scale must be [min, max] with 0 < min <= max, got " + text(o.scale));
-  }
-  check_range(where, "shear_x", o.shear_x, -kMaxDegrees, kMaxDegrees);
-  check_range(where, "shear_y", o.shear_y, -kMaxDegrees, kMaxDegrees);
+  ranges::check_positive(where, "scale", o.scale);
+  ranges::check(where, "shear_x", o.shear_x, -kMaxDegrees, kMaxDegrees);
+  ranges::check(where, "shear_y", o.shear_y, -kMaxDegrees, kMaxDegrees);
   check_center(where, o.center_x, o.center_y);
   check_warp(where, o.warp);
 }

@@ -35,9 +35,17 @@ class UnsupportedTransformError(TypeError):
 
 # torchvision's augmentations sluice has no stage for yet: named in the refusal, so that a recipe
 # that uses one learns which line, rather than that an attribute is missing.
-_NOT_YET = ("AugMix", "Pad",
+_NOT_YET = ("Pad",
             "RandomPerspective", "FiveCrop", "TenCrop", "ConvertImageDtype", "RandomApply",
             "RandomChoice", "RandomOrder", "ElasticTransform", "Lambda")
+
+
+# AugMix is refused for a reason of its own: torchvision runs its ops on a uint8 tensor (its tensor
+# kernels), not on the PIL image, and sluice's kernels reproduce Pillow's arithmetic, which gives
+# other pixels there (docs/decisions/augmentations.md).
+_AUGMIX_WHY = ("torchvision's AugMix converts the image to a uint8 tensor and runs its ops with torch's tensor "
+               "kernels (warps through grid_sample), whose pixels differ from Pillow's, which sluice's kernels "
+               "reproduce; sluice has no stage for it")
 
 
 def _refuse(name, why):
@@ -606,6 +614,8 @@ def stages_of(transforms):
         elif name == "Lambda":
             raise _refuse(name, "a Python function cannot run in sluice's C++ workers; do it on the batch "
                                 "after the loader, or ask for a stage")
+        elif name == "AugMix":
+            raise _refuse(name, _AUGMIX_WHY)
         elif name in _NOT_YET:
             raise _refuse(name, "sluice has no stage for it yet; sluice.transforms runs " +
                           ", ".join(sorted(TRANSFORMS)))
@@ -645,6 +655,8 @@ def _flatten(transforms):
 def __getattr__(name):
     # torchvision's names sluice does not run yet: say so by name (an AttributeError still, so
     # hasattr() and `from ... import` behave).
+    if name == "AugMix":
+        raise AttributeError(f"sluice.transforms has no AugMix: {_AUGMIX_WHY}")
     if name in _NOT_YET:
         raise AttributeError(f"sluice.transforms has no {name}: sluice has no stage for it yet (it runs "
                              f"{', '.join(sorted(TRANSFORMS))})")

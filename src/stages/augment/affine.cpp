@@ -6,6 +6,8 @@
 // source keep the fill.
 #include "stages/augment/affine.hpp"
 
+#include "stages/augment/affine_kernels.hpp"
+
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -182,40 +184,14 @@ void float_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
   }
 }
 
-// ImagingGenericTransform with affine_transform and the bilinear filter.
+// ImagingGenericTransform with affine_transform and the bilinear filter, pixel by pixel: the
+// reference the AVX2 kernel (affine_avx2.cpp) is held to.
 template <int C>
 void bilinear_affine(ConstImageView src, ImageView dst, const AffineMatrix& m) {
-  constexpr int c = C;
-  const int w = src.width;
-  const int h = src.height;
-  const auto clip_x = [w](int x) { return x < 0 ? 0 : (x < w ? x : w - 1); };
   for (int v = 0; v < dst.height; ++v) {
     std::uint8_t* out = dst.row(v);
     const double yc = v + 0.5;
-    for (int u = 0; u < dst.width; ++u) {
-      const double xc = u + 0.5;
-      double xin = m.a * xc + m.b * yc + m.c;
-      double yin = m.d * xc + m.e * yc + m.f;
-      if (xin < 0.0 || xin >= w || yin < 0.0 || yin >= h) continue;
-      xin -= 0.5;
-      yin -= 0.5;
-      const int x = pil_floor(xin);
-      const int y = pil_floor(yin);
-      const double dx = xin - x;
-      const double dy = yin - y;
-      const std::uint8_t* row0 = src.row(y < 0 ? 0 : (y < h ? y : h - 1));
-      const bool has_row1 = y + 1 >= 0 && y + 1 < h;
-      const std::uint8_t* row1 = has_row1 ? src.row(y + 1) : row0;
-      const int x0 = clip_x(x) * c;
-      const int x1 = clip_x(x + 1) * c;
-      for (int k = 0; k < c; ++k) {
-        double v1 = row0[x0 + k] + (row0[x1 + k] - row0[x0 + k]) * dx;
-        double v2 = v1;
-        if (has_row1) v2 = row1[x0 + k] + (row1[x1 + k] - row1[x0 + k]) * dx;
-        v1 = v1 + (v2 - v1) * dy;
-        out[u * c + k] = static_cast<std::uint8_t>(v1);
-      }
-    }
+    for (int u = 0; u < dst.width; ++u) affine_detail::bilinear_pixel<C>(src, m, u, yc, out + u * C);
   }
 }
 
@@ -301,14 +277,25 @@ AffineMatrix rotation_matrix(double angle, Size2 size, std::optional<double> cen
   return m;
 }
 
+bool warp_isa_available(WarpIsa isa) { return isa != WarpIsa::kAvx2 || affine_detail::avx2_supported(); }
+
 void warp_affine(ConstImageView src, ImageView dst, const AffineMatrix& m, WarpInterpolation interpolation,
-                 std::span<const std::uint8_t> fill) {
+                 std::span<const std::uint8_t> fill, WarpIsa isa) {
   check_views(src, dst);
   check_finite({m.a, m.b, m.c, m.d, m.e, m.f}, "affine");
   const Fill values = fill_values(fill, src.channels);
+  if (!warp_isa_available(isa)) throw Error(ErrorCode::kInvalidArgument, "affine: this CPU has no AVX2");
   if (dst.width <= 0 || dst.height <= 0) return;
   fill_image(dst, values);
   if (src.width <= 0 || src.height <= 0) return;
+  const bool vector = interpolation == WarpInterpolation::kBilinear && isa != WarpIsa::kScalar &&
+                      affine_detail::avx2_supported() && affine_detail::avx2_fits(src);
+  if (vector) {
+    std::uint32_t fill_pixel = 0;
+    for (int k = 0; k < src.channels; ++k) fill_pixel |= std::uint32_t{values[static_cast<std::size_t>(k)]} << (8 * k);
+    affine_detail::bilinear_avx2(src, dst, m, fill_pixel);
+    return;
+  }
   switch (src.channels) {
     case 1: run_engine<1>(src, dst, m, interpolation); break;
     case 2: run_engine<2>(src, dst, m, interpolation); break;

@@ -20,6 +20,13 @@ namespace sluice::stages {
 
 enum class WarpInterpolation : std::uint8_t { kNearest, kBilinear };
 
+// Which bilinear kernel runs: kAuto takes AVX2 where the CPU has it (the bytes are the same),
+// kScalar the pixel-by-pixel reference, kAvx2 the vector kernel (tests hold it to the reference).
+enum class WarpIsa : std::uint8_t { kAuto, kScalar, kAvx2 };
+
+// Whether `isa` runs on this CPU (kAuto and kScalar always do).
+bool warp_isa_available(WarpIsa isa);
+
 // The inverse map, output to source, as Pillow takes it: the output pixel (u, v), whose centre is
 // (u + 0.5, v + 0.5), samples the source at (a*x + b*y + c, d*x + e*y + f) for (x, y) that centre,
 // in pixel coordinates where source pixel i covers [i, i + 1).
@@ -54,9 +61,11 @@ AffineMatrix rotation_matrix(double angle, Size2 size, std::optional<double> cen
 // Warps src into dst (dst's size may differ; Pillow's output size) through `m`. fill holds one
 // value per channel (or one for all; empty means 0). src and dst must not overlap: the caller
 // holds a second image, no other scratch is needed. Throws kInvalidArgument for different channel
-// counts, a fill of the wrong size, overlapping views. Zero-size images are a no-op.
+// counts, a fill of the wrong size, overlapping views, an `isa` this CPU lacks. Zero-size images
+// are a no-op. `isa` picks the bilinear kernel (nearest has one).
 void warp_affine(ConstImageView src, ImageView dst, const AffineMatrix& m,
-                 WarpInterpolation interpolation, std::span<const std::uint8_t> fill = {});
+                 WarpInterpolation interpolation, std::span<const std::uint8_t> fill = {},
+                 WarpIsa isa = WarpIsa::kAuto);
 
 // F.rotate on a PIL image (expand=False): the angle is taken modulo 360 and, as Pillow does when no
 // center is given, 0 and 180 degrees (and 90 and 270 on a square image) are exact transposes;

@@ -274,13 +274,11 @@ BatchMixPlan batch_mix_plan(const Chain& chain, const ItemTable& items, std::uin
   const int classes = plan.choices.front().num_classes;
   for (const BatchMixParams& p : plan.choices) {
     if (p.num_classes != classes) bad("mixup and cutmix need the same num_classes, got " + std::to_string(classes) + " and " + std::to_string(p.num_classes));
-    const char* name = p.kind == BatchMixKind::kMixUp ? "mixup" : "cutmix";
     try {
       check_batch_mix_dtype(p.kind, chain.program.normalize.dtype);
     } catch (const Error& e) {
       bad(std::string(e.what()) + (chain.to_device ? " (with normalize_on_device the host batch is u8)" : ""));
     }
-    if (chain.to_device) bad(std::string(name) + ": not with to_device() yet; mix the batch on the device after delivery");
   }
   for (std::int64_t i = 0; i < items.size(); ++i) {
     const std::int32_t label = items.label(i);

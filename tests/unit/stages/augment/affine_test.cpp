@@ -2,10 +2,14 @@
 // Image.transform and Image.rotate): equal bytes, nearest and bilinear, with and without fill and
 // center, on generated images (1 and 3 channels, square and not) and a real photo; extreme angles,
 // shears, scales and translations (Pillow's fixed-point and floating-point paths); the same bytes
-// from several threads; bad input refused; zero-size and one-pixel images.
+// from several threads; bad input refused; zero-size and one-pixel images. The AVX2 bilinear
+// kernel is held to the scalar reference on the edges of its four-pixel steps (row ends, clamped
+// taps, the source's last bytes, fill, 1 to 4 channels, padded rows, tiny and huge images) and,
+// through the default dispatch, to torchvision on odd sizes.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <thread>
 
 #include "augment_test_util.hpp"
@@ -118,6 +122,111 @@ TEST(AffineWarp, RealPhotoEqualsTorchvisionOnPil) {
   const Img photo = decoder.decode(dir.string(), 3);
   ASSERT_TRUE(decoder.error().empty()) << decoder.error();
   expect_parity({photo}, "photo");
+}
+
+// Widths that are not a multiple of the vector kernel's four pixels, one-row and one-column
+// images, and a large photo-sized one, through the default dispatch (AVX2 where the CPU has it).
+TEST(AffineWarp, OddAndLargeSizesEqualTorchvisionOnPil) {
+  test::Torchvision tv;
+  std::vector<std::pair<int, Img>> ours;
+  std::vector<std::string> names;
+  const std::vector<Img> inputs{test::noise(1, 1, 3, 11), test::noise(5, 3, 3, 12), test::noise(7, 1, 1, 13),
+                                test::noise(1, 9, 3, 14),  test::noise(13, 6, 1, 15), test::pattern(131, 17, 3, 16),
+                                test::pattern(1536, 1024, 3, 17)};
+  const std::vector<Warp> jobs{{true, {33.3}, WarpInterpolation::kBilinear, {}, false},
+                               {false, {0, 1, -2, 1, 0, 0}, WarpInterpolation::kBilinear, {17, 99, 201}, false},
+                               {false, {0, 0, 0, 1, 27.5, 0}, WarpInterpolation::kBilinear, {128, 128, 128}, false},
+                               {false, {-8, 0, 0, 0.93, 0, -12}, WarpInterpolation::kBilinear, {}, false},
+                               {false, {0, 0, 0, 3.7, 0, 0}, WarpInterpolation::kBilinear, {}, false}};
+  for (const auto& in : inputs) {
+    for (Warp job : jobs) {
+      if (in.channels == 1 && !job.fill.empty()) job.fill.resize(1);
+      ours.emplace_back(tv.add(job.rotate_only ? "rotate" : "affine", in, job_args(job)), run_warp(job, in));
+      names.push_back(job_args(job) + " on " + std::to_string(in.width) + "x" + std::to_string(in.height) + "x" +
+                      std::to_string(in.channels));
+    }
+  }
+  SLUICE_RUN_REFERENCE(tv);
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    const auto d = test::diff(ours[i].second, tv.output(ours[i].first));
+    EXPECT_EQ(d.max, 0) << names[i] << ": " << d.exact * 100 << "% equal";
+  }
+}
+
+// An image whose rows are `pad` bytes longer than its pixels (a crop of a wider one).
+struct PaddedImg {
+  std::vector<std::uint8_t> bytes;
+  ConstImageView view;
+};
+
+PaddedImg padded_noise(int w, int h, int c, int pad, std::uint32_t seed) {
+  PaddedImg img;
+  const std::ptrdiff_t stride = static_cast<std::ptrdiff_t>(w) * c + pad;
+  // Exactly the bytes a view reaches: the last row ends the buffer, so the kernel's taps at the
+  // source's last bytes take its guarded path.
+  img.bytes.resize(static_cast<std::size_t>(stride * (h - 1) + static_cast<std::ptrdiff_t>(w) * c));
+  std::mt19937 rng(seed);
+  for (auto& v : img.bytes) v = static_cast<std::uint8_t>(rng() >> 24);
+  img.view = ConstImageView(img.bytes.data(), w, h, c, stride);
+  return img;
+}
+
+// Random matrices around the identity and far from it: rotations, shears, scales from 1/8 to 8,
+// translations that move the image partly or wholly out (fill).
+std::vector<AffineMatrix> random_matrices(Size2 size, std::uint32_t seed, int count) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> angle(-180, 180), shear(-40, 40), log_scale(-3, 3), shift(-1.2, 1.2);
+  std::vector<AffineMatrix> all{{}, affine_matrix({0, 0.5, 0.25}, size), rotation_matrix(90.0, size)};
+  for (int i = 0; i < count; ++i) {
+    const AffineParams p{angle(rng), shift(rng) * size.width, shift(rng) * size.height, std::exp2(log_scale(rng)),
+                         shear(rng), shear(rng)};
+    all.push_back(affine_matrix(p, size));
+  }
+  return all;
+}
+
+void expect_vector_equals_scalar(ConstImageView src, int out_w, int out_h, const AffineMatrix& m,
+                                 const std::vector<std::uint8_t>& fill, const std::string& what) {
+  Img scalar(out_w, out_h, src.channels);
+  Img vector(out_w, out_h, src.channels);
+  warp_affine(src, scalar.mut(), m, WarpInterpolation::kBilinear, fill, WarpIsa::kScalar);
+  warp_affine(src, vector.mut(), m, WarpInterpolation::kBilinear, fill, WarpIsa::kAvx2);
+  const auto d = test::diff(vector, scalar);
+  EXPECT_EQ(d.max, 0) << what << " matrix (" << m.a << ", " << m.b << ", " << m.c << ", " << m.d << ", " << m.e
+                      << ", " << m.f << "): " << d.exact * 100 << "% equal";
+}
+
+TEST(AffineWarp, Avx2BilinearEqualsScalarReference) {
+  if (!warp_isa_available(WarpIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  std::uint32_t seed = 1;
+  for (int c = 1; c <= 4; ++c) {
+    const std::vector<std::uint8_t> fill{3, 250, 77, 128};
+    for (int w : {1, 2, 3, 4, 5, 7, 8, 9, 16, 31}) {
+      for (int h : {1, 2, 5}) {
+        for (int pad : {0, 3}) {
+          const PaddedImg img = padded_noise(w, h, c, pad, ++seed);
+          for (const auto& m : random_matrices({w, h}, seed, 12)) {
+            const std::string what = std::to_string(w) + "x" + std::to_string(h) + "x" + std::to_string(c) +
+                                     " pad " + std::to_string(pad);
+            expect_vector_equals_scalar(img.view, w, h, m, {}, what);
+            expect_vector_equals_scalar(img.view, w + 3, h + 2, m,
+                                        std::vector<std::uint8_t>(fill.begin(), fill.begin() + c), what + " fill");
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AffineWarp, Avx2BilinearEqualsScalarOnHugeImages) {
+  if (!warp_isa_available(WarpIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  // A wide one-row strip, a tall one-column strip and a 12-megapixel photo-sized image.
+  for (auto [w, h, c] : {std::array{20000, 2, 3}, std::array{1, 30000, 1}, std::array{2500, 2000, 3}}) {
+    const PaddedImg img = padded_noise(w, h, c, 0, static_cast<std::uint32_t>(w + h));
+    for (const auto& m : random_matrices({w, h}, 5, 1)) {
+      expect_vector_equals_scalar(img.view, w, h, m, {9}, std::to_string(w) + "x" + std::to_string(h));
+    }
+  }
 }
 
 TEST(AffineWarp, MatrixIsTorchvisionsInverse) {
