@@ -98,6 +98,7 @@ void run(benchmark::State& state, bool train, Mode mode) {
     if (mode != Mode::kSkip && row > 0) {
       const std::vector<ResumePoint>* at = &f.points;
       if (mode == Mode::kFirstRead) {
+        points.clear();
         scan_resume_points(jpeg, f.layout, row, points);
         at = &points;
       }

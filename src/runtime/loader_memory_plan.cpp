@@ -44,7 +44,9 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
   const std::int64_t n = items.size();
   // EpochOrder's arrays and scratch, and the batch-to-slot table; the item table itself.
   m.index_bytes = stages::EpochOrder::memory_bytes(plan.order) + 4 * static_cast<std::uint64_t>(n / plan.batch_size + 1);
-  m.items_bytes = items.bytes();
+  // The item table, and the JPEG resume points the sample program keeps per item beside it
+  // (stages/program/resume_store.hpp).
+  m.items_bytes = items.bytes() + stages::ResumeStore::capacity_bytes(n);
   if (plan.cache && std::holds_alternative<DiskCache>(plan.cache->store)) {
     // The disk cache keeps an in-memory index: about 136 bytes an entry plus its path
     // (docs/decisions/disk-cache.md).

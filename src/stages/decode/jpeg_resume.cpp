@@ -333,29 +333,38 @@ bool parse_scan_layout(std::span<const std::uint8_t> jpeg, ScanLayout& layout) {
 int scan_resume_points(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int rows,
                        std::vector<ResumePoint>& points) {
   rows = std::clamp(rows, 0, std::max(0, layout.mcu_rows - 1));
-  points.assign(static_cast<std::size_t>(rows) + 1, ResumePoint{});
   Tables t;
-  if (layout.scan_offset == 0 || !build_tables(layout, t)) return 0;
-  BitReader in(jpeg, layout.scan_offset);
+  if (layout.scan_offset == 0 || !build_tables(layout, t)) return static_cast<int>(points.size());
+  if (static_cast<int>(points.size()) > rows) return static_cast<int>(points.size());
+  BitReader in(jpeg, points.empty() ? layout.scan_offset : points.back().byte);
   int pred[3] = {0, 0, 0};
-  for (int row = 0;; ++row) {
+  if (points.empty()) {
     in.fill();
-    ResumePoint& p = points[static_cast<std::size_t>(row)];
-    p = in.position();
-    for (int c = 0; c < layout.components; ++c) p.dc[c] = static_cast<std::int16_t>(pred[c]);
-    if (row == rows) return rows + 1;
+    points.push_back(in.position());
+  } else {
+    in.fill();
+    if (points.back().bit > 7 || points.back().byte >= jpeg.size()) return static_cast<int>(points.size());
+    if (points.back().bit > 0) in.drop(points.back().bit);
+    for (int c = 0; c < layout.components; ++c) pred[c] = points.back().dc[c];
+  }
+  for (int row = static_cast<int>(points.size()) - 1; row < rows; ++row) {
     for (int m = 0; m < layout.mcus_per_row; ++m) {
       for (int b = 0; b < layout.blocks; ++b) {
         const int c = layout.block_component[b];
         int diff = 0;
-        if (!decode_block(in, t.dc[c], t.ac[c], diff, nullptr)) return row + 1;
+        if (!decode_block(in, t.dc[c], t.ac[c], diff, nullptr)) return static_cast<int>(points.size());
         pred[c] += diff;
-        // Keep libjpeg's view of the predictor (an int): refuse values a 16-bit point cannot hold.
-        if (pred[c] < -32768 || pred[c] > 32767) return row + 1;
+        // A point keeps 16 bits of predictor; libjpeg's is an int: refuse what would not fit.
+        if (pred[c] < -32768 || pred[c] > 32767) return static_cast<int>(points.size());
       }
     }
-    if (!in.sound()) return row + 1;
+    in.fill();
+    if (!in.sound()) return static_cast<int>(points.size());
+    ResumePoint p = in.position();
+    for (int c = 0; c < layout.components; ++c) p.dc[c] = static_cast<std::int16_t>(pred[c]);
+    points.push_back(p);
   }
+  return static_cast<int>(points.size());
 }
 
 namespace {

@@ -60,9 +60,9 @@ struct ScanLayout {
 // 1 or 3 components without restart intervals (and for damaged markers).
 bool parse_scan_layout(std::span<const std::uint8_t> jpeg, ScanLayout& layout);
 
-// Decodes MCU rows [0, rows) and stores the start of rows [0, rows] in points (resized to
-// rows + 1; the last one is where row `rows` starts, rows < mcu_rows). Returns how many points
-// are valid: fewer than rows + 1 where the data is damaged or ends.
+// Extends `points`, the starts of MCU rows [0, points.size()) found before (or none), to rows
+// [0, rows] (rows < mcu_rows), Huffman-decoding the rows in between. Returns points.size():
+// fewer than rows + 1 where the data is damaged or ends there.
 int scan_resume_points(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int rows,
                        std::vector<ResumePoint>& points);
 

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <optional>
 
+#include <xxhash.h>
+
 #include "sluice/core/error.hpp"
 #include "sluice/core/rng.hpp"
 #include "stages/decode/exif.hpp"
@@ -380,7 +382,16 @@ void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, con
     return;
   }
   const ImageView decoded = view_of(ws.decoded, region.width, region.height, channels_);
-  ws.decoder.decode(bytes, header, request, decoded);
+  if (stored_region.y > 0 && request.region.width != 0 && !header.progressive) {
+    // Rows above the region: from the item's resume points, found on its first reads.
+    const std::uint64_t fingerprint = XXH3_64bits(bytes.data(), bytes.size());
+    resume_.get(item, fingerprint, ws.points);
+    const std::size_t known = ws.points.size();
+    ws.decoder.decode(bytes, header, request, decoded, ws.points);
+    if (ws.points.size() > known) resume_.put(item, fingerprint, ws.points);
+  } else {
+    ws.decoder.decode(bytes, header, request, decoded);
+  }
   const JpegWarnings warnings = ws.decoder.warnings();  // valid until the decoder's next call
   ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(region_bytes));
   finish(plan, decoded, region, copy ? ResamplerState::kNotSetUp : ResamplerState::kSetUp, ws, out, t);

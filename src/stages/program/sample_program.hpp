@@ -33,6 +33,7 @@
 #include "stages/image/normalize.hpp"
 #include "stages/source/read_file.hpp"
 #include "stages/image/resample.hpp"
+#include "stages/program/resume_store.hpp"
 
 namespace sluice::stages {
 
@@ -137,6 +138,7 @@ class SampleProgram {
     Resampler resampler;
     StageCounters counters;
     SampleKey key;  // the sample run() is making: the augmentations draw from its streams
+    std::vector<ResumePoint> points;  // the item's JPEG resume points, between the store and the decoder
   };
 
   SampleProgram(SampleProgramConfig config, SampleCaches caches = {});
@@ -244,6 +246,7 @@ class SampleProgram {
   int out_channels_ = 3;  // in the batch
   // Shared by the workers like the caches: what they found, not how they run.
   mutable RecoveryLog recovered_;
+  mutable ResumeStore resume_;  // where each JPEG's MCU rows start, for later epochs' crops
 };
 
 }  // namespace sluice::stages

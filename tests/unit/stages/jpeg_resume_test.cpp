@@ -13,6 +13,8 @@
 
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/decode/jpeg_resume.hpp"
+#include "stages/program/sample_program.hpp"
+#include "one_file_table.hpp"
 #include "test_support.hpp"
 
 namespace sluice::stages {
@@ -124,6 +126,55 @@ TEST(JpegResume, GeneratedFilesOfEachSubsamplingSpliceAtEveryRow) {
       // The standard tables TurboJPEG writes leave one remainder modulo 8 that the first DC code
       // cannot take (see jpeg_resume.hpp): a dense block then leaves a row to the skip.
       EXPECT_GE(spliced + 1, layout.mcu_rows - 1) << "subsampling " << subsampling << " quality " << quality;
+    }
+  }
+}
+
+TEST(JpegResume, PointsFoundInStepsEqualPointsFoundAtOnce) {
+  const Bytes jpeg = test::encode_jpeg(test::make_pattern(120, 200, 3, 9), 120, 200, 3, {.quality = 85, .subsampling = 2});
+  ScanLayout layout;
+  ASSERT_TRUE(parse_scan_layout(jpeg, layout));
+  std::vector<ResumePoint> all, steps;
+  ASSERT_EQ(scan_resume_points(jpeg, layout, layout.mcu_rows - 1, all), layout.mcu_rows);
+  for (int rows : {0, 2, 3, 7, layout.mcu_rows - 1}) ASSERT_EQ(scan_resume_points(jpeg, layout, rows, steps), rows + 1);
+  ASSERT_EQ(all.size(), steps.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].byte, steps[i].byte);
+    EXPECT_EQ(all[i].bit, steps[i].bit);
+    EXPECT_EQ(all[i].dc[0], steps[i].dc[0]);
+    EXPECT_EQ(all[i].dc[2], steps[i].dc[2]);
+  }
+}
+
+// The sample program keeps each file's points from one epoch to the next: its samples, first
+// read or spliced at a point, equal those of a program that has never seen the file.
+TEST(JpegResume, SampleProgramSplicesInLaterEpochsWithTheSamePixels) {
+  test::TempDir dir;
+  const auto file = dir.path() / "photo.jpg";
+  test::write_bytes(file, test::encode_jpeg(test::make_pattern(375, 500, 3, 4), 375, 500, 3, {.subsampling = 2}));
+  for (const bool train : {false, true}) {
+    for (const bool fast : {false, true}) {
+      SampleProgramConfig config;
+      if (train) {
+        config.geometry = {{spec::RandomResizedCrop{96, 96, {}}, 1}};
+      } else {
+        config.geometry = {{spec::ResizeShorter{128, {}}, 1}, {spec::CenterCrop{112, 112}, 2}};
+      }
+      config.decode.fast_upsample_when_shrunk = fast;
+      config.normalize = {.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8};
+      config.output = train ? Size2{96, 96} : Size2{112, 112};
+      const SampleProgram kept(config);
+      auto ws = kept.make_workspace();
+      const auto items = test::one_file(file.string());
+      for (std::int64_t epoch = 0; epoch < 6; ++epoch) {
+        const SampleKey key{epoch, 0, 0};
+        Bytes with(kept.sample_bytes()), without(kept.sample_bytes());
+        kept.run(items, 0, key, *ws, with.data());
+        const SampleProgram fresh(config);
+        auto fresh_ws = fresh.make_workspace();
+        fresh.run(items, 0, key, *fresh_ws, without.data());
+        ASSERT_EQ(with, without) << "train " << train << " fast " << fast << " epoch " << epoch;
+      }
     }
   }
 }

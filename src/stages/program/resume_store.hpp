@@ -1,0 +1,50 @@
+// Each item's JPEG resume points (stages/decode/jpeg_resume.hpp), kept from one read of the file
+// to the next so that later epochs splice a file at the row above their crop instead of
+// Huffman-decoding the rows above it. Shared by the workers: 64 stripes, each a mutex and a map
+// by item. Bounded: at most kMaxPointsPerItem points an item and capacity_bytes() in all, which
+// the loader's memory plan counts with the item table (runtime/loader_memory_plan.cpp); past the
+// bound, items keep whatever they had and the rest decode as before.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "stages/decode/jpeg_resume.hpp"
+
+namespace sluice::stages {
+
+class ResumeStore {
+ public:
+  // 64 points: 512 rows of a 4:4:4 file, 1,024 of a 4:2:0 one.
+  static constexpr std::size_t kMaxPointsPerItem = 64;
+  // What the store may hold for a data set of `items` items: 832 bytes an item it has points
+  // for (room for 64 points, and the map's overhead), at most 32 MiB in all.
+  static std::uint64_t capacity_bytes(std::int64_t items);
+
+  // Copies the item's points into `points`: none when it has none, or when they were found in
+  // other bytes (`fingerprint`, a hash of the whole file: a file replaced between epochs must
+  // not be spliced at another file's points).
+  void get(std::int64_t item, std::uint64_t fingerprint, std::vector<ResumePoint>& points) const;
+  // Keeps the first kMaxPointsPerItem of `points` for the item, if they are more than it has for
+  // these bytes (or it had another file's) and the store has room.
+  void put(std::int64_t item, std::uint64_t fingerprint, const std::vector<ResumePoint>& points);
+  std::uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr int kStripes = 64;
+  struct Stripe {
+    mutable std::mutex mutex;
+    struct Entry {
+      std::uint64_t fingerprint = 0;
+      std::vector<ResumePoint> points;
+    };
+    std::unordered_map<std::int64_t, Entry> items;
+  };
+  Stripe stripes_[kStripes];
+  std::atomic<std::uint64_t> bytes_{0};
+};
+
+}  // namespace sluice::stages
