@@ -107,6 +107,10 @@ class BitReader {
       origin_[loads_++ & 15] = at;
     }
   }
+  // A symbol and its extra bits take at most 16 + 16 bits.
+  void refill() {
+    if (nbits_ < 32) fill();
+  }
   std::uint32_t peek16() const { return static_cast<std::uint32_t>(buf_ >> 48); }
   void drop(int n) {
     buf_ <<= n;
@@ -141,7 +145,7 @@ class BitReader {
 };
 
 int decode_symbol(BitReader& in, const DecodeTable& t) {
-  in.fill();
+  in.refill();
   const std::uint32_t peek = in.peek16();
   if (const std::uint16_t e = t.look[peek >> (16 - DecodeTable::kLook)]; e != 0) {
     in.drop(e >> 8);
@@ -173,11 +177,12 @@ struct Tables {
 };
 
 // One block; symbols may be null. False on a code no table has or a bad DC category.
+template <bool kRecord>
 bool decode_block(BitReader& in, const DecodeTable& dc, const DecodeTable& ac, int& diff, BlockSymbols* symbols) {
   const int s = decode_symbol(in, dc);
   if (s < 0 || s > 11) return false;
   diff = s == 0 ? 0 : extend(in.bits(s), s);
-  if (symbols != nullptr) {
+  if constexpr (kRecord) {
     symbols->dc_diff = diff;
     symbols->ac_count = 0;
     symbols->eob_at = -1;
@@ -192,7 +197,7 @@ bool decode_block(BitReader& in, const DecodeTable& dc, const DecodeTable& ac, i
       k += r;
       extra = in.bits(size);
     } else if (r != 15) {
-      if (symbols != nullptr) {
+      if constexpr (kRecord) {
         symbols->eob_at = k;
         symbols->ac_symbol[symbols->ac_count] = static_cast<std::uint8_t>(rs);
         symbols->ac_bits[symbols->ac_count++] = 0;
@@ -201,10 +206,21 @@ bool decode_block(BitReader& in, const DecodeTable& dc, const DecodeTable& ac, i
     } else {
       k += 15;
     }
-    if (symbols != nullptr) {
+    if constexpr (kRecord) {
       symbols->ac_symbol[symbols->ac_count] = static_cast<std::uint8_t>(rs);
       symbols->ac_bits[symbols->ac_count++] = static_cast<std::uint16_t>(extra);
     }
+  }
+  return true;
+}
+
+bool tables_valid(const ScanLayout& layout) {
+  std::uint16_t code[256];
+  std::uint8_t size[256];
+  for (int c = 0; c < layout.components; ++c) {
+    const ScanLayout::Huffman& dc = layout.dc[layout.dc_table[c]];
+    const ScanLayout::Huffman& ac = layout.ac[layout.ac_table[c]];
+    if (!dc.defined || !ac.defined || !make_codes(dc, code, size) || !make_codes(ac, code, size)) return false;
   }
   return true;
 }
@@ -321,8 +337,7 @@ bool parse_scan_layout(std::span<const std::uint8_t> jpeg, ScanLayout& layout) {
       if (!parse_scan(seg, n, layout, ids)) return false;
       layout.sos_offset = at;
       layout.scan_offset = static_cast<std::uint32_t>(i + 2 + static_cast<std::size_t>(length));
-      Tables t;
-      return build_tables(layout, t);
+      return tables_valid(layout);
     }
     if (!ok) return false;
     i += 2 + static_cast<std::size_t>(length);
@@ -333,9 +348,9 @@ bool parse_scan_layout(std::span<const std::uint8_t> jpeg, ScanLayout& layout) {
 int scan_resume_points(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int rows,
                        std::vector<ResumePoint>& points) {
   rows = std::clamp(rows, 0, std::max(0, layout.mcu_rows - 1));
+  if (static_cast<int>(points.size()) > rows) return static_cast<int>(points.size());
   Tables t;
   if (layout.scan_offset == 0 || !build_tables(layout, t)) return static_cast<int>(points.size());
-  if (static_cast<int>(points.size()) > rows) return static_cast<int>(points.size());
   BitReader in(jpeg, points.empty() ? layout.scan_offset : points.back().byte);
   int pred[3] = {0, 0, 0};
   if (points.empty()) {
@@ -352,7 +367,7 @@ int scan_resume_points(std::span<const std::uint8_t> jpeg, const ScanLayout& lay
       for (int b = 0; b < layout.blocks; ++b) {
         const int c = layout.block_component[b];
         int diff = 0;
-        if (!decode_block(in, t.dc[c], t.ac[c], diff, nullptr)) return static_cast<int>(points.size());
+        if (!decode_block<false>(in, t.dc[c], t.ac[c], diff, nullptr)) return static_cast<int>(points.size());
         pred[c] += diff;
         // A point keeps 16 bits of predictor; libjpeg's is an int: refuse what would not fit.
         if (pred[c] < -32768 || pred[c] > 32767) return static_cast<int>(points.size());
@@ -498,7 +513,7 @@ bool splice_at(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int
     for (int b = 0; b < layout.blocks; ++b, ++count) {
       const int c = layout.block_component[b];
       int diff = 0;
-      if (!decode_block(in, t.dc[c], t.ac[c], diff, &blocks[count])) return false;
+      if (!decode_block<true>(in, t.dc[c], t.ac[c], diff, &blocks[count])) return false;
       // Each component's first block carries its DC value itself (the predictors restart at zero).
       if (m == 0 && (b == 0 || layout.block_component[b - 1] != c)) blocks[count].dc_diff += point.dc[c];
       const int s = category(blocks[count].dc_diff);

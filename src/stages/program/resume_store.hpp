@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -24,13 +25,14 @@ class ResumeStore {
   // for (room for 64 points, and the map's overhead), at most 32 MiB in all.
   static std::uint64_t capacity_bytes(std::int64_t items);
 
-  // Copies the item's points into `points`: none when it has none, or when they were found in
-  // other bytes (`fingerprint`, a hash of the whole file: a file replaced between epochs must
-  // not be spliced at another file's points).
-  void get(std::int64_t item, std::uint64_t fingerprint, std::vector<ResumePoint>& points) const;
-  // Keeps the first kMaxPointsPerItem of `points` for the item, if they are more than it has for
-  // these bytes (or it had another file's) and the store has room.
-  void put(std::int64_t item, std::uint64_t fingerprint, const std::vector<ResumePoint>& points);
+  // Copies the item's points into `points`: none when it has none, or when `jpeg` (the file as
+  // read now) differs from the file they were found in, in the bytes they depend on (the
+  // markers and the scan up to the last point, checked by their XXH3): a file replaced between
+  // epochs is never spliced at another file's points.
+  void get(std::int64_t item, std::span<const std::uint8_t> jpeg, std::vector<ResumePoint>& points) const;
+  // Keeps the first kMaxPointsPerItem of `points`, found in `jpeg`, for the item, if they are
+  // more than it has for these bytes (or it had another file's) and the store has room.
+  void put(std::int64_t item, std::span<const std::uint8_t> jpeg, const std::vector<ResumePoint>& points);
   std::uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
  private:
@@ -38,7 +40,8 @@ class ResumeStore {
   struct Stripe {
     mutable std::mutex mutex;
     struct Entry {
-      std::uint64_t fingerprint = 0;
+      std::uint32_t covered = 0;  // the points depend on the file's bytes [0, covered)
+      std::uint64_t hash = 0;     // XXH3 of those bytes
       std::vector<ResumePoint> points;
     };
     std::unordered_map<std::int64_t, Entry> items;

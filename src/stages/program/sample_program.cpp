@@ -10,8 +10,6 @@
 #include <cstring>
 #include <optional>
 
-#include <xxhash.h>
-
 #include "sluice/core/error.hpp"
 #include "sluice/core/rng.hpp"
 #include "stages/decode/exif.hpp"
@@ -384,11 +382,10 @@ void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, con
   const ImageView decoded = view_of(ws.decoded, region.width, region.height, channels_);
   if (stored_region.y > 0 && request.region.width != 0 && !header.progressive) {
     // Rows above the region: from the item's resume points, found on its first reads.
-    const std::uint64_t fingerprint = XXH3_64bits(bytes.data(), bytes.size());
-    resume_.get(item, fingerprint, ws.points);
+    resume_.get(item, bytes, ws.points);
     const std::size_t known = ws.points.size();
     ws.decoder.decode(bytes, header, request, decoded, ws.points);
-    if (ws.points.size() > known) resume_.put(item, fingerprint, ws.points);
+    if (ws.points.size() > known) resume_.put(item, bytes, ws.points);
   } else {
     ws.decoder.decode(bytes, header, request, decoded);
   }

@@ -179,6 +179,29 @@ TEST(JpegResume, SampleProgramSplicesInLaterEpochsWithTheSamePixels) {
   }
 }
 
+TEST(JpegResume, StoreGivesPointsOnlyForTheBytesTheyWereFoundIn) {
+  const Bytes jpeg = test::encode_jpeg(test::make_pattern(64, 160, 3, 2), 64, 160, 3, {.quality = 85, .subsampling = 0});
+  ScanLayout layout;
+  ASSERT_TRUE(parse_scan_layout(jpeg, layout));
+  std::vector<ResumePoint> points, got;
+  ASSERT_EQ(scan_resume_points(jpeg, layout, 6, points), 7);
+  ResumeStore store;
+  store.put(3, jpeg, points);
+  store.get(3, jpeg, got);
+  EXPECT_EQ(got.size(), 7u);
+  store.get(4, jpeg, got);
+  EXPECT_TRUE(got.empty());
+  Bytes changed = jpeg;
+  changed[points[6].byte - 1] ^= 1;  // in the scan above the last point
+  store.get(3, changed, got);
+  EXPECT_TRUE(got.empty());
+  changed = jpeg;
+  changed[points[6].byte + 40] ^= 1;  // below it: the points still hold
+  store.get(3, changed, got);
+  EXPECT_EQ(got.size(), 7u);
+  EXPECT_EQ(store.bytes(), ResumeStore::capacity_bytes(1));
+}
+
 TEST(JpegResume, RefusesProgressiveFiles) {
   const Bytes jpeg = test::encode_jpeg(test::make_pattern(64, 48, 3, 3), 64, 48, 3, {.progressive = true});
   ScanLayout layout;
