@@ -82,7 +82,7 @@ class BitReader {
  public:
   BitReader(std::span<const std::uint8_t> data, std::size_t at) : data_(data), pos_(at) {}
 
-  void fill() {
+  [[gnu::noinline]] void fill() {
     while (nbits_ <= 56) {
       std::uint8_t b = 0;
       const std::size_t at = pos_;
@@ -144,7 +144,8 @@ class BitReader {
   std::size_t origin_[16] = {};
 };
 
-int decode_symbol(BitReader& in, const DecodeTable& t) {
+// Inlined: it runs once per Huffman symbol, the scanner's inner loop.
+[[gnu::always_inline]] inline int decode_symbol(BitReader& in, const DecodeTable& t) {
   in.refill();
   const std::uint32_t peek = in.peek16();
   if (const std::uint16_t e = t.look[peek >> (16 - DecodeTable::kLook)]; e != 0) {
