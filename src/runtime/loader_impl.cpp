@@ -77,6 +77,7 @@ LoaderImpl::LoaderImpl(stages::ResolvedPipeline plan)
   check_budget();
   order_reservation_ = *budget().try_reserve(memory_plan_.index_bytes, MemoryUse::kShuffle);
   items_reservation_ = *budget().try_reserve(memory_plan_.items_bytes, MemoryUse::kItems);
+  resume_reservation_ = *budget().try_reserve(memory_plan_.resume_bytes, MemoryUse::kDecodeBuffers);
   task_ = std::make_unique<runtime::SampleTask>(
       *program_, plan_.dataset.items, budget(),
       runtime::SampleTaskOptions{.on_error = options.on_error, .skip_key = plan_.skip_key, .threads = threads_,

@@ -27,7 +27,7 @@ constexpr std::uint64_t kDiskIndexEntryBytes = 136;
 std::string LoaderMemoryPlan::explain() const {
   return "ring " + std::to_string(min_slots) + " x " + format_bytes(batch_bytes) + " + " + std::to_string(threads) +
          " workers x " + format_bytes(workspace_bytes()) + " + indices " + format_bytes(index_bytes) + " + items " +
-         format_bytes(items_bytes) + " = " + format_bytes(minimum());
+         format_bytes(items_bytes) + " + resume points " + format_bytes(resume_bytes) + " = " + format_bytes(minimum());
 }
 
 LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t sample_bytes, int threads, int min_prefetch) {
@@ -44,9 +44,9 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
   const std::int64_t n = items.size();
   // EpochOrder's arrays and scratch, and the batch-to-slot table; the item table itself.
   m.index_bytes = stages::EpochOrder::memory_bytes(plan.order) + 4 * static_cast<std::uint64_t>(n / plan.batch_size + 1);
-  // The item table, and the JPEG resume points the sample program keeps per item beside it
-  // (stages/program/resume_store.hpp).
-  m.items_bytes = items.bytes() + stages::ResumeStore::capacity_bytes(n);
+  m.items_bytes = items.bytes();
+  // The JPEG resume points the sample program keeps per item (stages/program/resume_store.hpp).
+  m.resume_bytes = stages::ResumeStore::capacity_bytes(n);
   if (plan.cache && std::holds_alternative<DiskCache>(plan.cache->store)) {
     // The disk cache keeps an in-memory index: about 136 bytes an entry plus its path
     // (docs/decisions/disk-cache.md).
@@ -129,7 +129,8 @@ PipelineMemoryPlan describe_memory(const stages::ResolvedPipeline& plan) {
   auto at = [&out](MemoryUse use) -> std::uint64_t& { return out.minimum[static_cast<std::size_t>(use)]; };
   // The uses each worker's share is reserved under (SampleProgram::make_workspace).
   at(MemoryUse::kReadBuffers) = m.share.file * static_cast<std::uint64_t>(m.threads);
-  at(MemoryUse::kDecodeBuffers) = (m.share.total() - m.share.file) * static_cast<std::uint64_t>(m.threads);
+  // With the decoders' buffers: the resume points the sample program keeps for them.
+  at(MemoryUse::kDecodeBuffers) = (m.share.total() - m.share.file) * static_cast<std::uint64_t>(m.threads) + m.resume_bytes;
   at(MemoryUse::kShuffle) = m.index_bytes;
   at(MemoryUse::kItems) = m.items_bytes;  // the item table, held from build() in the job's budget too
   at(MemoryUse::kBatches) = m.batch_bytes * static_cast<std::uint64_t>(m.min_slots);

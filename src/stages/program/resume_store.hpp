@@ -2,8 +2,9 @@
 // to the next so that later epochs splice a file at the row above their crop instead of
 // Huffman-decoding the rows above it. Shared by the workers: 64 stripes, each a mutex and a map
 // by item. Bounded: at most kMaxPointsPerItem points an item and capacity_bytes() in all, which
-// the loader's memory plan counts with the item table (runtime/loader_memory_plan.cpp); past the
-// bound, items keep whatever they had and the rest decode as before.
+// the loader's memory plan counts and reserves as "resume points" (runtime/loader_memory_plan.cpp,
+// under the decode buffers' use); past the bound, items keep whatever they had and the rest
+// decode as before.
 #pragma once
 
 #include <atomic>
