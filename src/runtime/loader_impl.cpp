@@ -79,6 +79,7 @@ LoaderImpl::LoaderImpl(stages::ResolvedPipeline plan)
   order_reservation_ = *budget().try_reserve(memory_plan_.index_bytes, MemoryUse::kShuffle);
   items_reservation_ = *budget().try_reserve(memory_plan_.items_bytes, MemoryUse::kItems);
   remote_reservation_ = *budget().try_reserve(memory_plan_.remote_bytes, MemoryUse::kRemote);
+  resume_reservation_ = *budget().try_reserve(memory_plan_.resume_bytes, MemoryUse::kDecodeBuffers);
   task_ = std::make_unique<runtime::SampleTask>(
       *program_, plan_.dataset.items, budget(),
       runtime::SampleTaskOptions{.on_error = options.on_error, .skip_key = plan_.skip_key, .threads = threads_,

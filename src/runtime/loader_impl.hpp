@@ -105,6 +105,7 @@ class LoaderImpl {
   Reservation order_reservation_;           // the epoch order's index arrays
   Reservation items_reservation_;           // the item table (plan_.dataset.items)
   Reservation remote_reservation_;          // remote transfers' buffers (an epoch's fetch), for the loader's life
+  Reservation resume_reservation_;          // the sample program's JPEG resume points, at most
   std::vector<std::int64_t> epoch_items_;   // (slice_.positions) item index per position of the slice
   stages::EpochSlice slice_;                // this rank's part of the epoch in progress
   double consumer_wait_seconds_ = 0;

@@ -27,8 +27,8 @@ constexpr std::uint64_t kDiskIndexEntryBytes = 136;
 std::string LoaderMemoryPlan::explain() const {
   return "ring " + std::to_string(min_slots) + " x " + format_bytes(batch_bytes) + " + " + std::to_string(threads) +
          " workers x " + format_bytes(workspace_bytes()) + " + indices " + format_bytes(index_bytes) + " + items " +
-         format_bytes(items_bytes) + (remote_bytes > 0 ? " + remote " + format_bytes(remote_bytes) : std::string()) + " = " +
-         format_bytes(minimum());
+         format_bytes(items_bytes) + (remote_bytes > 0 ? " + remote " + format_bytes(remote_bytes) : std::string()) +
+         (resume_bytes > 0 ? " + resume points " + format_bytes(resume_bytes) : std::string()) + " = " + format_bytes(minimum());
 }
 
 LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t sample_bytes, int threads, int min_prefetch) {
@@ -47,6 +47,9 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
   m.index_bytes = stages::EpochOrder::memory_bytes(plan.order) + 4 * static_cast<std::uint64_t>(n / plan.batch_size + 1);
   m.items_bytes = items.bytes();
   m.remote_bytes = plan.remote_bytes;
+  // The JPEG resume points the sample program keeps per item (stages/program/resume_store.hpp),
+  // where it decodes crops from them.
+  m.resume_bytes = stages::SampleProgram::keeps_resume_points(plan.program) ? stages::ResumeStore::capacity_bytes(n) : 0;
   if (plan.cache && std::holds_alternative<DiskCache>(plan.cache->store)) {
     // The disk cache keeps an in-memory index: about 136 bytes an entry plus its path
     // (docs/decisions/disk-cache.md).
@@ -129,7 +132,8 @@ PipelineMemoryPlan describe_memory(const stages::ResolvedPipeline& plan) {
   auto at = [&out](MemoryUse use) -> std::uint64_t& { return out.minimum[static_cast<std::size_t>(use)]; };
   // The uses each worker's share is reserved under (SampleProgram::make_workspace).
   at(MemoryUse::kReadBuffers) = m.share.file * static_cast<std::uint64_t>(m.threads);
-  at(MemoryUse::kDecodeBuffers) = (m.share.total() - m.share.file) * static_cast<std::uint64_t>(m.threads);
+  // With the decoders' buffers: the resume points the sample program keeps for them.
+  at(MemoryUse::kDecodeBuffers) = (m.share.total() - m.share.file) * static_cast<std::uint64_t>(m.threads) + m.resume_bytes;
   at(MemoryUse::kShuffle) = m.index_bytes;
   at(MemoryUse::kItems) = m.items_bytes;  // the item table, held from build() in the job's budget too
   at(MemoryUse::kRemote) = m.remote_bytes;

@@ -23,6 +23,7 @@ struct LoaderMemoryPlan {
   std::uint64_t index_bytes = 0;      // the epoch order's index arrays
   std::uint64_t items_bytes = 0;      // the item table (stages/source/item_table.hpp), held from build()
   std::uint64_t remote_bytes = 0;     // a remote source's transfer buffers (docs/remote.md), held from build()
+  std::uint64_t resume_bytes = 0;     // the JPEG resume points kept per item (stages/program/resume_store.hpp)
   int threads = 1;
   int probed = 0;                     // files probed for the estimate
   // Every item in a memory cache, from the probes' mean sizes: decoded images and encoded files.
@@ -32,9 +33,10 @@ struct LoaderMemoryPlan {
   std::uint64_t workspace_bytes() const { return share.total(); }
   std::uint64_t minimum() const {
     return batch_bytes * static_cast<std::uint64_t>(min_slots) + workspace_bytes() * static_cast<std::uint64_t>(threads) +
-           index_bytes + items_bytes + remote_bytes;
+           index_bytes + items_bytes + remote_bytes + resume_bytes;
   }
-  // "ring 3 x 36.75 MiB + 2 workers x 3.06 MiB + indices 16.0 KiB + items 320.0 KiB = 116.77 MiB"
+  // "ring 3 x 36.75 MiB + 2 workers x 3.06 MiB + indices 16.0 KiB + items 320.0 KiB + resume points
+  // 812.5 KiB = 117.56 MiB"
   std::string explain() const;
 };
 

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <csetjmp>
+#include <cstring>
 #include <cstdio>  // jpeglib.h needs FILE and size_t declared first
 #include <string>
 
@@ -52,6 +53,9 @@ struct JpegDecoder::State {
   bool cinfo_created = false;
   AlignedBuffer cmyk_rows;  // CMYK scanlines awaiting conversion; grows to the widest image
   AlignedBuffer planes;     // component planes of small images; grows to the largest of them
+  AlignedBuffer spliced;    // a file spliced at a resume point; grows to the largest spliced
+  ScanLayout layout;
+  Splice splice;
   MemoryBudget* budget = nullptr;  // attach(): what libjpeg's coefficient buffers count against
   MemoryUse use = MemoryUse::kDecodeBuffers;
   Reservation coefficients;        // held for them; grows to the largest that fitted
@@ -103,6 +107,7 @@ JpegWarnings JpegDecoder::warnings() const {
 void JpegDecoder::attach(MemoryBudget& budget, MemoryUse use, const DecoderShare& share) {
   State& s = *state_;
   s.planes.attach_share(budget, use, share.planes);
+  s.spliced.attach_share(budget, use, 0);  // grows within what the budget has free, else no splice
   s.budget = &budget;
   s.use = use;
   s.coefficients = budget.empty(use);
@@ -346,6 +351,46 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
   } else if (job.plane_count > 0) {
     luma_to_output(job.plane[0], out);
   }
+}
+
+void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request,
+                         ImageView out, std::vector<ResumePoint>& points) {
+  if (!decode_spliced(jpeg, header, request, out, points)) decode(jpeg, header, request, out);
+}
+
+// The file spliced at the last resume point at or above the region's first MCU row (one row
+// higher where fancy upsampling reads the chroma row above), decoded from there: the same
+// coefficients, so the same pixels, without the rows above Huffman-decoded again. False, with
+// nothing decoded, where it does not apply.
+bool JpegDecoder::decode_spliced(std::span<const std::uint8_t> jpeg, const JpegHeader& header,
+                                 const JpegRequest& request, ImageView out, std::vector<ResumePoint>& points) {
+  if (header.progressive || header.components == 4 || request.region.width == 0) return false;
+  const Rect region = decoded_region(header, request);
+  if (region.y == 0) return false;
+  State& s = *state_;
+  if (!parse_scan_layout(jpeg, s.layout)) return false;
+  const bool fancy = !(options_.fast_upsample || request.fast_upsample);
+  const int denom = request.scale_denom;
+  const int row = region.y * denom / s.layout.mcu_height - (fancy && s.layout.mcu_height > 8 ? 1 : 0);
+  if (row < 1) return false;
+  scan_resume_points(jpeg, s.layout, row, points);
+  // splice_at refuses a row now and then (jpeg_resume.hpp): the rows above are tried too.
+  constexpr int kTries = 4;
+  for (int r = std::min(row, static_cast<int>(points.size()) - 1), tries = 0; r >= 1 && tries < kTries; --r, ++tries) {
+    if (!splice_at(jpeg, s.layout, r, points[static_cast<std::size_t>(r)], s.splice)) continue;
+    const std::size_t head = s.splice.head.size();
+    const std::size_t size = head + (jpeg.size() - s.splice.tail_offset);
+    if (!s.spliced.try_reserve(size)) return false;
+    std::memcpy(s.spliced.data(), s.splice.head.data(), head);
+    std::memcpy(s.spliced.data() + head, jpeg.data() + s.splice.tail_offset, size - head);
+    const std::span<const std::uint8_t> cut(s.spliced.data(), size);
+    const JpegHeader cut_header = read_header(cut);
+    JpegRequest cut_request = request;
+    cut_request.region.y -= s.splice.first_row / denom;
+    decode(cut, cut_header, cut_request, out);
+    return true;
+  }
+  return false;
 }
 
 Rect JpegDecoder::begin_rows(std::span<const std::uint8_t> jpeg, const JpegHeader& header,

@@ -14,10 +14,12 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "sluice/detail/core/image.hpp"
 #include "sluice/memory/budget.hpp"
 #include "sluice/pipeline/options.hpp"
+#include "stages/decode/jpeg_resume.hpp"
 
 namespace sluice::stages {
 
@@ -113,6 +115,14 @@ class JpegDecoder {
   void decode(std::span<const std::uint8_t> jpeg, const JpegHeader& header,
               const JpegRequest& request, ImageView out);
 
+  // decode(), starting where it can from a resume point instead of Huffman-decoding the rows
+  // above the region (jpeg_resume.hpp): `points` holds the file's points found so far (empty the
+  // first time) and comes back extended to the rows this decode skipped. The pixels, errors and
+  // warnings are decode()'s; files it cannot splice (progressive ones, restart intervals, a
+  // region at the top) decode as decode() does.
+  void decode(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request,
+              ImageView out, std::vector<ResumePoint>& points);
+
   // Row bands, for a region too large to hold at once: begin_rows() sets up the decode of
   // `request` and returns decoded_region(); read_rows() fills `rows` (the region's width, any
   // stride) with its next rows, top to bottom, as many as `rows` is high; end_rows() after the
@@ -134,6 +144,8 @@ class JpegDecoder {
                  const Rect& region);
   void check_rows(RowStatus status, const RowJob& job, const JpegHeader& header, const JpegRequest& request) const;
   void abandon_rows();
+  bool decode_spliced(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request,
+                      ImageView out, std::vector<ResumePoint>& points);
   // Reserves the coefficient buffer `header` needs beyond what the decoder holds: kept when the
   // budget has room, else transient (returned); throws kTooLarge when it cannot have it.
   std::optional<Reservation> reserve_coefficients(const JpegHeader& header);

@@ -3,6 +3,7 @@
 #include "stages/image/normalize.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -32,6 +33,17 @@ void flat_u16(const std::uint8_t* src, int n, const Affine& a, bool f16, std::ui
 void no_fence() {}
 
 }  // namespace
+
+float affine_by_fma(std::uint8_t v, float mean, float std, float rstd) {
+  const float x = static_cast<float>(v);
+  constexpr float k255 = 255.0f;
+  constexpr float r255 = 1.0f / 255.0f;
+  float q = x * r255;
+  q = std::fma(std::fma(-q, k255, x), r255, q);
+  const float t = q - mean;
+  const float o = t * rstd;
+  return std::fma(std::fma(-o, std, t), rstd, o);
+}
 
 void deinterleave_scalar(const std::uint8_t* row, int width, int x0, int n, int channels, bool flip,
                          std::uint8_t* const* planes) {
@@ -102,11 +114,18 @@ void NormalizeKernel::setup(const NormalizeOptions& options, int channels) {
     affine_.std_pattern[i] = affine_.std[i % channels];
     affine_.table_pattern[i] = (i % channels) * 256;
   }
+  affine_.divide_by_fma = true;
   for (int c = 0; c < channels; ++c) {
+    affine_.rstd[c] = 1.0f / affine_.std[c];
     for (int v = 0; v < 256; ++v) {
-      affine_.table[c * 256 + v] = (static_cast<float>(v) / 255.0f - affine_.mean[c]) / affine_.std[c];
+      const float exact = (static_cast<float>(v) / 255.0f - affine_.mean[c]) / affine_.std[c];
+      affine_.table[c * 256 + v] = exact;
+      const float by_fma = normalize_detail::affine_by_fma(static_cast<std::uint8_t>(v), affine_.mean[c],
+                                                           affine_.std[c], affine_.rstd[c]);
+      if (std::memcmp(&exact, &by_fma, sizeof exact) != 0) affine_.divide_by_fma = false;
     }
   }
+  for (int i = 0; i < normalize_detail::kPatternLength; ++i) affine_.rstd_pattern[i] = affine_.rstd[i % channels];
   const auto* fast = normalize_detail::avx2_kernels();
   kernels_ = fast != nullptr ? fast : &normalize_detail::scalar_kernels();
 }

@@ -1,11 +1,13 @@
 // The normalize kernel: the last step of a sample, writing its pixels into the sample's slot of
 // the batch buffer in the batch's dtype and layout, mirrored if the sample was flipped.
 //
-// Values are torchvision's ToTensor + Normalize computed in f32, (x / 255 - mean) / std, with
-// the same IEEE operations in the same order, so they are bit-identical to torchvision's; f16 and
-// bf16 are that value rounded once to nearest even. Rows are converted in chunks: pixels are
-// first gathered per channel (and mirrored) in a small stack buffer, then converted with the
-// fastest row kernels this CPU has (normalize_rows.hpp).
+// Values are torchvision's ToTensor + Normalize computed in f32, (x / 255 - mean) / std, bit-
+// identical to torchvision's; f16 and bf16 are that value rounded once to nearest even. The
+// vector kernels compute each division as a multiply by the reciprocal plus one FMA correction,
+// which gives the correctly rounded quotient; setup checks that for all 256 byte values of each
+// channel and otherwise has them gather from a table of the exact values. Rows are converted in
+// chunks: pixels are first gathered per channel (and mirrored) in a small stack buffer, then
+// converted with the fastest row kernels this CPU has (normalize_rows.hpp).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,12 @@ class NormalizeKernel {
   void setup(const NormalizeOptions& options, int channels);
   // Tests: force the portable row kernels.
   void use_scalar_kernels() { kernels_ = &normalize_detail::scalar_kernels(); }
+  // Tests and benchmarks: have the vector kernels gather from the table even where the FMA
+  // divisions were found exact; or run other row kernels.
+  void use_table_lookup() { affine_.divide_by_fma = false; }
+  void use_kernels(const normalize_detail::RowKernels& kernels) { kernels_ = &kernels; }
+  // Tests: whether setup found the FMA divisions exact for these options.
+  bool divides_by_fma() const { return affine_.divide_by_fma; }
 
   DType dtype() const { return dtype_; }
   Layout layout() const { return layout_; }

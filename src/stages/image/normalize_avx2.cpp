@@ -1,7 +1,10 @@
-// Normalize's AVX2 + F16C row kernels. Values are gathered from the per-channel tables, which
-// hold the scalar expression's results, so they are bit-identical to the scalar kernels. Float rows go out with non-temporal stores: a batch is read
-// by another thread much later, and streaming past the cache halves the memory traffic of the
-// largest write a sample makes (600 KB for a 224x224 f32 sample).
+// Normalize's AVX2 + FMA + F16C row kernels, bit-identical to the scalar kernels. Where setup
+// found it exact (Affine::divide_by_fma: always so far, ImageNet's statistics included), each
+// division is a multiply by the reciprocal and one FMA correction, 8 lanes at a time: about half
+// the time of gathering the 8 results from the per-channel tables, which is what the kernels do
+// otherwise. Float rows go out with non-temporal stores: a batch is read by another thread much
+// later, and streaming past the cache halves the memory traffic of the largest write a sample
+// makes (600 KB for a 224x224 f32 sample).
 #include "stages/image/normalize_rows.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -16,7 +19,7 @@
 namespace sluice::stages::normalize_detail {
 namespace {
 
-#define SLUICE_AVX2 __attribute__((target("avx2,f16c")))
+#define SLUICE_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 // 8 bytes looked up in the channel tables: `offsets` holds each lane's channel * 256.
 SLUICE_AVX2 inline __m256 lookup8(const std::uint8_t* src, const float* table, __m256i offsets) {
@@ -24,6 +27,44 @@ SLUICE_AVX2 inline __m256 lookup8(const std::uint8_t* src, const float* table, _
   std::memcpy(&bytes, src, 8);
   const __m256i index = _mm256_add_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes)), offsets);
   return _mm256_i32gather_ps(table, index, 4);
+}
+
+// Affine::divide_by_fma's formula on 8 lanes (affine_by_fma in normalize.cpp is its scalar twin).
+SLUICE_AVX2 inline __m256 compute8(const std::uint8_t* src, __m256 mean, __m256 std, __m256 rstd) {
+  std::int64_t bytes;
+  std::memcpy(&bytes, src, 8);
+  const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes)));
+  const __m256 k255 = _mm256_set1_ps(255.0f);
+  const __m256 r255 = _mm256_set1_ps(1.0f / 255.0f);
+  __m256 q = _mm256_mul_ps(x, r255);
+  q = _mm256_fmadd_ps(_mm256_fnmadd_ps(q, k255, x), r255, q);
+  const __m256 t = _mm256_sub_ps(q, mean);
+  const __m256 o = _mm256_mul_ps(t, rstd);
+  return _mm256_fmadd_ps(_mm256_fnmadd_ps(o, std, t), rstd, o);
+}
+
+// 8 elements of one channel, or of the interleaved pattern starting at element k.
+struct Lanes {
+  __m256i offsets;
+  __m256 mean, std, rstd;
+};
+
+SLUICE_AVX2 inline Lanes channel_lanes(const Affine& a, int c) {
+  return {_mm256_set1_epi32(c * 256), _mm256_set1_ps(a.mean[c]), _mm256_set1_ps(a.std[c]), _mm256_set1_ps(a.rstd[c])};
+}
+
+SLUICE_AVX2 inline Lanes pattern_lanes(const Affine& a, int k) {
+  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.table_pattern + k)), _mm256_loadu_ps(a.mean_pattern + k),
+          _mm256_loadu_ps(a.std_pattern + k), _mm256_loadu_ps(a.rstd_pattern + k)};
+}
+
+template <bool kByFma>
+SLUICE_AVX2 inline __m256 affine8(const std::uint8_t* src, const Affine& a, const Lanes& l) {
+  if constexpr (kByFma) {
+    return compute8(src, l.mean, l.std, l.rstd);
+  } else {
+    return lookup8(src, a.table, l.offsets);
+  }
 }
 
 inline float affine1(std::uint8_t v, float mean, float std) {
@@ -41,37 +82,38 @@ SLUICE_AVX2 inline __m128i to_u16(__m256 v, bool f16) {
 
 inline std::uint16_t to_u16(float v, bool f16) { return f16 ? float_to_f16(v) : float_to_bf16(v); }
 
-SLUICE_AVX2 void plane_f32(const std::uint8_t* src, int n, int c, const Affine& a, bool stream, float* dst) {
+template <bool kByFma>
+SLUICE_AVX2 void plane_f32_with(const std::uint8_t* src, int n, int c, const Affine& a, bool stream, float* dst) {
   int i = 0;
-  const __m256i offsets = _mm256_set1_epi32(c * 256);
+  const Lanes l = channel_lanes(a, c);
   if (!stream) {
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, lookup8(src + i, a.table, offsets));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, affine8<kByFma>(src + i, a, l));
     for (; i < n; ++i) dst[i] = a.table[c * 256 + src[i]];
     return;
   }
   // Scalar until dst is 32-byte aligned, so the body can stream.
   for (; i < n && (reinterpret_cast<std::uintptr_t>(dst + i) & 31) != 0; ++i) dst[i] = affine1(src[i], a.mean[c], a.std[c]);
-  for (; i + 8 <= n; i += 8) _mm256_stream_ps(dst + i, lookup8(src + i, a.table, offsets));
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(dst + i, affine8<kByFma>(src + i, a, l));
   for (; i < n; ++i) dst[i] = affine1(src[i], a.mean[c], a.std[c]);
 }
 
-SLUICE_AVX2 void plane_u16(const std::uint8_t* src, int n, int c, const Affine& a, bool f16, std::uint16_t* dst) {
-  const __m256i offsets = _mm256_set1_epi32(c * 256);
+template <bool kByFma>
+SLUICE_AVX2 void plane_u16_with(const std::uint8_t* src, int n, int c, const Affine& a, bool f16, std::uint16_t* dst) {
+  const Lanes l = channel_lanes(a, c);
   int i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), to_u16(lookup8(src + i, a.table, offsets), f16));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), to_u16(affine8<kByFma>(src + i, a, l), f16));
   }
   for (; i < n; ++i) dst[i] = to_u16(affine1(src[i], a.mean[c], a.std[c]), f16);
 }
 
-SLUICE_AVX2 void flat_f32(const std::uint8_t* src, int n, const Affine& a, float* dst) {
+template <bool kByFma>
+SLUICE_AVX2 void flat_f32_with(const std::uint8_t* src, int n, const Affine& a, float* dst) {
   int i = 0;
   // Whole patterns: three registers whose channel layout repeats every 24 elements.
+  const Lanes l[3] = {pattern_lanes(a, 0), pattern_lanes(a, 8), pattern_lanes(a, 16)};
   for (; i + kPatternLength <= n; i += kPatternLength) {
-    for (int k = 0; k < kPatternLength; k += 8) {
-      const __m256i offsets = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.table_pattern + k));
-      _mm256_storeu_ps(dst + i + k, lookup8(src + i + k, a.table, offsets));
-    }
+    for (int k = 0; k < 3; ++k) _mm256_storeu_ps(dst + i + k * 8, affine8<kByFma>(src + i + k * 8, a, l[k]));
   }
   for (; i < n; ++i) {
     const int c = i % a.channels;
@@ -79,18 +121,33 @@ SLUICE_AVX2 void flat_f32(const std::uint8_t* src, int n, const Affine& a, float
   }
 }
 
-SLUICE_AVX2 void flat_u16(const std::uint8_t* src, int n, const Affine& a, bool f16, std::uint16_t* dst) {
+template <bool kByFma>
+SLUICE_AVX2 void flat_u16_with(const std::uint8_t* src, int n, const Affine& a, bool f16, std::uint16_t* dst) {
   int i = 0;
+  const Lanes l[3] = {pattern_lanes(a, 0), pattern_lanes(a, 8), pattern_lanes(a, 16)};
   for (; i + kPatternLength <= n; i += kPatternLength) {
-    for (int k = 0; k < kPatternLength; k += 8) {
-      const __m256i offsets = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.table_pattern + k));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + k), to_u16(lookup8(src + i + k, a.table, offsets), f16));
+    for (int k = 0; k < 3; ++k) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + k * 8), to_u16(affine8<kByFma>(src + i + k * 8, a, l[k]), f16));
     }
   }
   for (; i < n; ++i) {
     const int c = i % a.channels;
     dst[i] = to_u16(affine1(src[i], a.mean[c], a.std[c]), f16);
   }
+}
+
+// The row kernels: computed where setup found the FMA divisions exact, gathered otherwise.
+SLUICE_AVX2 void plane_f32(const std::uint8_t* src, int n, int c, const Affine& a, bool stream, float* dst) {
+  a.divide_by_fma ? plane_f32_with<true>(src, n, c, a, stream, dst) : plane_f32_with<false>(src, n, c, a, stream, dst);
+}
+SLUICE_AVX2 void plane_u16(const std::uint8_t* src, int n, int c, const Affine& a, bool f16, std::uint16_t* dst) {
+  a.divide_by_fma ? plane_u16_with<true>(src, n, c, a, f16, dst) : plane_u16_with<false>(src, n, c, a, f16, dst);
+}
+SLUICE_AVX2 void flat_f32(const std::uint8_t* src, int n, const Affine& a, float* dst) {
+  a.divide_by_fma ? flat_f32_with<true>(src, n, a, dst) : flat_f32_with<false>(src, n, a, dst);
+}
+SLUICE_AVX2 void flat_u16(const std::uint8_t* src, int n, const Affine& a, bool f16, std::uint16_t* dst) {
+  a.divide_by_fma ? flat_u16_with<true>(src, n, a, f16, dst) : flat_u16_with<false>(src, n, a, f16, dst);
 }
 
 // Three-channel rows, 16 pixels (48 bytes) at a time: nine byte shuffles and six ors split them
@@ -154,7 +211,7 @@ bool has_f16c() {
 }  // namespace
 
 const RowKernels* avx2_kernels() {
-  static const bool supported = __builtin_cpu_supports("avx2") && has_f16c();
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
   static const RowKernels kernels{deinterleave, plane_f32, plane_u16, flat_f32, flat_u16, store_fence};
   return supported ? &kernels : nullptr;
 }

@@ -25,7 +25,20 @@ struct Affine {
   float table[4 * 256] = {};
   // Offsets into table of each element of the interleaved pattern: (i % channels) * 256.
   std::int32_t table_pattern[kPatternLength] = {};
+  // Per channel, and repeated over the pattern: the f32 reciprocal of std, for the divisions
+  // done as a multiply and one FMA correction (divide_by_fma below).
+  float rstd[4] = {1, 1, 1, 1};
+  float rstd_pattern[kPatternLength] = {};
+  // True when, for every byte value of every channel, the two divisions done as q = a * (1/b)
+  // then q + fma(-q, b, a) * (1/b) give the table's value bit for bit (setup checks all of them;
+  // the correction makes each quotient the correctly rounded one). Vector kernels then compute
+  // instead of gathering; otherwise they gather from the table.
+  bool divide_by_fma = false;
 };
+
+// The expression above with its two divisions done as a multiply and one FMA correction each,
+// in the order the vector kernels use; setup compares it with the table.
+float affine_by_fma(std::uint8_t v, float mean, float std, float rstd);
 
 struct RowKernels {
   // Pixels [x0, x0 + n) of an interleaved row (mirrored: pixel x comes from width - 1 - x) into
@@ -46,7 +59,7 @@ struct RowKernels {
 const RowKernels& scalar_kernels();
 void deinterleave_scalar(const std::uint8_t* row, int width, int x0, int n, int channels, bool flip,
                          std::uint8_t* const* planes);
-// nullptr when this CPU lacks AVX2 and F16C (or the build is not for x86).
+// nullptr when this CPU lacks AVX2, FMA and F16C (or the build is not for x86).
 const RowKernels* avx2_kernels();
 
 }  // namespace sluice::stages::normalize_detail

@@ -137,6 +137,15 @@ SampleProgram::SampleProgram(SampleProgramConfig config, SampleCaches caches)
   channels_ = config_.decode.color == Color::kGrey ? 1 : 3;
   out_channels_ = channels_after(config_.pixel_ops, channels_);
   normalize_.setup(config_.normalize, out_channels_);
+  resume_points_ = keeps_resume_points(config_);
+}
+
+bool SampleProgram::keeps_resume_points(const SampleProgramConfig& config) {
+  if (config.cache_point == CachePoint::kDecoded) return false;  // whole images are decoded for the cache
+  return std::any_of(config.geometry.begin(), config.geometry.end(), [](const GeometryStep& step) {
+    return std::holds_alternative<spec::CenterCrop>(step.op) || std::holds_alternative<spec::RandomResizedCrop>(step.op) ||
+           std::holds_alternative<spec::RandomCrop>(step.op);
+  });
 }
 
 std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace() const {
@@ -380,7 +389,15 @@ void SampleProgram::run_unchecked(const ItemTable& items, std::int64_t item, con
     return;
   }
   const ImageView decoded = view_of(ws.decoded, region.width, region.height, channels_);
-  ws.decoder.decode(bytes, header, request, decoded);
+  if (resume_points_ && stored_region.y > 0 && request.region.width != 0 && !header.progressive) {
+    // Rows above the region: from the item's resume points, found on its first reads.
+    resume_.get(item, bytes, ws.points);
+    const std::size_t known = ws.points.size();
+    ws.decoder.decode(bytes, header, request, decoded, ws.points);
+    if (ws.points.size() > known) resume_.put(item, bytes, ws.points);
+  } else {
+    ws.decoder.decode(bytes, header, request, decoded);
+  }
   const JpegWarnings warnings = ws.decoder.warnings();  // valid until the decoder's next call
   ws.counters.add(StageCounters::kDecode, elapsed_ns(t), static_cast<std::int64_t>(region_bytes));
   finish(plan, decoded, region, copy ? ResamplerState::kNotSetUp : ResamplerState::kSetUp, ws, out, t);

@@ -33,6 +33,7 @@
 #include "stages/image/normalize.hpp"
 #include "stages/source/read_file.hpp"
 #include "stages/image/resample.hpp"
+#include "stages/program/resume_store.hpp"
 
 namespace sluice::stages {
 
@@ -137,9 +138,15 @@ class SampleProgram {
     Resampler resampler;
     StageCounters counters;
     SampleKey key;  // the sample run() is making: the augmentations draw from its streams
+    std::vector<ResumePoint> points;  // the item's JPEG resume points, between the store and the decoder
   };
 
   SampleProgram(SampleProgramConfig config, SampleCaches caches = {});
+
+  // Whether a program of this config keeps JPEG resume points (resume_store.hpp): only where it
+  // decodes crops of undecoded files, the one place a region can start below a file's top. The
+  // memory plan reserves the store's bound only then.
+  static bool keeps_resume_points(const SampleProgramConfig& config);
 
   std::unique_ptr<Workspace> make_workspace() const;
   // A workspace whose buffers count against `budget`, each holding its share from the start.
@@ -244,6 +251,8 @@ class SampleProgram {
   int out_channels_ = 3;  // in the batch
   // Shared by the workers like the caches: what they found, not how they run.
   mutable RecoveryLog recovered_;
+  mutable ResumeStore resume_;  // where each JPEG's MCU rows start, for later epochs' crops
+  bool resume_points_ = false;  // keeps_resume_points(config_)
 };
 
 }  // namespace sluice::stages

@@ -1,0 +1,142 @@
+// The rows above a crop: libjpeg's skip (jpeg_skip_scanlines, what JpegDecoder does today)
+// against a splice at a recorded MCU row (stages/decode/jpeg_resume.hpp), on one core, in CPU
+// time per image, each iteration the next baseline file of a folder. The crop is eval's (the
+// centre square of 0.875 of the shorter side) or a train-like one (a random crop of 8-100% of
+// the area, aspect 3/4-4/3, at a random place; the same ones for every variant); each decode
+// stops at the crop's last row, as the sample program's do.
+//   skip:        JpegDecoder::decode of the crop's rows
+//   splice:      splice_at from points recorded before, the spliced file put together, then decode
+//   first_read:  scan_resume_points down to the crop, then as splice (what the first epoch pays)
+//
+//   SLUICE_BENCH_DATA=/work/shared/datasets/imagenet-photos ./build/bench/jpeg_resume_bench
+//       --benchmark_repetitions=3 --benchmark_enable_random_interleaving
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "stages/decode/jpeg_decoder.hpp"
+#include "stages/decode/jpeg_resume.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace sluice;
+using namespace sluice::stages;
+
+struct File {
+  std::vector<std::uint8_t> bytes;
+  ScanLayout layout;
+  std::vector<ResumePoint> points;  // every row's
+  Rect eval, train;                 // crop rows (full width)
+};
+
+std::vector<std::uint8_t> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+const std::vector<File>& files() {
+  static const std::vector<File> all = [] {
+    const char* env = std::getenv("SLUICE_BENCH_DATA");
+    const fs::path dir = env != nullptr && *env != '\0' ? fs::path(env) : fs::path(SLUICE_DATASETS_DIR) / "imagenet-photos";
+    std::vector<fs::path> paths;
+    if (fs::is_directory(dir)) {
+      for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (e.is_regular_file() && e.path().extension() == ".jpg") paths.push_back(e.path());
+      }
+    }
+    std::sort(paths.begin(), paths.end());
+    std::mt19937 rng(29);
+    std::vector<File> out;
+    for (const fs::path& p : paths) {
+      File f;
+      f.bytes = read_file(p);
+      if (!parse_scan_layout(f.bytes, f.layout)) continue;
+      if (scan_resume_points(f.bytes, f.layout, f.layout.mcu_rows - 1, f.points) != f.layout.mcu_rows) continue;
+      const int w = f.layout.width, h = f.layout.height;
+      const int side = std::min(w, h) * 7 / 8;
+      f.eval = {0, (h - side) / 2, w, side};
+      std::uniform_real_distribution<double> area(0.08, 1.0), ratio(0.75, 4.0 / 3.0), where(0.0, 1.0);
+      const double a = area(rng) * w * h, r = ratio(rng);
+      const int ch = std::clamp(static_cast<int>(std::sqrt(a / r)), 1, h);
+      f.train = {0, static_cast<int>(where(rng) * (h - ch)), w, ch};
+      out.push_back(std::move(f));
+    }
+    return out;
+  }();
+  return all;
+}
+
+enum class Mode { kSkip, kSplice, kFirstRead };
+
+void run(benchmark::State& state, bool train, Mode mode) {
+  const auto& all = files();
+  if (all.empty()) return state.SkipWithError("no baseline JPEGs (SLUICE_BENCH_DATA)");
+  DecodeOptions options;
+  options.fast_upsample = true;  // eval and train shrink most photographs (fast_upsample_when_shrunk)
+  options.fast_dct = true;
+  JpegDecoder decoder(options);
+  std::vector<std::uint8_t> pixels, spliced;
+  std::vector<ResumePoint> points;
+  Splice splice;
+  std::size_t i = 0;
+  std::int64_t splices = 0;
+  for (auto _ : state) {
+    const File& f = all[i++ % all.size()];
+    const Rect crop = train ? f.train : f.eval;
+    std::span<const std::uint8_t> jpeg = f.bytes;
+    int y = crop.y;
+    const int row = crop.y / f.layout.mcu_height;
+    if (mode != Mode::kSkip && row > 0) {
+      const std::vector<ResumePoint>* at = &f.points;
+      if (mode == Mode::kFirstRead) {
+        points.clear();
+        scan_resume_points(jpeg, f.layout, row, points);
+        at = &points;
+      }
+      if (splice_at(jpeg, f.layout, row, (*at)[static_cast<std::size_t>(row)], splice)) {
+        spliced.assign(splice.head.begin(), splice.head.end());
+        spliced.insert(spliced.end(), f.bytes.begin() + splice.tail_offset, f.bytes.end());
+        jpeg = spliced;
+        y -= splice.first_row;
+        ++splices;
+      }
+    }
+    const JpegHeader h = decoder.read_header(jpeg);
+    JpegRequest request;
+    request.region = {0, y, h.width, crop.height};
+    const Rect r = decoder.decoded_region(h, request);
+    pixels.resize(static_cast<std::size_t>(r.width) * r.height * 3);
+    decoder.decode(jpeg, h, request, ImageView{pixels.data(), r.width, r.height, 3, static_cast<std::ptrdiff_t>(r.width) * 3});
+    benchmark::DoNotOptimize(pixels.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["spliced"] = static_cast<double>(splices) / static_cast<double>(state.iterations());
+}
+
+std::int64_t passes() { return static_cast<std::int64_t>(std::max<std::size_t>(files().size(), 1)); }
+
+void BM_eval_skip(benchmark::State& s) { run(s, false, Mode::kSkip); }
+void BM_eval_splice(benchmark::State& s) { run(s, false, Mode::kSplice); }
+void BM_eval_first_read(benchmark::State& s) { run(s, false, Mode::kFirstRead); }
+void BM_train_skip(benchmark::State& s) { run(s, true, Mode::kSkip); }
+void BM_train_splice(benchmark::State& s) { run(s, true, Mode::kSplice); }
+void BM_train_first_read(benchmark::State& s) { run(s, true, Mode::kFirstRead); }
+BENCHMARK(BM_eval_skip)->Iterations(passes());
+BENCHMARK(BM_eval_splice)->Iterations(passes());
+BENCHMARK(BM_eval_first_read)->Iterations(passes());
+BENCHMARK(BM_train_skip)->Iterations(passes());
+BENCHMARK(BM_train_splice)->Iterations(passes());
+BENCHMARK(BM_train_first_read)->Iterations(passes());
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,234 @@
+// The resume-point scanner and splicer (stages/decode/jpeg_resume.hpp): a file spliced at an MCU
+// row decodes, through JpegDecoder, to exactly the rows today's decode of the whole file gives
+// there, on every baseline file of imagenet-photos and on generated files of each subsampling;
+// layouts it does not handle are refused; damaged data never crashes it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "stages/decode/jpeg_decoder.hpp"
+#include "stages/decode/jpeg_resume.hpp"
+#include "stages/program/sample_program.hpp"
+#include "one_file_table.hpp"
+#include "test_support.hpp"
+
+namespace sluice::stages {
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<std::uint8_t>;
+
+Bytes spliced_file(const Bytes& jpeg, const Splice& s) {
+  Bytes out = s.head;
+  out.insert(out.end(), jpeg.begin() + s.tail_offset, jpeg.end());
+  return out;
+}
+
+// Rows [y, y + rows) of the image, full width, as JpegDecoder decodes a region.
+Bytes decode_rows(JpegDecoder& decoder, const Bytes& jpeg, int y, int rows) {
+  const JpegHeader h = decoder.read_header(jpeg);
+  JpegRequest request;
+  request.region = {0, y, h.width, std::min(rows, h.height - y)};
+  const Rect r = decoder.decoded_region(h, request);
+  Bytes out(static_cast<std::size_t>(r.width) * r.height * 3);
+  decoder.decode(jpeg, h, request, ImageView{out.data(), r.width, r.height, 3, static_cast<std::ptrdiff_t>(r.width) * 3});
+  return out;
+}
+
+// Splices `jpeg` at `row` and checks the rows from the splice (from one MCU row further where
+// chroma is subsampled vertically and upsampled the fancy way, which reads the chroma row above)
+// against the original's. Returns false where splice_at refused the row.
+bool check_splice(JpegDecoder& decoder, bool fancy, const Bytes& jpeg, const ScanLayout& layout,
+                  const std::vector<ResumePoint>& points, int row, int rows_to_check, const std::string& what) {
+  Splice s;
+  if (!splice_at(jpeg, layout, row, points[static_cast<std::size_t>(row)], s)) return false;
+  const Bytes cut = spliced_file(jpeg, s);
+  const int margin = fancy && layout.mcu_height > 8 ? layout.mcu_height : 0;
+  const int y = s.first_row + margin;
+  if (y >= layout.height) return true;
+  const Bytes want = decode_rows(decoder, jpeg, y, rows_to_check);
+  const Bytes got = decode_rows(decoder, cut, margin, rows_to_check);
+  EXPECT_EQ(want, got) << what << " row " << row;
+  return true;
+}
+
+TEST(JpegResume, SplicedImagenetPhotosDecodeToTheSameRows) {
+  const fs::path dir = fs::path(SLUICE_DATASETS_DIR) / "imagenet-photos";
+  if (!fs::exists(dir)) GTEST_SKIP() << "no " << dir;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 1000u);
+  std::mt19937 rng(29);
+  int refused_layout = 0, spliced = 0, refused_row = 0;
+  DecodeOptions fast;
+  fast.fast_upsample = true;
+  JpegDecoder fancy_decoder{DecodeOptions{}}, fast_decoder{fast};
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    // Fancy and merged (fast) upsampling on alternate files.
+    const fs::path& path = files[i];
+    const bool fancy = i % 2 == 0;
+    JpegDecoder& decoder = fancy ? fancy_decoder : fast_decoder;
+    {
+      const Bytes jpeg = test::read_bytes(path);
+      ScanLayout layout;
+      if (!parse_scan_layout(jpeg, layout)) {
+        ++refused_layout;
+        continue;
+      }
+      std::vector<ResumePoint> points;
+      ASSERT_EQ(scan_resume_points(jpeg, layout, layout.mcu_rows - 1, points), layout.mcu_rows) << path;
+      // The second row, a random one and the last; a few rows each (the last: to the end).
+      const int random_row = 1 + static_cast<int>(rng() % static_cast<unsigned>(layout.mcu_rows - 1));
+      for (int row : {1, random_row, layout.mcu_rows - 1}) {
+        if (check_splice(decoder, fancy, jpeg, layout, points, row, 3 * layout.mcu_height, path.filename().string())) {
+          ++spliced;
+        } else {
+          ++refused_row;
+        }
+      }
+      if (HasFailure()) return;
+    }
+  }
+  // 22 progressive files and 34 with restart intervals; of the rest's rows, a few lack room for
+  // the padding or a code in an optimised table and keep libjpeg's skip.
+  std::printf("%d files refused (layout), rows spliced %d, refused %d\n", refused_layout, spliced, refused_row);
+  EXPECT_EQ(refused_layout, 56);
+  EXPECT_LT(refused_row * 50, spliced) << refused_row << " rows refused, " << spliced << " spliced";
+}
+
+TEST(JpegResume, GeneratedFilesOfEachSubsamplingSpliceAtEveryRow) {
+  DecodeOptions fast;
+  fast.fast_upsample = true;
+  JpegDecoder fancy_decoder{DecodeOptions{}}, fast_decoder{fast};
+  for (int subsampling : {0, 1, 2, 3}) {
+    for (int quality : {40, 95}) {
+      const int w = 203, h = 157;  // neither a multiple of the MCU
+      const int channels = subsampling == 3 ? 1 : 3;
+      const Bytes jpeg = test::encode_jpeg(test::make_pattern(w, h, channels, 7), w, h, channels,
+                                           {.quality = quality, .subsampling = subsampling});
+      ScanLayout layout;
+      ASSERT_TRUE(parse_scan_layout(jpeg, layout)) << subsampling;
+      std::vector<ResumePoint> points;
+      ASSERT_EQ(scan_resume_points(jpeg, layout, layout.mcu_rows - 1, points), layout.mcu_rows);
+      int spliced = 0;
+      for (int row = 1; row < layout.mcu_rows; ++row) {
+        const std::string what = "subsampling " + std::to_string(subsampling) + " quality " + std::to_string(quality);
+        spliced += check_splice(fancy_decoder, true, jpeg, layout, points, row, h, what) ? 1 : 0;
+        check_splice(fast_decoder, false, jpeg, layout, points, row, h, what + " fast upsampling");
+        if (HasFailure()) return;
+      }
+      // The standard tables TurboJPEG writes leave one remainder modulo 8 that the first DC code
+      // cannot take (see jpeg_resume.hpp): a dense block then leaves a row to the skip.
+      EXPECT_GE(spliced + 1, layout.mcu_rows - 1) << "subsampling " << subsampling << " quality " << quality;
+    }
+  }
+}
+
+TEST(JpegResume, PointsFoundInStepsEqualPointsFoundAtOnce) {
+  const Bytes jpeg = test::encode_jpeg(test::make_pattern(120, 200, 3, 9), 120, 200, 3, {.quality = 85, .subsampling = 2});
+  ScanLayout layout;
+  ASSERT_TRUE(parse_scan_layout(jpeg, layout));
+  std::vector<ResumePoint> all, steps;
+  ASSERT_EQ(scan_resume_points(jpeg, layout, layout.mcu_rows - 1, all), layout.mcu_rows);
+  for (int rows : {0, 2, 3, 7, layout.mcu_rows - 1}) ASSERT_EQ(scan_resume_points(jpeg, layout, rows, steps), rows + 1);
+  ASSERT_EQ(all.size(), steps.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].byte, steps[i].byte);
+    EXPECT_EQ(all[i].bit, steps[i].bit);
+    EXPECT_EQ(all[i].dc[0], steps[i].dc[0]);
+    EXPECT_EQ(all[i].dc[2], steps[i].dc[2]);
+  }
+}
+
+// The sample program keeps each file's points from one epoch to the next: its samples, first
+// read or spliced at a point, equal those of a program that has never seen the file.
+TEST(JpegResume, SampleProgramSplicesInLaterEpochsWithTheSamePixels) {
+  test::TempDir dir;
+  const auto file = dir.path() / "photo.jpg";
+  test::write_bytes(file, test::encode_jpeg(test::make_pattern(375, 500, 3, 4), 375, 500, 3, {.subsampling = 2}));
+  for (const bool train : {false, true}) {
+    for (const bool fast : {false, true}) {
+      SampleProgramConfig config;
+      if (train) {
+        config.geometry = {{spec::RandomResizedCrop{96, 96, {}}, 1}};
+      } else {
+        config.geometry = {{spec::ResizeShorter{128, {}}, 1}, {spec::CenterCrop{112, 112}, 2}};
+      }
+      config.decode.fast_upsample_when_shrunk = fast;
+      config.normalize = {.mean = {}, .std = {}, .layout = Layout::kNHWC, .dtype = DType::kU8};
+      config.output = train ? Size2{96, 96} : Size2{112, 112};
+      const SampleProgram kept(config);
+      auto ws = kept.make_workspace();
+      const auto items = test::one_file(file.string());
+      for (std::int64_t epoch = 0; epoch < 6; ++epoch) {
+        const SampleKey key{epoch, 0, 0};
+        Bytes with(kept.sample_bytes()), without(kept.sample_bytes());
+        kept.run(items, 0, key, *ws, with.data());
+        const SampleProgram fresh(config);
+        auto fresh_ws = fresh.make_workspace();
+        fresh.run(items, 0, key, *fresh_ws, without.data());
+        ASSERT_EQ(with, without) << "train " << train << " fast " << fast << " epoch " << epoch;
+      }
+    }
+  }
+}
+
+TEST(JpegResume, StoreGivesPointsOnlyForTheBytesTheyWereFoundIn) {
+  const Bytes jpeg = test::encode_jpeg(test::make_pattern(64, 160, 3, 2), 64, 160, 3, {.quality = 85, .subsampling = 0});
+  ScanLayout layout;
+  ASSERT_TRUE(parse_scan_layout(jpeg, layout));
+  std::vector<ResumePoint> points, got;
+  ASSERT_EQ(scan_resume_points(jpeg, layout, 6, points), 7);
+  ResumeStore store;
+  store.put(3, jpeg, points);
+  store.get(3, jpeg, got);
+  EXPECT_EQ(got.size(), 7u);
+  store.get(4, jpeg, got);
+  EXPECT_TRUE(got.empty());
+  Bytes changed = jpeg;
+  changed[points[6].byte - 1] ^= 1;  // in the scan above the last point
+  store.get(3, changed, got);
+  EXPECT_TRUE(got.empty());
+  changed = jpeg;
+  changed[points[6].byte + 40] ^= 1;  // below it: the points still hold
+  store.get(3, changed, got);
+  EXPECT_EQ(got.size(), 7u);
+  EXPECT_EQ(store.bytes(), ResumeStore::capacity_bytes(1));
+}
+
+TEST(JpegResume, RefusesProgressiveFiles) {
+  const Bytes jpeg = test::encode_jpeg(test::make_pattern(64, 48, 3, 3), 64, 48, 3, {.progressive = true});
+  ScanLayout layout;
+  EXPECT_FALSE(parse_scan_layout(jpeg, layout));
+}
+
+TEST(JpegResume, DamagedDataNeverCrashesAndNeverSplicesPastTheData) {
+  const Bytes good = test::encode_jpeg(test::make_pattern(96, 80, 3, 5), 96, 80, 3, {.quality = 80, .subsampling = 2});
+  std::mt19937 rng(1);
+  for (int round = 0; round < 3000; ++round) {
+    Bytes bad = good;
+    const int edits = 1 + static_cast<int>(rng() % 8);
+    for (int e = 0; e < edits; ++e) bad[rng() % bad.size()] = static_cast<std::uint8_t>(rng());
+    if (round % 3 == 0) bad.resize(rng() % bad.size());
+    ScanLayout layout;
+    if (!parse_scan_layout(bad, layout)) continue;
+    std::vector<ResumePoint> points;
+    const int valid = scan_resume_points(bad, layout, layout.mcu_rows - 1, points);
+    ASSERT_LE(valid, layout.mcu_rows);
+    for (int row = 1; row < valid; ++row) {
+      Splice s;
+      if (!splice_at(bad, layout, row, points[static_cast<std::size_t>(row)], s)) continue;
+      ASSERT_LE(s.tail_offset, bad.size());
+      ASSERT_GE(s.head.size(), layout.scan_offset);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sluice::stages
