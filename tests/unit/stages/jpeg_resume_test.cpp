@@ -179,6 +179,24 @@ TEST(JpegResume, SampleProgramSplicesInLaterEpochsWithTheSamePixels) {
   }
 }
 
+// The memory plan reserves the store's bound only for programs that decode crops of files (the
+// one place a region can start below a file's top): a resize alone, or a decoded-image cache
+// (whole images decoded for the cache), keeps no points.
+TEST(JpegResume, OnlyProgramsThatDecodeCropsKeepPoints) {
+  SampleProgramConfig config;
+  config.geometry = {{spec::Resize{64, 64, {}}, 1}};
+  EXPECT_FALSE(SampleProgram::keeps_resume_points(config));
+  config.geometry.push_back({spec::CenterCrop{32, 32}, 2});
+  EXPECT_TRUE(SampleProgram::keeps_resume_points(config));
+  config.cache_point = CachePoint::kDecoded;
+  EXPECT_FALSE(SampleProgram::keeps_resume_points(config));
+  config.cache_point = CachePoint::kEncoded;
+  for (const GeometryOp& crop : {GeometryOp{spec::RandomResizedCrop{32, 32, {}}}, GeometryOp{spec::RandomCrop{32, 32, {}}}}) {
+    config.geometry = {{crop, 1}};
+    EXPECT_TRUE(SampleProgram::keeps_resume_points(config));
+  }
+}
+
 TEST(JpegResume, StoreGivesPointsOnlyForTheBytesTheyWereFoundIn) {
   const Bytes jpeg = test::encode_jpeg(test::make_pattern(64, 160, 3, 2), 64, 160, 3, {.quality = 85, .subsampling = 0});
   ScanLayout layout;
