@@ -23,28 +23,18 @@
 #include "sluice/sluice.hpp"
 #include "stages/remote/remote_shards.hpp"
 #include "stages/source/source.hpp"
+#include "batch_hashes.hpp"
 #include "test_support.hpp"
 
 namespace sluice {
 namespace {
 
+using test::batch_hashes;
+using test::hash_bytes;
+
 namespace fs = std::filesystem;
 using test::RemoteServer;
 using test::TempDir;
-
-std::uint64_t hash_bytes(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const std::uint8_t*>(data);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-std::vector<std::uint64_t> batch_hashes(Loader& loader, std::int64_t epoch) {
-  std::vector<std::uint64_t> out;
-  for (Batch& b : loader.epoch(epoch)) {
-    out.push_back(hash_bytes(b.labels().data(), b.labels().size_bytes(), hash_bytes(b.data().data, b.data().bytes())));
-  }
-  return out;
-}
 
 Pipeline& augment(Pipeline& p) {
   return p.read().decode_jpeg().random_crop(24, {.padding = 4}).flip_horizontal().normalize(

@@ -18,10 +18,14 @@
 #include "sluice/sluice.hpp"
 #include "stages/source/epoch_order.hpp"
 #include "stages/source/source.hpp"
+#include "batch_hashes.hpp"
 #include "test_support.hpp"
 
 namespace sluice {
 namespace {
+
+using test::batch_hashes;
+using test::hash_bytes;
 
 namespace fs = std::filesystem;
 using test::RemoteServer;
@@ -30,20 +34,6 @@ using test::TempDir;
 constexpr int kWorld = 4;
 constexpr int kBatch = 8;
 constexpr std::uint64_t kFileSeed = 5;
-
-std::uint64_t hash_bytes(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const std::uint8_t*>(data);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-std::vector<std::uint64_t> batch_hashes(Loader& loader, std::int64_t epoch) {
-  std::vector<std::uint64_t> out;
-  for (Batch& b : loader.epoch(epoch)) {
-    out.push_back(hash_bytes(b.labels().data(), b.labels().size_bytes(), hash_bytes(b.data().data, b.data().bytes())));
-  }
-  return out;
-}
 
 // The server's byte count once `expected` is reached, or what it is after 5 s: an epoch may end
 // before the tail of a shard it reads only part of has streamed in.
