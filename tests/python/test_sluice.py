@@ -511,60 +511,40 @@ class RemoteShardsTest(unittest.TestCase):
     def test_url_shards_give_the_local_batches(self):
         if np is None:
             self.skipTest("numpy not installed")
-        import io
-        import subprocess
-        import tarfile
-        from PIL import Image
         with tempfile.TemporaryDirectory() as tmp:
-            os.makedirs(os.path.join(tmp, "root"))
-            for shard in range(3):
-                with tarfile.open(os.path.join(tmp, "root", "s-%d.tar" % shard), "w", format=tarfile.USTAR_FORMAT) as tar:
-                    for i in range(8):
-                        jpeg = io.BytesIO()
-                        Image.new("RGB", (36, 28), (shard * 80, i * 30, 90)).save(jpeg, "JPEG")
-                        for name, data in (("k%d_%d.jpg" % (shard, i), jpeg.getvalue()), ("k%d_%d.cls" % (shard, i), b"%d" % (i % 3))):
-                            info = tarfile.TarInfo(name)
-                            info.size = len(data)
-                            tar.addfile(info, io.BytesIO(data))
-            server = subprocess.Popen(["/usr/bin/python3", os.path.join(os.path.dirname(__file__), "..", "support", "remote_server.py"),
-                                       "--root", os.path.join(tmp, "root")], stdout=subprocess.PIPE)
-            try:
-                port = int(server.stdout.readline())
+            port = self._serve_shards(tmp)
 
-                def batches(shards, shard=None):
-                    spec = {"source": {"shards": shards}, "shuffle_files": {"seed": 4},
-                            "stages": ["read", "decode_jpeg", {"center_crop": {"size": 24}},
-                                       {"normalize": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}}, {"batch": {"size": 5}}],
-                            "build": {"threads": 2, "seed": 1}}
-                    return [bytes(np_bytes(b)) for b in sluice.Pipeline(spec, shard=shard).epoch(0)]
+            def batches(shards, shard=None):
+                spec = {"source": {"shards": shards}, "shuffle_files": {"seed": 4},
+                        "stages": ["read", "decode_jpeg", {"center_crop": {"size": 24}},
+                                   {"normalize": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}}, {"batch": {"size": 5}}],
+                        "build": {"threads": 2, "seed": 1}}
+                return [bytes(np_bytes(b)) for b in sluice.Pipeline(spec, shard=shard).epoch(0)]
 
-                local = batches({"path": os.path.join(tmp, "root", "s-{0..2}.tar"), "index": "memory"})
-                remote = batches({"path": "http://127.0.0.1:%d/s-{0..2}.tar" % port,
-                                  "remote": {"cache_dir": os.path.join(tmp, "cache"), "cache_limit": "16MiB"}})
-                self.assertEqual(len(local), 5)
-                self.assertEqual(remote, local)
+            local = batches({"path": os.path.join(tmp, "root", "s-{0..2}.tar"), "index": "memory"})
+            remote = batches({"path": "http://127.0.0.1:%d/s-{0..2}.tar" % port,
+                              "remote": {"cache_dir": os.path.join(tmp, "cache"), "cache_limit": "16MiB"}})
+            self.assertEqual(len(local), 5)
+            self.assertEqual(remote, local)
 
-                # Split by shards among 3 ranks (each with a cache of its own, as on 3 nodes), a
-                # rank fetches the shards' index files and the one shard it reads, not all three.
-                def served():
-                    with urllib.request.urlopen("http://127.0.0.1:%d/__stats" % port) as reply:
-                        return json.load(reply)["bytes"]
-                batches({"path": os.path.join(tmp, "root", "s-{0..2}.tar")})  # writes the index files beside
-                shard_bytes = [os.path.getsize(os.path.join(tmp, "root", "s-%d.tar" % i)) for i in range(3)]
-                index_bytes = sum(os.path.getsize(os.path.join(tmp, "root", "s-%d.tar.sluice-idx" % i)) for i in range(3))
-                fetched = []
-                for rank in range(3):
-                    before = served()
-                    got = batches({"path": "http://127.0.0.1:%d/s-{0..2}.tar" % port,
-                                   "remote": {"cache_dir": os.path.join(tmp, "cache-rank%d" % rank)}}, shard=(rank, 3))
-                    self.assertEqual(got, batches({"path": os.path.join(tmp, "root", "s-{0..2}.tar"), "index": "memory"},
-                                                  shard=(rank, 3)))
-                    fetched.append(served() - before - index_bytes)
-                    self.assertIn(fetched[-1], shard_bytes)
-                self.assertEqual(sorted(fetched), sorted(shard_bytes))
-            finally:
-                server.terminate()
-                server.wait()
+            # Split by shards among 3 ranks (each with a cache of its own, as on 3 nodes), a
+            # rank fetches the shards' index files and the one shard it reads, not all three.
+            def served():
+                with urllib.request.urlopen("http://127.0.0.1:%d/__stats" % port) as reply:
+                    return json.load(reply)["bytes"]
+            batches({"path": os.path.join(tmp, "root", "s-{0..2}.tar")})  # writes the index files beside
+            shard_bytes = [os.path.getsize(os.path.join(tmp, "root", "s-%d.tar" % i)) for i in range(3)]
+            index_bytes = sum(os.path.getsize(os.path.join(tmp, "root", "s-%d.tar.sluice-idx" % i)) for i in range(3))
+            fetched = []
+            for rank in range(3):
+                before = served()
+                got = batches({"path": "http://127.0.0.1:%d/s-{0..2}.tar" % port,
+                               "remote": {"cache_dir": os.path.join(tmp, "cache-rank%d" % rank)}}, shard=(rank, 3))
+                self.assertEqual(got, batches({"path": os.path.join(tmp, "root", "s-{0..2}.tar"), "index": "memory"},
+                                              shard=(rank, 3)))
+                fetched.append(served() - before - index_bytes)
+                self.assertIn(fetched[-1], shard_bytes)
+            self.assertEqual(sorted(fetched), sorted(shard_bytes))
 
     def _serve_shards(self, tmp):
         """Three shards of eight generated JPEGs under tmp/root, served on 127.0.0.1."""
@@ -598,6 +578,7 @@ class RemoteShardsTest(unittest.TestCase):
     def test_stats_count_this_pipelines_remote_source(self):
         with tempfile.TemporaryDirectory() as tmp:
             port = self._serve_shards(tmp)
+
             pipeline = sluice.Pipeline(self._spec(tmp, port))
             for _ in pipeline.epoch(0):
                 pass
@@ -615,6 +596,7 @@ class RemoteShardsTest(unittest.TestCase):
         import time
         with tempfile.TemporaryDirectory() as tmp:
             port = self._serve_shards(tmp)
+
             req = urllib.request.Request("http://127.0.0.1:%d/__faults" % port, data=b'{"latency_ms": 20000}', method="PUT")
             urllib.request.urlopen(req).read()
             timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
