@@ -11,9 +11,12 @@
 //    control (ParallelismLimit) at the sum of the live executors' threads + 1, replaced as
 //    executors come and go; each executor's own limit is its arena's max_concurrency. A smaller
 //    limit the application sets itself still wins.
-// Submissions are task_group tasks enqueued into the arena (enqueue(defer(...))), so wait_idle()
-// waits on oneTBB's own count of live tasks: nothing of ours is touched after a task's last
-// instruction, and destruction cannot race a finishing task.
+// Submissions are task_group tasks enqueued into the arena (enqueue(defer(...))). wait_idle()
+// waits on a count of our own, outside the arena: a thread waiting in the arena (execute() then
+// task_group::wait) runs the arena's tasks itself, and oneTBB gives every arena at least two
+// slots, so a one-thread executor ran two tasks at once while its owner waited (seen under TSan
+// in CI). The destructor then also waits on oneTBB's own count of live tasks (no handler is left
+// to run by then, so nobody joins), so destruction cannot race a task's last instructions.
 #include "runtime/executor.hpp"
 
 #include <oneapi/tbb/global_control.h>
@@ -26,6 +29,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -53,7 +57,7 @@ class NumaObserver final : public tbb::task_scheduler_observer {
   NumaObserver& operator=(const NumaObserver&) = delete;
 
   void on_scheduler_entry(bool is_worker) override {
-    if (!is_worker) return;  // the consumer waiting in wait_idle() keeps its own affinity
+    if (!is_worker) return;  // the destructor's last wait in the arena keeps its own affinity
     try {
       Entry entry{this, {}, false};
       entry.restore = sched_getaffinity(0, sizeof entry.mask, &entry.mask) == 0 && bind_(node_);
@@ -164,6 +168,10 @@ struct Executor::Impl {
   tbb::task_group group;
   Handler handler;
   void* context;
+  // Calls submitted and not yet returned; wait_idle() sleeps on `idle` until it is 0.
+  std::mutex mutex;
+  std::condition_variable idle;
+  std::int64_t pending = 0;
 };
 
 Executor::Executor(int threads, Handler handler, void* context, WorkerPlacement placement)
@@ -171,16 +179,34 @@ Executor::Executor(int threads, Handler handler, void* context, WorkerPlacement 
 
 Executor::~Executor() {
   wait_idle();
+  impl_->arena.execute([this] { impl_->group.wait(); });  // oneTBB's last touches of the tasks
   if (impl_->numa) impl_->numa->wait_for_workers_to_leave(std::chrono::seconds(2));
 }
 
 void Executor::submit(std::int64_t a, std::int64_t b) {
   Impl* impl = impl_.get();
-  impl->arena.enqueue(impl->group.defer([impl, a, b] { impl->handler(impl->context, a, b); }));
+  {
+    std::lock_guard lock(impl->mutex);
+    ++impl->pending;
+  }
+  impl->arena.enqueue(impl->group.defer([impl, a, b] {
+    // The count goes down under the lock and the waiter wakes before it is released, so a
+    // wait_idle() that sees 0 cannot return (and the executor go) while this still touches it.
+    // A guard, so a handler that throws (oneTBB then cancels the group) is still counted.
+    struct Done {
+      Impl* impl;
+      ~Done() {
+        std::lock_guard lock(impl->mutex);
+        if (--impl->pending == 0) impl->idle.notify_all();
+      }
+    } done{impl};
+    impl->handler(impl->context, a, b);
+  }));
 }
 
 void Executor::wait_idle() {
-  impl_->arena.execute([this] { impl_->group.wait(); });
+  std::unique_lock lock(impl_->mutex);
+  impl_->idle.wait(lock, [this] { return impl_->pending == 0; });
 }
 
 int Executor::current_worker() {

@@ -7,7 +7,7 @@
 // on, which is only ever a node on a machine with more than one, for a device), a oneTBB
 // task_scheduler_observer binds each worker to that node's CPUs when it enters the arena and
 // gives it its previous affinity back when it leaves (oneTBB's workers serve every arena of the
-// process). The thread that only waits in the arena (wait_idle) is never bound.
+// process). A thread waiting for the pool (wait_idle, the destructor) is never bound.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +36,7 @@ class Executor {
 
   // Runs handler(context, a, b) on a worker, roughly in submission order. Fire and forget.
   void submit(std::int64_t a, std::int64_t b);
-  // Blocks until every call submitted so far has returned.
+  // Blocks until every call submitted so far has returned, without running any of them itself.
   void wait_idle();
 
   int threads() const { return threads_; }
