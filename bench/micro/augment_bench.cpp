@@ -38,6 +38,7 @@
 #include "stages/augment/erase.hpp"
 #include "stages/augment/point_ops.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
+#include "ratio_reporter.hpp"
 
 namespace {
 
@@ -137,29 +138,6 @@ void run_batch_mix(benchmark::State& state, BatchMixKind kind) {
   state.SetItemsProcessed(state.iterations() * kSamples);
 }
 
-// The median images/s of each benchmark's repetitions.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      const auto it = run.counters.find("items_per_second");
-      if (it != run.counters.end() && run.run_type == Run::RT_Iteration) {
-        samples[run.run_name.function_name].push_back(it->second.value);
-      }
-    }
-  }
-  std::map<std::string, double> medians() {
-    std::map<std::string, double> out;
-    for (auto& [name, v] : samples) {
-      std::sort(v.begin(), v.end());
-      out[name] = v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-    }
-    return out;
-  }
-  std::map<std::string, std::vector<double>> samples;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,7 +193,7 @@ int main(int argc, char** argv) {
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RatioReporter reporter;
+  sluice::bench::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
 
   const std::map<std::string, double> rates = reporter.medians();

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "stages/decode/jpeg_decoder.hpp"
+#include "ratio_reporter.hpp"
 
 namespace {
 
@@ -122,31 +123,6 @@ void run_sluice(benchmark::State& state, int denom, double area, const sluice::D
   state.SetItemsProcessed(state.iterations());
 }
 
-// Keeps every run's images/s so main() can print the median of the repetitions and its ratio to
-// tj_full's (on a shared machine, --benchmark_repetitions=5 --benchmark_enable_random_interleaving
-// steadies the ratios).
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      const auto it = run.counters.find("items_per_second");
-      if (it != run.counters.end() && run.run_type == Run::RT_Iteration) {
-        samples[run.run_name.function_name].push_back(it->second.value);  // without "/min_time:..."
-      }
-    }
-  }
-  std::map<std::string, double> medians() {
-    std::map<std::string, double> out;
-    for (auto& [name, v] : samples) {
-      std::sort(v.begin(), v.end());
-      out[name] = v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-    }
-    return out;
-  }
-  std::map<std::string, std::vector<double>> samples;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -164,7 +140,7 @@ int main(int argc, char** argv) {
   for (const auto& [name, fn] : cases) benchmark::RegisterBenchmark(name.c_str(), fn)->MinTime(1.0);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RatioReporter reporter;
+  sluice::bench::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
 
   const std::map<std::string, double> rates = reporter.medians();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "stages/decode/image_decoder.hpp"
+#include "ratio_reporter.hpp"
 
 namespace {
 
@@ -114,26 +115,6 @@ void run_sluice(benchmark::State& state, const std::string& name) {
   });
 }
 
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      const auto it = run.counters.find("items_per_second");
-      if (it != run.counters.end() && run.run_type == Run::RT_Iteration) {
-        samples[run.run_name.function_name].push_back(it->second.value);
-      }
-    }
-  }
-  double median(const std::string& name) {
-    std::vector<double>& v = samples[name];
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  }
-  std::map<std::string, std::vector<double>> samples;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,7 +127,7 @@ int main(int argc, char** argv) {
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RatioReporter reporter;
+  sluice::bench::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   std::printf("\n%-24s %12s %14s\n", "PNG decode, one core", "images/s", "vs spng_rows");
   for (const std::string& s : sets) {

@@ -17,6 +17,7 @@
 
 #include "stages/image/resample.hpp"
 #include "stages/image/resample_kernels.hpp"
+#include "ratio_reporter.hpp"
 
 namespace {
 
@@ -106,21 +107,6 @@ void run_case(benchmark::State& state, const Case& c, ResampleIsa isa, bool with
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(dst.size()));
 }
 
-// Keeps every run's images/s so main() can print the ratios against the scalar set.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      const auto it = run.counters.find("items_per_second");
-      if (it != run.counters.end() && run.run_type == Run::RT_Iteration) {
-        rates[run.benchmark_name()] = it->second.value;
-      }
-    }
-  }
-  std::map<std::string, double> rates;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,7 +129,7 @@ int main(int argc, char** argv) {
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RatioReporter reporter;
+  sluice::bench::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
 
   std::printf("\n%-34s %14s", "images/s (one core)", "scalar");
@@ -151,13 +137,13 @@ int main(int argc, char** argv) {
     std::printf(" %14s %8s", to_string(sets[i]), "ratio");
   std::printf("\n");
   for (const std::string& row : rows) {
-    const auto scalar = reporter.rates.find(row + "/scalar");
-    if (scalar == reporter.rates.end()) continue;  // filtered out
-    std::printf("%-34s %14.0f", row.c_str(), scalar->second);
+    const double scalar = reporter.median(row + "/scalar");
+    if (scalar == 0) continue;  // filtered out
+    std::printf("%-34s %14.0f", row.c_str(), scalar);
     for (std::size_t i = 1; i < sets.size(); ++i) {
-      const auto it = reporter.rates.find(row + "/" + to_string(sets[i]));
-      if (it == reporter.rates.end()) continue;
-      std::printf(" %14.0f %7.2fx", it->second, it->second / scalar->second);
+      const double rate = reporter.median(row + "/" + to_string(sets[i]));
+      if (rate == 0) continue;
+      std::printf(" %14.0f %7.2fx", rate, rate / scalar);
     }
     std::printf("\n");
   }
