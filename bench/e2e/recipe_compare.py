@@ -11,8 +11,9 @@ load that drifts across the run falls on both. With --rounds N, rates are the me
 rounds with their spread ((max - min) / median, as bench/e2e/loader_compare prints it) and the
 ratio is the median of each round's ratio (the two measured seconds apart).
 
-Beside each rate: CPU seconds per image (this process's, plus the DataLoader's workers', which
-are reaped at the end of each epoch: the reference recipe's loader has no persistent workers),
+Beside each rate: CPU seconds per image (this process's, plus the DataLoader's workers': those
+reaped at the end of each epoch, as the reference recipe's loader has no persistent workers, and
+those still running, with --persistent-workers),
 and the cores the rest of the machine took while it ran (from /proc/stat), with the load average.
 A run where the others took more than a quarter of a core beyond what the loader's threads leave
 free is marked "under load": its wall-clock ratio is the machine's, CPU per image is the figure.
@@ -55,13 +56,13 @@ def make_sluice(data, recipe, batch, threads):
     return sluice.torch.Loader(dataset, batch_size=batch, shuffle=True, threads=threads)
 
 
-def make_torch(data, recipe, batch, threads):
+def make_torch(data, recipe, batch, threads, persistent_workers=False):
     import torch
     import torchvision
     import torchvision.transforms as T
     dataset = torchvision.datasets.ImageFolder(data, recipe_transforms(T, recipe))
     return torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=threads,
-                                       pin_memory=False)
+                                       pin_memory=False, persistent_workers=persistent_workers)
 
 
 MAKERS = {"sluice": make_sluice, "torch": make_torch}
@@ -75,10 +76,31 @@ def busy_seconds():
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def live_children_seconds():
+    """CPU seconds so far of this process's children still running (persistent DataLoader workers:
+    getrusage counts a child only once it has been reaped)."""
+    total = 0
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids = f.read().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # exited between the two reads: getrusage has it once reaped
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 def own_seconds():
-    """CPU seconds of this process and of its reaped children (the DataLoader's workers)."""
+    """CPU seconds of this process and of its children, reaped or running (the DataLoader's workers)."""
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime + live_children_seconds()
 
 
 class Meter:
@@ -107,7 +129,8 @@ def run_system(name, args):
     """Build, epoch 0, then --epochs epochs: the figures of one round of one system. Epoch 0's span
     starts before the build, so it carries the set-up a user waits for (also given apart)."""
     meter = Meter()
-    loader = MAKERS[name](args.data, args.recipe, args.batch, args.threads)
+    options = {"persistent_workers": True} if name == "torch" and args.persistent_workers else {}
+    loader = MAKERS[name](args.data, args.recipe, args.batch, args.threads, **options)
     setup = time.perf_counter() - meter.wall
     first = one_epoch(loader)
     epoch0 = meter.stop(first)
@@ -139,6 +162,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=3, help="timed steady-state epochs after epoch 0")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--systems", default="sluice,torch", help="sluice, torch or both (comma-separated)")
+    parser.add_argument("--persistent-workers", action="store_true",
+                        help="the DataLoader keeps its workers across epochs (the reference recipe does not)")
     parser.add_argument("--json", help="write every round's figures here")
     args = parser.parse_args()
     args.data = os.path.abspath(args.data)
@@ -151,7 +176,9 @@ def main():
     import torchvision  # noqa: F401
     load_before = os.getloadavg()[0]
     print(f"{args.recipe} recipe on {args.data}: batch {args.batch}, {args.threads} threads, epoch 0 + "
-          f"{args.epochs} epochs, {args.rounds} rounds; load {load_before:.2f}", flush=True)
+          f"{args.epochs} epochs, {args.rounds} rounds"
+          + (", DataLoader with persistent workers" if args.persistent_workers else "")
+          + f"; load {load_before:.2f}", flush=True)
     rounds = []
     for r in range(args.rounds):
         figures = {}
@@ -172,6 +199,7 @@ def main():
                   f"{statistics.median(summary(rounds, name, part, 'cpu_ms_per_image')):11.2f} "
                   f"{statistics.median(summary(rounds, name, part, 'others_cores')):7.2f}")
     result = {"recipe": args.recipe, "data": args.data, "batch": args.batch, "threads": args.threads,
+              "persistent_workers": args.persistent_workers,
               "epochs": args.epochs, "load_before": load_before, "load_after": os.getloadavg()[0], "rounds": rounds}
     if set(systems) == {"sluice", "torch"}:
         ratios = {}
