@@ -14,6 +14,9 @@ RandomErasing(0.1) for training, Resize(232) and CenterCrop(224) for evaluation.
 Both read the image folder (one sub-folder per class), take --batches training batches and as
 many evaluation batches, and print images/s of each (with the load average: the figure is only
 comparable within one run on one machine); --loader both runs each in turn and prints the ratio.
+That ratio times one epoch from the loader's build, so start-up weighs on it;
+bench/e2e/recipe_compare.py runs the same training transform for several epochs and rounds and
+reports epoch 0 and the steady state apart, with each loader's CPU per image.
 """
 
 import argparse

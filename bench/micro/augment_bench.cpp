@@ -5,6 +5,8 @@
 //   affine_nearest / affine_bilinear   F.affine (angle 12, translate (5, -3), scale 1.1, shear 8)
 //   rotate_bilinear_scalar / affine_bilinear_scalar   the same two through the scalar reference
 //                     kernel (WarpIsa::kScalar); the two above take AVX2 where the CPU has it
+//   translate_bilinear / translate_bilinear_scalar   F.affine translate (13, 0), TrivialAugmentWide's
+//                     TranslateX: the whole-pixel shift's row copies, and Pillow's engine pixel by pixel
 //   blur_3 / blur_23  F.gaussian_blur, kernel 3 (sigma 1) and 23 (sigma 3.5, SimCLR's size)
 //   posterize, solarize, invert, autocontrast, equalize, sharpness (factor 1.8)
 //   copy              the image copied into the output (what the in-place kernels below include)
@@ -154,6 +156,10 @@ int main(int argc, char** argv) {
        }},
       {"affine_bilinear_scalar", [=](auto s, auto d, auto) {
          warp_affine(s, d, affine_matrix(affine_params, {s.width, s.height}), bilinear, {}, WarpIsa::kScalar);
+       }},
+      {"translate_bilinear", [=](auto s, auto d, auto) { affine(s, d, {0, 13, 0}, bilinear); }},
+      {"translate_bilinear_scalar", [=](auto s, auto d, auto) {
+         warp_affine(s, d, affine_matrix({0, 13, 0}, {s.width, s.height}), bilinear, {}, WarpIsa::kScalar);
        }},
       {"blur_3", [](auto s, auto d, auto w) { gaussian_blur(s, d, {3, 3, 1.0, 1.0}, w); }},
       {"blur_23", [](auto s, auto d, auto w) { gaussian_blur(s, d, {23, 23, 3.5, 3.5}, w); }},

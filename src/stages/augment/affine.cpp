@@ -8,6 +8,7 @@
 
 #include "stages/augment/affine_kernels.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -210,6 +211,34 @@ void run_engine(ConstImageView src, ImageView dst, const AffineMatrix& m, WarpIn
   }
 }
 
+// A matrix that moves by whole pixels only (a = e = 1, b = d = 0, c and f integers:
+// TrivialAugmentWide's and RandAugment's translations, their zero shears, RandomAffine's integer
+// translations) gives output pixel (u, v) the source pixel (u + c, v + f) in both of Pillow's
+// engines, or the fill where that is outside: bilinear maps the centre to u + c + 0.5, so both
+// weights are 0 and the interpolation returns the tap; nearest's column table holds u + c and its
+// row u + f. The inside part of each row is then one copy. False (nothing written) for any other
+// matrix. dst already holds the fill.
+bool whole_pixel_shift(ConstImageView src, ImageView dst, const AffineMatrix& m) {
+  constexpr double kMaxShift = 1 << 30;  // far beyond any image; keeps the sums below in range
+  if (!(m.a == 1.0 && m.e == 1.0 && m.b == 0.0 && m.d == 0.0 && std::abs(m.c) < kMaxShift &&
+        std::abs(m.f) < kMaxShift && m.c == std::trunc(m.c) && m.f == std::trunc(m.f))) {
+    return false;
+  }
+  const auto dx = static_cast<std::int64_t>(m.c);
+  const auto dy = static_cast<std::int64_t>(m.f);
+  const std::int64_t u0 = std::max<std::int64_t>(0, -dx);
+  const std::int64_t u1 = std::min<std::int64_t>(dst.width, src.width - dx);
+  if (u0 >= u1) return true;  // every column outside: the fill
+  const std::int64_t c = src.channels;
+  const auto bytes = static_cast<std::size_t>((u1 - u0) * c);
+  for (int v = 0; v < dst.height; ++v) {
+    const std::int64_t y = v + dy;
+    if (y < 0 || y >= src.height) continue;
+    std::memcpy(dst.row(v) + u0 * c, src.row(static_cast<int>(y)) + (u0 + dx) * c, bytes);
+  }
+  return true;
+}
+
 // Pillow's transposes: ROTATE_180, and ROTATE_90 / ROTATE_270 (counter-clockwise) on a square.
 void transpose(ConstImageView src, ImageView dst, int quarter_turns) {
   const int c = src.channels;
@@ -288,6 +317,7 @@ void warp_affine(ConstImageView src, ImageView dst, const AffineMatrix& m, WarpI
   if (dst.width <= 0 || dst.height <= 0) return;
   fill_image(dst, values);
   if (src.width <= 0 || src.height <= 0) return;
+  if (isa != WarpIsa::kScalar && whole_pixel_shift(src, dst, m)) return;
   const bool vector = interpolation == WarpInterpolation::kBilinear && isa != WarpIsa::kScalar &&
                       affine_detail::avx2_supported() && affine_detail::avx2_fits(src);
   if (vector) {

@@ -20,8 +20,9 @@ namespace sluice::stages {
 
 enum class WarpInterpolation : std::uint8_t { kNearest, kBilinear };
 
-// Which bilinear kernel runs: kAuto takes AVX2 where the CPU has it (the bytes are the same),
-// kScalar the pixel-by-pixel reference, kAvx2 the vector kernel (tests hold it to the reference).
+// Which kernel runs: kAuto takes AVX2 for bilinear where the CPU has it and copies rows for a
+// whole-pixel shift (the bytes are the same), kScalar Pillow's engines pixel by pixel for every
+// matrix (the reference), kAvx2 the vector kernel (tests hold both shortcuts to the reference).
 enum class WarpIsa : std::uint8_t { kAuto, kScalar, kAvx2 };
 
 // Whether `isa` runs on this CPU (kAuto and kScalar always do).
@@ -62,7 +63,7 @@ AffineMatrix rotation_matrix(double angle, Size2 size, std::optional<double> cen
 // value per channel (or one for all; empty means 0). src and dst must not overlap: the caller
 // holds a second image, no other scratch is needed. Throws kInvalidArgument for different channel
 // counts, a fill of the wrong size, overlapping views, an `isa` this CPU lacks. Zero-size images
-// are a no-op. `isa` picks the bilinear kernel (nearest has one).
+// are a no-op. `isa` picks the kernel (see WarpIsa).
 void warp_affine(ConstImageView src, ImageView dst, const AffineMatrix& m,
                  WarpInterpolation interpolation, std::span<const std::uint8_t> fill = {},
                  WarpIsa isa = WarpIsa::kAuto);

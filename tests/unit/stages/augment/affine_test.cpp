@@ -5,7 +5,8 @@
 // from several threads; bad input refused; zero-size and one-pixel images. The AVX2 bilinear
 // kernel is held to the scalar reference on the edges of its four-pixel steps (row ends, clamped
 // taps, the source's last bytes, fill, 1 to 4 channels, padded rows, tiny and huge images) and,
-// through the default dispatch, to torchvision on odd sizes.
+// through the default dispatch, to torchvision on odd sizes; the whole-pixel shifts, which copy
+// rows, to Pillow's engines.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -225,6 +226,45 @@ TEST(AffineWarp, Avx2BilinearEqualsScalarOnHugeImages) {
     const PaddedImg img = padded_noise(w, h, c, 0, static_cast<std::uint32_t>(w + h));
     for (const auto& m : random_matrices({w, h}, 5, 1)) {
       expect_vector_equals_scalar(img.view, w, h, m, {9}, std::to_string(w) + "x" + std::to_string(h));
+    }
+  }
+}
+
+// The whole-pixel shift (rows copied) against Pillow's engines pixel by pixel (WarpIsa::kScalar),
+// nearest and bilinear: shifts by 0, 1, into and past every edge, beyond the image, a negative zero
+// in the matrix (torchvision's for a zero angle), destinations larger and smaller than the source,
+// padded rows, 1 to 4 channels; and matrices one ulp or a fraction away, which must warp as before.
+TEST(AffineWarp, WholePixelShiftsEqualPillowsEngines) {
+  std::uint32_t seed = 40;
+  for (int c = 1; c <= 4; ++c) {
+    const std::vector<std::uint8_t> fill{9, 240, 66, 130};
+    const std::vector<std::uint8_t> fills(fill.begin(), fill.begin() + c);
+    for (auto [w, h] : {std::array{176, 176}, std::array{17, 5}, std::array{1, 1}, std::array{3, 40}}) {
+      const PaddedImg img = padded_noise(w, h, c, 5, ++seed);
+      std::vector<AffineMatrix> shifts;
+      for (double dx : {0.0, 1.0, -1.0, 7.0, -32.0, double(w - 1), double(-w), 40000.0}) {
+        for (double dy : {0.0, -3.0, double(h - 1), double(-h - 2)}) shifts.push_back({1, -0.0, dx, 0.0, 1, dy});
+      }
+      shifts.push_back(affine_matrix({0, 13, -9}, {w, h}));  // TrivialAugmentWide's TranslateX/Y
+      shifts.push_back(affine_matrix({0, 0, 0, 1, 0, 0, 0.0, 0.0}, {w, h}));  // its zero ShearX
+      shifts.push_back({1, 0, std::nextafter(2.0, 3.0), 0, 1, 0});             // not whole: warped
+      shifts.push_back({1, 0, 2.5, 0, 1, -1.25});
+      shifts.push_back({std::nextafter(1.0, 2.0), 0, 2, 0, 1, 0});
+      for (auto interp : {WarpInterpolation::kNearest, WarpInterpolation::kBilinear}) {
+        for (const auto& m : shifts) {
+          for (auto [ow, oh] : {std::array{w, h}, std::array{w + 6, h + 1}, std::array{(w + 1) / 2, (h + 1) / 2}}) {
+            Img reference(ow, oh, c);
+            Img got(ow, oh, c);
+            warp_affine(img.view, reference.mut(), m, interp, fills, WarpIsa::kScalar);
+            warp_affine(img.view, got.mut(), m, interp, fills);
+            const auto d = test::diff(got, reference);
+            EXPECT_EQ(d.max, 0) << w << "x" << h << "x" << c << " into " << ow << "x" << oh
+                                << (interp == WarpInterpolation::kNearest ? " nearest" : " bilinear") << " matrix ("
+                                << m.a << ", " << m.b << ", " << m.c << ", " << m.d << ", " << m.e << ", " << m.f
+                                << "): " << d.exact * 100 << "% equal";
+          }
+        }
+      }
     }
   }
 }
