@@ -7,6 +7,10 @@
 //   skip:        JpegDecoder::decode of the crop's rows
 //   splice:      splice_at from points recorded before, the spliced file put together, then decode
 //   first_read:  scan_resume_points down to the crop, then as splice (what the first epoch pays)
+// and the scanner alone against libjpeg's skip, over every MCU row of each file but the last:
+//   rows_scan:          scan_resume_points from the top, tables built per file
+//   rows_libjpeg_skip:  jpeg_start_decompress, jpeg_skip_scanlines over the same rows, abort
+//   rows_libjpeg_start: jpeg_start_decompress and abort (the skip's set-up, to subtract)
 //
 //   SLUICE_BENCH_DATA=/work/shared/datasets/imagenet-photos ./build/bench/jpeg_resume_bench
 //       --benchmark_repetitions=3 --benchmark_enable_random_interleaving
@@ -21,6 +25,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <jpeglib.h>
 
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/decode/jpeg_resume.hpp"
@@ -122,6 +128,36 @@ void run(benchmark::State& state, bool train, Mode mode) {
   state.counters["spliced"] = static_cast<double>(splices) / static_cast<double>(state.iterations());
 }
 
+void rows(benchmark::State& state, int mode) {
+  const auto& all = files();
+  if (all.empty()) return state.SkipWithError("no baseline JPEGs (SLUICE_BENCH_DATA)");
+  jpeg_decompress_struct cinfo{};
+  jpeg_error_mgr err{};
+  cinfo.err = jpeg_std_error(&err);
+  jpeg_create_decompress(&cinfo);
+  std::vector<ResumePoint> points;
+  std::size_t i = 0;
+  std::int64_t rows_done = 0;
+  for (auto _ : state) {
+    const File& f = all[i++ % all.size()];
+    const int last = f.layout.mcu_rows - 1;
+    if (mode == 0) {
+      points.clear();
+      rows_done += scan_resume_points(f.bytes, f.layout, last, points) - 1;
+      benchmark::DoNotOptimize(points.data());
+      continue;
+    }
+    jpeg_mem_src(&cinfo, f.bytes.data(), static_cast<unsigned long>(f.bytes.size()));
+    jpeg_read_header(&cinfo, TRUE);
+    jpeg_start_decompress(&cinfo);
+    if (mode == 1) rows_done += jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(last * f.layout.mcu_height)) / f.layout.mcu_height;
+    jpeg_abort_decompress(&cinfo);
+  }
+  jpeg_destroy_decompress(&cinfo);
+  state.SetItemsProcessed(state.iterations());
+  state.counters["mcu_rows"] = static_cast<double>(rows_done) / static_cast<double>(state.iterations());
+}
+
 std::int64_t passes() { return static_cast<std::int64_t>(std::max<std::size_t>(files().size(), 1)); }
 
 void BM_eval_skip(benchmark::State& s) { run(s, false, Mode::kSkip); }
@@ -130,6 +166,12 @@ void BM_eval_first_read(benchmark::State& s) { run(s, false, Mode::kFirstRead); 
 void BM_train_skip(benchmark::State& s) { run(s, true, Mode::kSkip); }
 void BM_train_splice(benchmark::State& s) { run(s, true, Mode::kSplice); }
 void BM_train_first_read(benchmark::State& s) { run(s, true, Mode::kFirstRead); }
+void BM_rows_scan(benchmark::State& s) { rows(s, 0); }
+void BM_rows_libjpeg_skip(benchmark::State& s) { rows(s, 1); }
+void BM_rows_libjpeg_start(benchmark::State& s) { rows(s, 2); }
+BENCHMARK(BM_rows_scan)->Iterations(passes());
+BENCHMARK(BM_rows_libjpeg_skip)->Iterations(passes());
+BENCHMARK(BM_rows_libjpeg_start)->Iterations(passes());
 BENCHMARK(BM_eval_skip)->Iterations(passes());
 BENCHMARK(BM_eval_splice)->Iterations(passes());
 BENCHMARK(BM_eval_first_read)->Iterations(passes());
