@@ -20,6 +20,7 @@ namespace sluice::stages {
 namespace {
 
 constexpr int kLook = 9;
+constexpr int kPair = 11;
 
 // An AC entry: bits to drop (code and extra bits, at most 9 + 15) in bits 0-4, how far the
 // coefficient index moves (run + 1, or 16 for ZRL) in bits 5-9, end of block in bit 10. Zero: the
@@ -65,6 +66,30 @@ struct ScanTable {
       std::fill_n(look + (code[i] << shift), 1 << shift, e);
     }
     return true;
+  }
+
+  // Two AC codes at once, for long scans: indexed by the next kPair bits, the bits to drop for
+  // the first code and its extra bits and, where they also fall within those kPair bits, the
+  // second's (bits 0-4), the first's index step (bits 5-9), the second's (bits 10-14, 0 when there
+  // is none or it is an end of block), whether the last one read ends the block (bit 15). Zero:
+  // the first code is longer than kLook bits. Built from look, so it decodes as look does.
+  void build_pairs(std::uint16_t* pairs) const {
+    for (int i = 0; i < (1 << kPair); ++i) {
+      const std::uint16_t e1 = look[i >> (kPair - kLook)];
+      const int d1 = e1 & 31;
+      if (e1 == 0 || (e1 & kEob) != 0 || d1 >= kPair) {
+        pairs[i] = e1 == 0 ? 0 : static_cast<std::uint16_t>(d1 | (e1 & kEob ? 0x8000 : (e1 & (31 << 5))));
+        continue;
+      }
+      const std::uint16_t e2 = look[((i << d1) & ((1 << kPair) - 1)) >> (kPair - kLook)];
+      const int d2 = e2 & 31;
+      std::uint16_t e = static_cast<std::uint16_t>(d1 | (e1 & (31 << 5)));
+      if (e2 != 0 && d2 <= kPair - d1) {
+        e = static_cast<std::uint16_t>((d1 + d2) | (e1 & (31 << 5)) |
+                                       ((e2 & kEob) != 0 ? 0x8000 : ((e2 >> 5) & 31) << 10));
+      }
+      pairs[i] = e;
+    }
   }
 
   // The symbol of a code longer than kLook bits, from the next 16 bits; -1 when no code matches.
@@ -166,7 +191,9 @@ int extend(int v, int s) { return v < (1 << (s - 1)) ? v - (1 << s) + 1 : v; }
 
 // One block: its DC difference into diff, its AC codes skipped. False on a code no table has or a
 // DC category over 11.
-[[gnu::always_inline]] inline bool skip_block(ScanBits& in, const ScanTable& dc, const ScanTable& ac, int& diff) {
+template <bool kPairs>
+[[gnu::always_inline]] inline bool skip_block(ScanBits& in, const ScanTable& dc, const ScanTable& ac,
+                                              const std::uint16_t* pairs, int& diff) {
   in.ensure32();
   int s, length;
   if (const std::uint16_t e = dc.look[in.buffer() >> (64 - kLook)]; e != 0) {
@@ -180,6 +207,17 @@ int extend(int v, int s) { return v < (1 << (s - 1)) ? v - (1 << s) + 1 : v; }
   diff = s == 0 ? 0 : extend(in.bits(s), s);
   for (int k = 1; k < 64;) {
     in.ensure32();
+    if constexpr (kPairs) {
+      // Both codes only while the block cannot end between them (k reaching 64).
+      const std::uint16_t e = pairs[in.buffer() >> (64 - kPair)];
+      const int steps = ((e >> 5) & 31) + ((e >> 10) & 31);
+      if (e != 0 && k + steps < 64) {
+        in.drop(e & 31);
+        if (e & 0x8000) break;
+        k += steps;
+        continue;
+      }
+    }
     if (const std::uint16_t e = ac.look[in.buffer() >> (64 - kLook)]; e != 0) {
       in.drop(e & 31);
       if (e & kEob) break;
@@ -221,6 +259,33 @@ struct ScanTables {
   }
 };
 
+// Rows [first, rows) from the reader's place, each row's point appended; false where the data
+// stops (a code no table has, a predictor out of range, bits past the data).
+template <bool kPairs>
+bool scan_rows(ScanBits& in, const ScanLayout& layout, const ScanTables& t, const std::uint16_t* const* pairs,
+               int first, int rows, int* pred, std::vector<ResumePoint>& points) {
+  for (int row = first; row < rows; ++row) {
+    for (int m = 0; m < layout.mcus_per_row; ++m) {
+      for (int b = 0; b < layout.blocks; ++b) {
+        const int c = layout.block_component[b];
+        int diff = 0;
+        if (!skip_block<kPairs>(in, *t.component_dc[c], *t.component_ac[c], pairs[c], diff)) return false;
+        pred[c] += diff;
+        // A point keeps 16 bits of predictor; libjpeg's is an int: refuse what would not fit.
+        if (pred[c] < -32768 || pred[c] > 32767) return false;
+      }
+    }
+    if (!in.sound()) return false;
+    ResumePoint p = in.position();
+    for (int c = 0; c < layout.components; ++c) p.dc[c] = static_cast<std::int16_t>(pred[c]);
+    points.push_back(p);
+  }
+  return true;
+}
+
+// Blocks to scan from which the pair tables (2^kPair entries per AC table) pay for their set-up.
+constexpr std::int64_t kPairBlocks = 4096;
+
 }  // namespace
 
 int scan_resume_points(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int rows,
@@ -241,22 +306,22 @@ int scan_resume_points(std::span<const std::uint8_t> jpeg, const ScanLayout& lay
     if (points.back().bit > 0) in.drop(points.back().bit);
     for (int c = 0; c < layout.components; ++c) pred[c] = points.back().dc[c];
   }
-  for (int row = static_cast<int>(points.size()) - 1; row < rows; ++row) {
-    for (int m = 0; m < layout.mcus_per_row; ++m) {
-      for (int b = 0; b < layout.blocks; ++b) {
-        const int c = layout.block_component[b];
-        int diff = 0;
-        if (!skip_block(in, *t.component_dc[c], *t.component_ac[c], diff)) return static_cast<int>(points.size());
-        pred[c] += diff;
-        // A point keeps 16 bits of predictor; libjpeg's is an int: refuse what would not fit.
-        if (pred[c] < -32768 || pred[c] > 32767) return static_cast<int>(points.size());
-      }
-    }
-    if (!in.sound()) return static_cast<int>(points.size());
-    ResumePoint p = in.position();
-    for (int c = 0; c < layout.components; ++c) p.dc[c] = static_cast<std::int16_t>(pred[c]);
-    points.push_back(p);
+  const int first = static_cast<int>(points.size()) - 1;
+  const std::int64_t blocks = std::int64_t{rows - first} * layout.mcus_per_row * layout.blocks;
+  const std::uint16_t* pairs[3] = {};
+  if (blocks < kPairBlocks) {
+    scan_rows<false>(in, layout, t, pairs, first, rows, pred, points);
+    return static_cast<int>(points.size());
   }
+  std::uint16_t storage[4][1 << kPair];
+  bool built[4] = {};
+  for (int c = 0; c < layout.components; ++c) {
+    const int a = layout.ac_table[c];
+    if (!built[a]) t.ac[a].build_pairs(storage[a]);
+    built[a] = true;
+    pairs[c] = storage[a];
+  }
+  scan_rows<true>(in, layout, t, pairs, first, rows, pred, points);
   return static_cast<int>(points.size());
 }
 

@@ -141,8 +141,8 @@ TEST(JpegScan, ImagenetPhotosGiveThePlainDecodersPoints) {
 }
 
 // Noise at quality 100: long codes, large values and many 0xFF data bytes (stuffed).
-Bytes noisy_jpeg(int subsampling) {
-  const int w = 72, h = 56, channels = subsampling == 3 ? 1 : 3;
+Bytes noisy_jpeg(int subsampling, int w = 72, int h = 56) {
+  const int channels = subsampling == 3 ? 1 : 3;
   Bytes pixels(static_cast<std::size_t>(w) * h * channels);
   std::mt19937 rng(static_cast<unsigned>(subsampling) + 5);
   for (auto& p : pixels) p = static_cast<std::uint8_t>(rng());
@@ -160,19 +160,16 @@ TEST(JpegScan, StuffedBytesEverywhereGiveThePlainDecodersPoints) {
     std::vector<ResumePoint> points;
     ASSERT_EQ(scan_resume_points(jpeg, layout, layout.mcu_rows - 1, points), layout.mcu_rows);
   }
+  // Large enough (4,608 blocks) for the scanner's two-codes-at-once tables.
+  ASSERT_TRUE(same_points(noisy_jpeg(0, 384, 256), -1, "noise 384x256"));
 }
 
-// A 0xFF data byte (stuffed) written at each offset of the scan, then the data cut at each offset,
-// then a marker put at each offset: wherever they fall against the eight-byte refills, the scanner
-// stops where the plain decoder does and never records a point that needed bits past the data.
-TEST(JpegScan, EdgesAtEveryByteGiveThePlainDecodersPoints) {
-  const Bytes jpeg =
-      test::encode_jpeg(test::make_pattern(48, 64, 3, 11), 48, 64, 3, {.quality = 75, .subsampling = 2});
-  ScanLayout layout;
-  ASSERT_TRUE(parse_scan_layout(jpeg, layout));
-  const std::size_t from = layout.scan_offset, to = jpeg.size() - 2;  // before the EOI
+// A 0xFF data byte (stuffed) written at an offset, the data cut there, or a marker put there:
+// wherever they fall against the eight-byte refills, the scanner stops where the plain decoder
+// does and never records a point that needed bits past the data.
+void check_edges(const Bytes& jpeg, std::size_t from, std::size_t to, const std::string& what) {
   for (std::size_t i = from; i < to; ++i) {
-    const std::string at = " at " + std::to_string(i - from);
+    const std::string at = what + " at " + std::to_string(i);
     Bytes ff(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(i));
     ff.insert(ff.end(), {0xFF, 0x00});
     ff.insert(ff.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(i) + 1, jpeg.end());
@@ -181,6 +178,27 @@ TEST(JpegScan, EdgesAtEveryByteGiveThePlainDecodersPoints) {
     Bytes marker = jpeg;
     marker.insert(marker.begin() + static_cast<std::ptrdiff_t>(i), {0xFF, 0xD0});
     same_points(marker, -1, "marker" + at);
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(JpegScan, EdgesAtEveryByteGiveThePlainDecodersPoints) {
+  // A small file at every byte of its scan (one code per coefficient: too few blocks for the
+  // pair tables).
+  const Bytes small =
+      test::encode_jpeg(test::make_pattern(48, 64, 3, 11), 48, 64, 3, {.quality = 75, .subsampling = 2});
+  ScanLayout layout;
+  ASSERT_TRUE(parse_scan_layout(small, layout));
+  check_edges(small, layout.scan_offset, small.size() - 2, "small");  // up to the EOI
+  // A large one (6,144 blocks, pair tables) at every byte of three windows: the scan's start,
+  // middle and end.
+  const Bytes large =
+      test::encode_jpeg(test::make_pattern(512, 256, 3, 12), 512, 256, 3, {.quality = 90, .subsampling = 0});
+  ASSERT_TRUE(parse_scan_layout(large, layout));
+  ASSERT_GE(std::int64_t{layout.mcus_per_row} * layout.mcu_rows * layout.blocks, 6000);
+  const std::size_t mid = (layout.scan_offset + large.size()) / 2;
+  for (const std::size_t from : {std::size_t{layout.scan_offset}, mid, large.size() - 66}) {
+    check_edges(large, from, from + 64, "large");
     if (HasFailure()) return;
   }
 }
