@@ -8,8 +8,10 @@
 // - per table a 9-bit lookup resolving the code: for AC codes it also gives the extra bits' count
 //   and how far the coefficient index moves, so a coefficient costs one lookup, one shift and one
 //   add, and no value is extracted or stored (the scan needs only the DC predictors);
+// - on long scans an 11-bit table built from that one resolves two AC codes per lookup, which
+//   halves the serial chain of shift and lookup that bounds any Huffman decoder;
 // - codes longer than 9 bits go through the canonical (maxcode) search of JPEG Annex F.
-// The points are the same as a plain bit-by-bit decoder's; tests/unit/stages/jpeg_resume_test.cpp
+// The points are the same as a plain bit-by-bit decoder's; tests/unit/stages/jpeg_scan_test.cpp
 // holds it to one.
 #include <algorithm>
 #include <cstring>
