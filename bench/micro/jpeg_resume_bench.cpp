@@ -7,6 +7,19 @@
 //   skip:        JpegDecoder::decode of the crop's rows
 //   splice:      splice_at from points recorded before, the spliced file put together, then decode
 //   first_read:  scan_resume_points down to the crop, then as splice (what the first epoch pays)
+// and the scanner alone against libjpeg's skip, over every MCU row of each file but the last:
+//   rows_scan:          scan_resume_points from the top, tables built per file
+//   rows_libjpeg_skip:  jpeg_start_decompress, jpeg_skip_scanlines over the same rows, abort
+//   rows_libjpeg_start: jpeg_start_decompress and abort (the skip's set-up, to subtract)
+// and the floor under any loader that decodes these crops with libjpeg-turbo, against the decode
+// limit's work:
+//   tj_full:         tjDecompress2 of the whole file, fast IDCT (what the limit does per image)
+//   tj_eval_scaled:  the same at the smallest M/8 DCT scale (M = 1..8) that keeps the shorter side
+//                    >= 256, eval's resize (sluice today scales only by 1/2, 1/4, 1/8): what a
+//                    finer DCT scale would save of IDCT, upsampling and colour conversion
+//   needed_entropy:  jpeg_read_coefficients of the crop's MCU rows only (the file spliced at the
+//                    crop's first row, its frame height cut after the crop's last): the Huffman
+//                    decoding no loader can skip, since a baseline scan has no column access
 //
 //   SLUICE_BENCH_DATA=/work/shared/datasets/imagenet-photos ./build/bench/jpeg_resume_bench
 //       --benchmark_repetitions=3 --benchmark_enable_random_interleaving
@@ -21,6 +34,9 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <jpeglib.h>
+#include <turbojpeg.h>
 
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/decode/jpeg_resume.hpp"
@@ -122,6 +138,104 @@ void run(benchmark::State& state, bool train, Mode mode) {
   state.counters["spliced"] = static_cast<double>(splices) / static_cast<double>(state.iterations());
 }
 
+void rows(benchmark::State& state, int mode) {
+  const auto& all = files();
+  if (all.empty()) return state.SkipWithError("no baseline JPEGs (SLUICE_BENCH_DATA)");
+  jpeg_decompress_struct cinfo{};
+  jpeg_error_mgr err{};
+  cinfo.err = jpeg_std_error(&err);
+  jpeg_create_decompress(&cinfo);
+  std::vector<ResumePoint> points;
+  std::size_t i = 0;
+  std::int64_t rows_done = 0;
+  for (auto _ : state) {
+    const File& f = all[i++ % all.size()];
+    const int last = f.layout.mcu_rows - 1;
+    if (mode == 0) {
+      points.clear();
+      rows_done += scan_resume_points(f.bytes, f.layout, last, points) - 1;
+      benchmark::DoNotOptimize(points.data());
+      continue;
+    }
+    jpeg_mem_src(&cinfo, f.bytes.data(), static_cast<unsigned long>(f.bytes.size()));
+    jpeg_read_header(&cinfo, TRUE);
+    jpeg_start_decompress(&cinfo);
+    if (mode == 1) rows_done += jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(last * f.layout.mcu_height)) / f.layout.mcu_height;
+    jpeg_abort_decompress(&cinfo);
+  }
+  jpeg_destroy_decompress(&cinfo);
+  state.SetItemsProcessed(state.iterations());
+  state.counters["mcu_rows"] = static_cast<double>(rows_done) / static_cast<double>(state.iterations());
+}
+
+void tj_decode(benchmark::State& state, bool scaled) {
+  const auto& all = files();
+  if (all.empty()) return state.SkipWithError("no baseline JPEGs (SLUICE_BENCH_DATA)");
+  tjhandle tj = tjInitDecompress();
+  std::vector<std::uint8_t> out;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const File& f = all[i++ % all.size()];
+    int m = 8;
+    while (scaled && m > 1 && (std::min(f.layout.width, f.layout.height) * (m - 1) + 7) / 8 >= 256) --m;
+    const int w = (f.layout.width * m + 7) / 8, h = (f.layout.height * m + 7) / 8;
+    out.resize(static_cast<std::size_t>(w) * h * 3);
+    tjDecompress2(tj, f.bytes.data(), f.bytes.size(), out.data(), w, 0, h, TJPF_RGB, TJFLAG_FASTDCT);
+    benchmark::DoNotOptimize(out.data());
+  }
+  tjDestroy(tj);
+  state.SetItemsProcessed(state.iterations());
+}
+
+void needed_entropy(benchmark::State& state, bool train) {
+  const auto& all = files();
+  if (all.empty()) return state.SkipWithError("no baseline JPEGs (SLUICE_BENCH_DATA)");
+  jpeg_decompress_struct cinfo{};
+  jpeg_error_mgr err{};
+  cinfo.err = jpeg_std_error(&err);
+  jpeg_create_decompress(&cinfo);
+  std::vector<std::uint8_t> cut;
+  Splice splice;
+  std::size_t i = 0;
+  double share = 0;  // the crop rows' entropy-coded bytes over the whole scan's
+  for (auto _ : state) {
+    state.PauseTiming();
+    const File& f = all[i++ % all.size()];
+    const Rect crop = train ? f.train : f.eval;
+    const int mh = f.layout.mcu_height;
+    const int first = crop.y / mh, last = (crop.y + crop.height - 1) / mh;
+    int from = 0;
+    if (first > 0 && splice_at(f.bytes, f.layout, first, f.points[static_cast<std::size_t>(first)], splice)) {
+      cut.assign(splice.head.begin(), splice.head.end());
+      cut.insert(cut.end(), f.bytes.begin() + splice.tail_offset, f.bytes.end());
+      from = first;
+    } else {
+      cut = f.bytes;
+    }
+    const int height = std::min(f.layout.height - from * mh, (last + 1 - from) * mh);
+    cut[f.layout.height_offset] = static_cast<std::uint8_t>(height >> 8);
+    cut[f.layout.height_offset + 1] = static_cast<std::uint8_t>(height & 0xFF);
+    const std::uint32_t end =
+        last + 1 < f.layout.mcu_rows ? f.points[static_cast<std::size_t>(last) + 1].byte : static_cast<std::uint32_t>(f.bytes.size());
+    if (last + 1 < f.layout.mcu_rows) {  // end the data after the byte where the next row starts
+      std::size_t at = end + 1 + (f.bytes[end] == 0xFF ? 1 : 0);
+      if (from > 0) at = at - splice.tail_offset + splice.head.size();
+      cut.resize(at);
+      cut.insert(cut.end(), {0xFF, 0xD9});
+    }
+    share += static_cast<double>(end - f.points[static_cast<std::size_t>(from)].byte) /
+             static_cast<double>(f.bytes.size() - f.layout.scan_offset);
+    state.ResumeTiming();
+    jpeg_mem_src(&cinfo, cut.data(), static_cast<unsigned long>(cut.size()));
+    jpeg_read_header(&cinfo, TRUE);
+    benchmark::DoNotOptimize(jpeg_read_coefficients(&cinfo));
+    jpeg_abort_decompress(&cinfo);
+  }
+  jpeg_destroy_decompress(&cinfo);
+  state.SetItemsProcessed(state.iterations());
+  state.counters["scan_share"] = share / static_cast<double>(state.iterations());
+}
+
 std::int64_t passes() { return static_cast<std::int64_t>(std::max<std::size_t>(files().size(), 1)); }
 
 void BM_eval_skip(benchmark::State& s) { run(s, false, Mode::kSkip); }
@@ -130,6 +244,20 @@ void BM_eval_first_read(benchmark::State& s) { run(s, false, Mode::kFirstRead); 
 void BM_train_skip(benchmark::State& s) { run(s, true, Mode::kSkip); }
 void BM_train_splice(benchmark::State& s) { run(s, true, Mode::kSplice); }
 void BM_train_first_read(benchmark::State& s) { run(s, true, Mode::kFirstRead); }
+void BM_rows_scan(benchmark::State& s) { rows(s, 0); }
+void BM_rows_libjpeg_skip(benchmark::State& s) { rows(s, 1); }
+void BM_rows_libjpeg_start(benchmark::State& s) { rows(s, 2); }
+void BM_tj_full(benchmark::State& s) { tj_decode(s, false); }
+void BM_tj_eval_scaled(benchmark::State& s) { tj_decode(s, true); }
+void BM_eval_needed_entropy(benchmark::State& s) { needed_entropy(s, false); }
+void BM_train_needed_entropy(benchmark::State& s) { needed_entropy(s, true); }
+BENCHMARK(BM_tj_full)->Iterations(passes());
+BENCHMARK(BM_tj_eval_scaled)->Iterations(passes());
+BENCHMARK(BM_eval_needed_entropy)->Iterations(passes());
+BENCHMARK(BM_train_needed_entropy)->Iterations(passes());
+BENCHMARK(BM_rows_scan)->Iterations(passes());
+BENCHMARK(BM_rows_libjpeg_skip)->Iterations(passes());
+BENCHMARK(BM_rows_libjpeg_start)->Iterations(passes());
 BENCHMARK(BM_eval_skip)->Iterations(passes());
 BENCHMARK(BM_eval_splice)->Iterations(passes());
 BENCHMARK(BM_eval_first_read)->Iterations(passes());

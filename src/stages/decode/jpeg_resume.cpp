@@ -1,6 +1,7 @@
-// The resume-point scanner and the splicer of jpeg_resume.hpp: a marker parser for the one
-// layout they handle, a baseline Huffman decoder that knows where each MCU row starts in the
-// file, and a Huffman encoder for the one MCU a splice re-encodes.
+// The splicer of jpeg_resume.hpp: a marker parser for the one layout it handles, a plain baseline
+// Huffman decoder for the few MCUs a splice re-encodes (it keeps their symbols), and the Huffman
+// encoder that writes them. The scanner that finds the resume points, on every file's first
+// read, is the fast decoder of jpeg_scan.cpp.
 #include "stages/decode/jpeg_resume.hpp"
 
 #include <algorithm>
@@ -11,7 +12,8 @@ namespace {
 
 int be16(const std::uint8_t* p) { return (p[0] << 8) | p[1]; }
 
-// Canonical Huffman codes of a table (JPEG Annex C); false for a table with too many codes.
+}  // namespace
+
 bool make_codes(const ScanLayout::Huffman& t, std::uint16_t* code, std::uint8_t* size) {
   int k = 0;
   std::uint32_t next = 0;
@@ -25,6 +27,8 @@ bool make_codes(const ScanLayout::Huffman& t, std::uint16_t* code, std::uint8_t*
   }
   return true;
 }
+
+namespace {
 
 struct DecodeTable {
   static constexpr int kLook = 9;
@@ -344,43 +348,6 @@ bool parse_scan_layout(std::span<const std::uint8_t> jpeg, ScanLayout& layout) {
     i += 2 + static_cast<std::size_t>(length);
   }
   return false;
-}
-
-int scan_resume_points(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int rows,
-                       std::vector<ResumePoint>& points) {
-  rows = std::clamp(rows, 0, std::max(0, layout.mcu_rows - 1));
-  if (static_cast<int>(points.size()) > rows) return static_cast<int>(points.size());
-  Tables t;
-  if (layout.scan_offset == 0 || !build_tables(layout, t)) return static_cast<int>(points.size());
-  BitReader in(jpeg, points.empty() ? layout.scan_offset : points.back().byte);
-  int pred[3] = {0, 0, 0};
-  if (points.empty()) {
-    in.fill();
-    points.push_back(in.position());
-  } else {
-    in.fill();
-    if (points.back().bit > 7 || points.back().byte >= jpeg.size()) return static_cast<int>(points.size());
-    if (points.back().bit > 0) in.drop(points.back().bit);
-    for (int c = 0; c < layout.components; ++c) pred[c] = points.back().dc[c];
-  }
-  for (int row = static_cast<int>(points.size()) - 1; row < rows; ++row) {
-    for (int m = 0; m < layout.mcus_per_row; ++m) {
-      for (int b = 0; b < layout.blocks; ++b) {
-        const int c = layout.block_component[b];
-        int diff = 0;
-        if (!decode_block<false>(in, t.dc[c], t.ac[c], diff, nullptr)) return static_cast<int>(points.size());
-        pred[c] += diff;
-        // A point keeps 16 bits of predictor; libjpeg's is an int: refuse what would not fit.
-        if (pred[c] < -32768 || pred[c] > 32767) return static_cast<int>(points.size());
-      }
-    }
-    in.fill();
-    if (!in.sound()) return static_cast<int>(points.size());
-    ResumePoint p = in.position();
-    for (int c = 0; c < layout.components; ++c) p.dc[c] = static_cast<std::int16_t>(pred[c]);
-    points.push_back(p);
-  }
-  return static_cast<int>(points.size());
 }
 
 namespace {

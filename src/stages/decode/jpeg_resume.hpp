@@ -66,6 +66,10 @@ bool parse_scan_layout(std::span<const std::uint8_t> jpeg, ScanLayout& layout);
 int scan_resume_points(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int rows,
                        std::vector<ResumePoint>& points);
 
+// Canonical Huffman codes of a table, in the order of its values (JPEG Annex C); false for a
+// table with more codes at some length than that length allows.
+bool make_codes(const ScanLayout::Huffman& t, std::uint16_t* code, std::uint8_t* size);
+
 struct Splice {
   std::vector<std::uint8_t> head;  // markers with the reduced height, then the re-encoded first MCU
   std::uint32_t tail_offset = 0;   // the spliced file is head + jpeg[tail_offset, end)
