@@ -114,6 +114,13 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   }
   if (t->text != nullptr) {
     t->text->append(data, n);
+  } else if (t->download->memory != nullptr) {
+    const MemoryTarget& m = *t->download->memory;
+    if (m.data == nullptr) {
+      t->write_failed = true;
+      return 0;
+    }
+    std::memcpy(m.data + t->have, data, n);
   } else {
     std::size_t done = 0;
     while (done < n) {
@@ -367,7 +374,9 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   const auto end = [&](Transfer& t, CURLcode code) {
     curl_multi_remove_handle(multi.get(), t.easy);
     active.erase(std::find(active.begin(), active.end(), &t));
+    const std::size_t retrying = waiting.size();
     finish_attempt(t, code, aws, limits, rng, waiting);
+    if (limits.finished && waiting.size() == retrying) limits.finished(static_cast<std::size_t>(&t - transfers.data()), *t.result);
   };
   int connections = limits.tune_depth ? std::min(2, limits.connections) : limits.connections;
   constexpr auto kStopCheck = std::chrono::milliseconds(50);
@@ -394,7 +403,10 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
       }
     }
     if (limits.tune_depth) connections = tuned_depth(transfers, started, limits.connections);
-    while (next < transfers.size() && static_cast<int>(active.size()) < connections) start(transfers[next++]);
+    while (next < transfers.size() && static_cast<int>(active.size()) < connections &&
+           (!limits.may_start || limits.may_start(next))) {
+      start(transfers[next++]);
+    }
     int running = 0;
     curl_multi_perform(multi.get(), &running);
     int left = 0;
@@ -456,6 +468,15 @@ std::vector<Downloaded> download_all(const std::vector<Download>& downloads, con
     t.download = &downloads[i];
     t.result = &results[i];
     t.max_bytes = ~std::uint64_t{0};
+    if (downloads[i].text != nullptr) {
+      t.text = downloads[i].text;
+      t.max_bytes = downloads[i].max_text_bytes;
+      continue;
+    }
+    if (downloads[i].memory != nullptr) {
+      t.max_bytes = downloads[i].memory->size;
+      continue;
+    }
     t.fd = ::open(downloads[i].path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (t.fd < 0) {
       throw Error(ErrorCode::kIo, std::string("cannot create the shard's local copy: ") + std::strerror(errno), downloads[i].path);
