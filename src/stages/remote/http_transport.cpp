@@ -331,11 +331,9 @@ int tuned_depth(const std::vector<Transfer>& transfers, Clock::time_point starte
     }
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
-  if (latencies == 0 || sized == 0 || elapsed <= 0 || received == 0) return std::min(2, most);
-  const double bandwidth = static_cast<double>(received) / elapsed;
-  const double size = static_cast<double>(sizes) / sized;
-  const double depth = 1 + std::ceil(bandwidth * (latency / latencies) / size);
-  return static_cast<int>(std::clamp(depth, 2.0, static_cast<double>(most)));
+  if (latencies == 0 || sized == 0 || elapsed <= 0) return read_ahead_depth(0, 0, 0, most);
+  return read_ahead_depth(latency / latencies, static_cast<double>(received) / elapsed, static_cast<double>(sizes) / sized,
+                          most);
 }
 
 // Runs every transfer to completion (done or given up), `limits.connections` at a time. A
@@ -446,6 +444,12 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
 }
 
 }  // namespace
+
+int read_ahead_depth(double latency_s, double bandwidth, double object_bytes, int most) {
+  if (!(latency_s > 0) || !(bandwidth > 0) || !(object_bytes > 0)) return std::min(2, most);
+  const double depth = 1 + std::ceil(bandwidth * latency_s / object_bytes);
+  return static_cast<int>(std::clamp(depth, std::min(2.0, static_cast<double>(most)), static_cast<double>(most)));
+}
 
 void set_process_stop(bool (*check)()) { g_process_stop.store(check, std::memory_order_release); }
 

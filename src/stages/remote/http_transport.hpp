@@ -84,6 +84,12 @@ struct Downloaded {
   bool fatal = false;           // when !ok: not worth retrying (403, 404, a bad URL)
 };
 
+// TransferLimits::tune_depth's rule: the transfers to keep in flight so that the bytes arriving
+// while a new request waits for its first byte (bandwidth x latency) cover the objects after it:
+// 1 + ceil(bandwidth x latency / object size), at least 2 (or `most`, if less), at most `most`;
+// 2 while a measurement is missing (zero or negative).
+int read_ahead_depth(double latency_s, double bandwidth, double object_bytes, int most);
+
 // A stop for every transfer of the process (null: none), asked as TransferLimits::stop is: the
 // command line's signal guard sets it, so Ctrl-C ends build()'s fetch too, before any loader
 // exists to cancel.

@@ -206,10 +206,15 @@ std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<st
                                                             const RemoteOptions& options) {
   const bool any_s3 = std::any_of(urls.begin(), urls.end(), [](const std::string& u) { return is_s3_url(u); });
   const AwsConfig aws = any_s3 ? load_aws_config(options.anonymous) : AwsConfig{.anonymous = true};
-  // Through temporaries of the cache folder; under cache_limit 0 (no folder is used) in memory.
+  // Kept in the cache folder as copies of their own URLs, revalidated with If-None-Match (a
+  // replaced shard's new index file has a new ETag, so it is never read stale); under
+  // cache_limit 0 (no folder is used) fetched into memory each time.
   const bool in_memory = options.cache_limit == 0;
   std::optional<ShardCache> cache;
-  if (!in_memory) cache.emplace(options.cache_dir, options.cache_limit);
+  if (!in_memory) {
+    cache.emplace(options.cache_dir, options.cache_limit);
+    cache->lock();
+  }
   std::vector<std::string> texts(in_memory ? urls.size() : 0);
   std::vector<Download> downloads;
   downloads.reserve(urls.size());
@@ -220,6 +225,7 @@ std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<st
       d.max_text_bytes = kMaxIndexBytes;
     } else {
       d.path = cache->temp_path_of(urls[i] + kIndexSuffix);
+      d.cached_etag = cache->cached_etag(urls[i] + kIndexSuffix);
     }
     d.may_be_absent = true;
     downloads.push_back(std::move(d));
@@ -239,14 +245,17 @@ std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<st
       if (got[i].ok) out[i].assign(texts[i].begin(), texts[i].end());
       continue;
     }
+    const std::string index_url = urls[i] + kIndexSuffix;
     if (got[i].ok && got[i].bytes <= kMaxIndexBytes) {
       try {
-        out[i] = core::read_regular_file(downloads[i].path, kMaxIndexBytes, "shard index");
+        if (!got[i].not_modified) cache->commit(index_url, downloads[i].path, got[i].etag, got[i].bytes);
+        cache->touch(index_url);
+        out[i] = core::read_regular_file(cache->path_of(index_url), kMaxIndexBytes, "shard index");
       } catch (const Error&) {
         out[i].clear();  // unreadable: the shard is fetched whole
       }
     }
-    ::unlink(downloads[i].path.c_str());
+    ::unlink(downloads[i].path.c_str());  // gone already when committed
   }
   return out;
 }

@@ -63,6 +63,7 @@ class OnDemandShards final : public ShardFetcher {
   void stop() override;
   void interrupt() override { interrupts_.fetch_add(1, std::memory_order_acq_rel); }
   std::uint64_t reserve_window(std::int64_t positions) override;
+  void settle(const std::function<bool()>& stop) override { finish_stream(stop); }
 
   // Under cache_limit 0: the most bytes of shard buffers alive at once so far (allocated and not
   // yet freed), and the window they must stay inside.
