@@ -10,7 +10,7 @@ namespace sluice::cli {
 void add_remote_options(CLI::App* cmd, RemoteFlags& flags) {
   cmd->add_option("--remote-cache", flags.cache_dir,
                   "Folder for local copies of shards named by URL (default ~/.cache/sluice/remote)");
-  cmd->add_option("--remote-cache-limit", flags.cache_limit, "Bytes that folder may hold (default 20GiB)");
+  cmd->add_option("--remote-cache-limit", flags.cache_limit, "Bytes that folder may hold (default 20GiB; 0: stream the shards through memory, nothing on disk)");
   cmd->add_flag("--no-sign-request", flags.no_sign, "Unsigned S3 requests (a public bucket)");
 }
 

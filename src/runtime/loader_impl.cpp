@@ -311,7 +311,20 @@ bool LoaderImpl::next(Batch& out) {
   refuse_in_forked_child();
   runtime::BatchRing& r = ring();
   if (!r.epoch_started()) throw Error(ErrorCode::kInvalidArgument, "call epoch(e) before iterating");
-  if (r.epoch_complete()) return false;
+  if (r.epoch_complete()) {
+    // The epoch's remote shards: their ends (read by no sample) arrive after their last members.
+    if (plan_.dataset.fetcher) {
+      try {
+        plan_.dataset.fetcher->settle([this] {
+          return cancel_requested_.load(std::memory_order_acquire) || (wait_check_ && wait_check_());
+        });
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::kCancelled) cancel_requested_.store(false, std::memory_order_release);
+        throw;
+      }
+    }
+    return false;
+  }
   const auto wait_start = std::chrono::steady_clock::now();
   const int found = wait_for_ready();
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();

@@ -6,7 +6,8 @@
 // buffers are a `remote` use of the memory budget, in build()'s minimum. With index files beside
 // the shards on the server, shards stream in as an epoch reads them: the batches of the shards on
 // disk (1 and 2 threads, resumed mid-epoch), served before the shards have arrived whole, and a
-// loader destroyed mid-stream ends at once.
+// loader destroyed mid-stream ends at once; a later build() takes the index files from the cache
+// (revalidated, so a replaced shard's new index is fetched).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -286,6 +287,48 @@ TEST_F(RemoteStreaming, StreamedShardsGiveTheLocalBatches_1And2Threads_AndResume
   second.restore(state);
   for (const std::uint64_t h : batch_hashes(second, 1)) got.push_back(h);
   EXPECT_EQ(got, expected);
+}
+
+TEST_F(RemoteStreaming, IndexFilesAreKeptInTheCacheAndAReplacedShardsIndexIsFetchedAgain) {
+  const RemoteServer server(dir_ / "root");
+  {
+    Loader cold = build_shards(http_pattern(server), remote("kept"));
+    (void)batch_hashes(cold, 1);  // every shard kept in the cache too
+  }
+  // A second build() over the same cache revalidates the index files and the shards
+  // (If-None-Match) and fetches none of their bytes.
+  std::int64_t bytes = server.stat("bytes");
+  Loader warm = build_shards(http_pattern(server), remote("kept"));
+  EXPECT_EQ(batch_hashes(warm, 1), local_hashes(1));
+  EXPECT_EQ(server.stat("bytes") - bytes, 0) << "fetched what the cache holds";
+  // Shard 0 replaced on the server (by shard 1's bytes, a later mtime) with its new index file:
+  // the next build() reads the new index (a stale one would misplace every member of it).
+  const fs::path shards = dir_ / "root" / "shards";
+  fs::copy_file(shards / "train-000001.tar", shards / "train-000000.tar", fs::copy_options::overwrite_existing);
+  fs::last_write_time(shards / "train-000000.tar", fs::last_write_time(shards / "train-000001.tar") + std::chrono::seconds(10));
+  (void)stages::load_dataset(spec::Shards{{local_pattern()}, ShardIndex::kBesideShard, ShardBy::kShards, {}});
+  bytes = server.stat("bytes");
+  Loader replaced = build_shards(http_pattern(server), remote("kept"));
+  EXPECT_EQ(batch_hashes(replaced, 1), local_hashes(1));
+  EXPECT_EQ(server.stat("bytes") - bytes,
+            static_cast<std::int64_t>(fs::file_size(shards / "train-000000.tar.sluice-idx") + fs::file_size(shards / "train-000000.tar")))
+      << "fetched other than shard 0 and its new index file";
+}
+
+TEST_F(RemoteStreaming, TheCountersHoldEveryShardsEndOnceTheEpochIsOut) {
+  const RemoteServer server(dir_ / "root");
+  const std::string origin = "http://127.0.0.1:" + std::to_string(server.port());
+  // Each transfer at a quarter of the set per second: a shard's end (after its last member)
+  // follows it by a tenth of a second or so.
+  server.faults("{\"bandwidth\": " + std::to_string(shard_bytes() / 4) + ", \"only_end\": \".tar\"}");
+  Loader loader = build_shards(http_pattern(server), remote(), {}, false);
+  (void)batch_hashes(loader, 0);
+  const Stats stats = loader.stats();
+  const SourceStats* s = source_named(stats, origin);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->bytes, shard_bytes() + index_bytes_);
+  EXPECT_EQ(static_cast<std::int64_t>(s->bytes), server.stat("bytes"));
+  EXPECT_EQ(s->cache_misses, 8);
 }
 
 TEST_F(RemoteStreaming, SamplesAreServedBeforeTheirShardsHaveArrivedWhole) {

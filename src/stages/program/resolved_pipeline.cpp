@@ -369,6 +369,25 @@ ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& 
       .split = shard_split(spec.source),
   };
   const EpochOrder order(plan.order);  // validates the shard
+  // Shards streamed through memory (remote cache_limit 0): their buffers are a `remote` use too,
+  // sized for the reads in flight at once (the shuffle buffer, and the batches of the deepest
+  // prefetch the autotuner may reach, runtime/autotuner.hpp, with the consumer's and one
+  // completing) straddle (stages/tar/shard_fetcher.hpp).
+  constexpr std::int64_t kBatchesInFlight = 8 + 2;
+  const std::uint64_t stream_window =
+      plan.dataset.fetcher
+          ? plan.dataset.fetcher->reserve_window(plan.order.shuffle_buffer + kBatchesInFlight * batch->size)
+          : 0;
+  std::optional<Reservation> stream_buffers;
+  if (stream_window > 0) {
+    stream_buffers = fetch_budget.try_reserve(stream_window, MemoryUse::kRemote);
+    if (!stream_buffers) {
+      throw Error(ErrorCode::kOutOfBudget, "the remote shards streamed through memory (cache_limit 0) need " +
+                                               std::to_string(stream_window) + " bytes that do not fit the memory budget of " +
+                                               std::to_string(options.memory_budget) +
+                                               " bytes: raise memory_budget, or give the shards a cache folder");
+    }
+  }
   plan.batch_size = batch->size;
   plan.drop_last = batch->options.drop_last;
   if (plan.drop_last && order.batches() == 0) {
@@ -395,7 +414,7 @@ ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& 
   if (plan.remote_counters->stats().empty()) {
     plan.remote_counters.reset();  // local data: nothing fetched, nothing to report
   } else {
-    plan.remote_bytes = remote::remote_buffer_bytes();
+    plan.remote_bytes = remote::remote_buffer_bytes() + stream_window;
   }
   return plan;
 }

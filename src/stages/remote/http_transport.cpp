@@ -114,6 +114,13 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   }
   if (t->text != nullptr) {
     t->text->append(data, n);
+  } else if (t->download->memory != nullptr) {
+    const MemoryTarget& m = *t->download->memory;
+    if (m.data == nullptr) {
+      t->write_failed = true;
+      return 0;
+    }
+    std::memcpy(m.data + t->have, data, n);
   } else {
     std::size_t done = 0;
     while (done < n) {
@@ -324,11 +331,9 @@ int tuned_depth(const std::vector<Transfer>& transfers, Clock::time_point starte
     }
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
-  if (latencies == 0 || sized == 0 || elapsed <= 0 || received == 0) return std::min(2, most);
-  const double bandwidth = static_cast<double>(received) / elapsed;
-  const double size = static_cast<double>(sizes) / sized;
-  const double depth = 1 + std::ceil(bandwidth * (latency / latencies) / size);
-  return static_cast<int>(std::clamp(depth, 2.0, static_cast<double>(most)));
+  if (latencies == 0 || sized == 0 || elapsed <= 0) return read_ahead_depth(0, 0, 0, most);
+  return read_ahead_depth(latency / latencies, static_cast<double>(received) / elapsed, static_cast<double>(sizes) / sized,
+                          most);
 }
 
 // Runs every transfer to completion (done or given up), `limits.connections` at a time. A
@@ -367,7 +372,9 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   const auto end = [&](Transfer& t, CURLcode code) {
     curl_multi_remove_handle(multi.get(), t.easy);
     active.erase(std::find(active.begin(), active.end(), &t));
+    const std::size_t retrying = waiting.size();
     finish_attempt(t, code, aws, limits, rng, waiting);
+    if (limits.finished && waiting.size() == retrying) limits.finished(static_cast<std::size_t>(&t - transfers.data()), *t.result);
   };
   int connections = limits.tune_depth ? std::min(2, limits.connections) : limits.connections;
   constexpr auto kStopCheck = std::chrono::milliseconds(50);
@@ -394,7 +401,10 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
       }
     }
     if (limits.tune_depth) connections = tuned_depth(transfers, started, limits.connections);
-    while (next < transfers.size() && static_cast<int>(active.size()) < connections) start(transfers[next++]);
+    while (next < transfers.size() && static_cast<int>(active.size()) < connections &&
+           (!limits.may_start || limits.may_start(next))) {
+      start(transfers[next++]);
+    }
     int running = 0;
     curl_multi_perform(multi.get(), &running);
     int left = 0;
@@ -435,6 +445,12 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
 
 }  // namespace
 
+int read_ahead_depth(double latency_s, double bandwidth, double object_bytes, int most) {
+  if (!(latency_s > 0) || !(bandwidth > 0) || !(object_bytes > 0)) return std::min(2, most);
+  const double depth = 1 + std::ceil(bandwidth * latency_s / object_bytes);
+  return static_cast<int>(std::clamp(depth, std::min(2.0, static_cast<double>(most)), static_cast<double>(most)));
+}
+
 void set_process_stop(bool (*check)()) { g_process_stop.store(check, std::memory_order_release); }
 
 std::vector<Downloaded> download_all(const std::vector<Download>& downloads, const AwsConfig& aws,
@@ -456,6 +472,15 @@ std::vector<Downloaded> download_all(const std::vector<Download>& downloads, con
     t.download = &downloads[i];
     t.result = &results[i];
     t.max_bytes = ~std::uint64_t{0};
+    if (downloads[i].text != nullptr) {
+      t.text = downloads[i].text;
+      t.max_bytes = downloads[i].max_text_bytes;
+      continue;
+    }
+    if (downloads[i].memory != nullptr) {
+      t.max_bytes = downloads[i].memory->size;
+      continue;
+    }
     t.fd = ::open(downloads[i].path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (t.fd < 0) {
       throw Error(ErrorCode::kIo, std::string("cannot create the shard's local copy: ") + std::strerror(errno), downloads[i].path);

@@ -26,6 +26,8 @@ namespace sluice::stages::remote {
 // its memory budget as MemoryUse::kRemote (remote_shards.hpp's remote_buffer_bytes).
 inline constexpr std::uint64_t kTransferBufferBytes = std::uint64_t{256} << 10;
 
+struct Downloaded;
+
 struct TransferLimits {
   int connections = 8;          // transfers in flight at once (at most, with tune_depth)
   // Streaming read-ahead: start 2 transfers and keep in flight just enough to cover the measured
@@ -39,6 +41,20 @@ struct TransferLimits {
   // Asked every 50 ms or so while transfers run or wait out a retry's delay: true ends them all
   // and throws kCancelled (Loader::cancel, a signal seen by the loader's wait check).
   std::function<bool()> stop;
+  // Asked (may be empty) before download i first starts, in order: false holds it, and those
+  // after it, back until it is asked again (a streamed shard waiting for memory to hold it).
+  std::function<bool(std::size_t)> may_start;
+  // Called (may be empty) as soon as download i is done or given up, with its result, on the
+  // thread running the transfers: a streamed shard's end is known when it arrives, not when the
+  // whole set has.
+  std::function<void(std::size_t, const Downloaded&)> finished;
+};
+
+// A body kept in memory instead of a file: `data` holds `size` bytes (a longer body is cut as
+// too large). TransferLimits::may_start may set it, up to the transfer's first start.
+struct MemoryTarget {
+  std::uint8_t* data = nullptr;
+  std::uint64_t size = 0;
 };
 
 struct Download {
@@ -51,6 +67,12 @@ struct Download {
   // Streaming (may be null): the body bytes written to `path` so far, stored (release) after each
   // write, reset to 0 when the transfer starts over; ~0 once a 304 said the cached copy is current.
   std::atomic<std::uint64_t>* arrived = nullptr;
+  // Instead of `path` (may be null): the body goes to this memory (a streamed shard under
+  // cache_limit 0) ...
+  MemoryTarget* memory = nullptr;
+  // ... or to this string, at most max_text_bytes (an index file under cache_limit 0).
+  std::string* text = nullptr;
+  std::uint64_t max_text_bytes = 0;
 };
 
 struct Downloaded {
@@ -62,13 +84,20 @@ struct Downloaded {
   bool fatal = false;           // when !ok: not worth retrying (403, 404, a bad URL)
 };
 
+// TransferLimits::tune_depth's rule: the transfers to keep in flight so that the bytes arriving
+// while a new request waits for its first byte (bandwidth x latency) cover the objects after it:
+// 1 + ceil(bandwidth x latency / object size), at least 2 (or `most`, if less), at most `most`;
+// 2 while a measurement is missing (zero or negative).
+int read_ahead_depth(double latency_s, double bandwidth, double object_bytes, int most);
+
 // A stop for every transfer of the process (null: none), asked as TransferLimits::stop is: the
 // command line's signal guard sets it, so Ctrl-C ends build()'s fetch too, before any loader
 // exists to cancel.
 void set_process_stop(bool (*check)());
 
 // Fetches every download, `limits.connections` at a time; never throws for a failed object (its
-// result says why), only for a file it cannot create.
+// result says why), only for a file it cannot create. A download with `memory` or `text` opens
+// no file.
 std::vector<Downloaded> download_all(const std::vector<Download>& downloads, const AwsConfig& aws,
                                      const TransferLimits& limits);
 

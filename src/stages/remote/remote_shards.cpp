@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "sluice/core/error.hpp"
@@ -86,8 +87,11 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
                                              const std::vector<StreamTarget>& stream) {
   if (options.cache_limit == 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                "remote cache_limit 0 (streaming without a local copy) is not supported: sluice keeps a copy of each "
-                "remote shard in the cache folder; give a cache_limit that holds the shards");
+                "remote cache_limit 0 streams shards through memory, which needs the index file sluice writes beside "
+                "each shard (<shard>.sluice-idx: run `sluice inspect --shards` on the local set and upload the index "
+                "files), and a split by shards; without them sluice fetches shards whole into the cache folder: give "
+                "a cache_limit that holds them",
+                urls.empty() ? std::string() : urls.front());
   }
   const bool any_s3 = std::any_of(urls.begin(), urls.end(), [](const std::string& u) { return is_s3_url(u); });
   const AwsConfig aws = any_s3 ? load_aws_config(options.anonymous) : AwsConfig{.anonymous = true};
@@ -147,6 +151,43 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
   return out;
 }
 
+void stream_remote_shards_to_memory(const std::vector<std::string>& urls, const RemoteOptions& options,
+                                    const std::vector<MemoryTarget*>& memory,
+                                    const std::vector<std::atomic<std::uint64_t>*>& arrived,
+                                    const std::function<bool(std::size_t)>& may_start,
+                                    const std::function<void(std::size_t, const std::string&)>& finished,
+                                    const std::function<bool()>& stop) {
+  const bool any_s3 = std::any_of(urls.begin(), urls.end(), [](const std::string& u) { return is_s3_url(u); });
+  const AwsConfig aws = any_s3 ? load_aws_config(options.anonymous) : AwsConfig{.anonymous = true};
+  std::vector<Download> downloads;
+  downloads.reserve(urls.size());
+  for (std::size_t i = 0; i < urls.size(); ++i) {
+    Download d = request_for(urls[i], aws);
+    d.memory = memory[i];
+    d.arrived = arrived[i];
+    downloads.push_back(std::move(d));
+  }
+  const RemoteScope* scope = RemoteScope::current();
+  const std::shared_ptr<SourceCounters> counters = scope != nullptr ? scope->counters() : nullptr;
+  TransferLimits limits = limits_of(options);
+  limits.stop = stop;
+  limits.tune_depth = true;
+  limits.may_start = may_start;
+  limits.finished = [&](std::size_t i, const Downloaded& r) {
+    std::string error = r.error;
+    if (r.ok && r.bytes != memory[i]->size) {
+      error = urls[i] + ": the object is not the size its index file says (it changed since it was indexed): "
+                        "index it again beside the shard, or build the pipeline again";
+    }
+    if (r.ok) {
+      remote_stats().add_cache(false);
+      if (counters) counters->add_cache(urls[i], false);
+    }
+    finished(i, error);
+  };
+  (void)download_all(downloads, aws, limits);
+}
+
 std::string remote_partial_path(const std::string& url, const RemoteOptions& options) {
   return ShardCache(options.cache_dir, options.cache_limit).temp_path_of(url);
 }
@@ -165,12 +206,27 @@ std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<st
                                                             const RemoteOptions& options) {
   const bool any_s3 = std::any_of(urls.begin(), urls.end(), [](const std::string& u) { return is_s3_url(u); });
   const AwsConfig aws = any_s3 ? load_aws_config(options.anonymous) : AwsConfig{.anonymous = true};
-  const ShardCache cache(options.cache_dir, options.cache_limit);  // its folder holds the temporaries
+  // Kept in the cache folder as copies of their own URLs, revalidated with If-None-Match (a
+  // replaced shard's new index file has a new ETag, so it is never read stale); under
+  // cache_limit 0 (no folder is used) fetched into memory each time.
+  const bool in_memory = options.cache_limit == 0;
+  std::optional<ShardCache> cache;
+  if (!in_memory) {
+    cache.emplace(options.cache_dir, options.cache_limit);
+    cache->lock();
+  }
+  std::vector<std::string> texts(in_memory ? urls.size() : 0);
   std::vector<Download> downloads;
   downloads.reserve(urls.size());
-  for (const std::string& url : urls) {
-    Download d = request_for(url + kIndexSuffix, aws);
-    d.path = cache.temp_path_of(url + kIndexSuffix);
+  for (std::size_t i = 0; i < urls.size(); ++i) {
+    Download d = request_for(urls[i] + kIndexSuffix, aws);
+    if (in_memory) {
+      d.text = &texts[i];
+      d.max_text_bytes = kMaxIndexBytes;
+    } else {
+      d.path = cache->temp_path_of(urls[i] + kIndexSuffix);
+      d.cached_etag = cache->cached_etag(urls[i] + kIndexSuffix);
+    }
     d.may_be_absent = true;
     downloads.push_back(std::move(d));
   }
@@ -178,19 +234,28 @@ std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<st
   try {
     got = download_all(downloads, aws, limits_of(options));
   } catch (...) {
-    for (const Download& d : downloads) ::unlink(d.path.c_str());
+    for (const Download& d : downloads) {
+      if (!d.path.empty()) ::unlink(d.path.c_str());
+    }
     throw;
   }
   std::vector<std::vector<std::uint8_t>> out(urls.size());
   for (std::size_t i = 0; i < urls.size(); ++i) {
+    if (in_memory) {
+      if (got[i].ok) out[i].assign(texts[i].begin(), texts[i].end());
+      continue;
+    }
+    const std::string index_url = urls[i] + kIndexSuffix;
     if (got[i].ok && got[i].bytes <= kMaxIndexBytes) {
       try {
-        out[i] = core::read_regular_file(downloads[i].path, kMaxIndexBytes, "shard index");
+        if (!got[i].not_modified) cache->commit(index_url, downloads[i].path, got[i].etag, got[i].bytes);
+        cache->touch(index_url);
+        out[i] = core::read_regular_file(cache->path_of(index_url), kMaxIndexBytes, "shard index");
       } catch (const Error&) {
         out[i].clear();  // unreadable: the shard is fetched whole
       }
     }
-    ::unlink(downloads[i].path.c_str());
+    ::unlink(downloads[i].path.c_str());  // gone already when committed
   }
   return out;
 }

@@ -47,6 +47,19 @@ std::vector<RemoteShard> fetch_remote_shards(const std::vector<std::string>& url
                                              const std::function<bool()>& stop = {},
                                              const std::vector<StreamTarget>& stream = {});
 
+// cache_limit 0: `urls` streamed into memory, nothing written to disk. Body i goes to memory[i]
+// (its size is the shard's, from its index file; may_start(i), asked before transfer i first
+// starts, sets its data, or says false to hold it back until memory frees up) and arrived[i]
+// follows it. finished(i, error) is called as soon as transfer i ends (error empty: all of it
+// arrived). Throws kCancelled when `stop` ends the transfers (those not finished are not called).
+struct MemoryTarget;
+void stream_remote_shards_to_memory(const std::vector<std::string>& urls, const RemoteOptions& options,
+                                    const std::vector<MemoryTarget*>& memory,
+                                    const std::vector<std::atomic<std::uint64_t>*>& arrived,
+                                    const std::function<bool(std::size_t)>& may_start,
+                                    const std::function<void(std::size_t, const std::string&)>& finished,
+                                    const std::function<bool()>& stop);
+
 // Where a streamed shard's body may be written while it arrives: a temporary of the cache
 // folder, unique to this process and call.
 std::string remote_partial_path(const std::string& url, const RemoteOptions& options);

@@ -2,7 +2,8 @@
 // under the hash of its URL ("<16 hex>.tar", with "<16 hex>.meta" holding the URL, its ETag and
 // size, and the tar source's "<16 hex>.tar.sluice-idx" beside it). A folder that holds any other
 // name (or a link, or a folder) is refused, as the disk cache refuses one: sluice deletes files
-// in here, so it must be sure they are its own. Nothing is written outside the folder.
+// in here, so it must be sure they are its own. Nothing is written outside the folder. The index
+// file fetched from beside a remote shard ("<url>.sluice-idx") is kept as a copy of its own URL.
 //
 // Eviction: copies of shards the current data set does not name go first, least recently used
 // (their access time, set on every use) first, until the folder fits its limit.

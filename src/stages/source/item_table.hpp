@@ -78,6 +78,27 @@ struct FetchFailure {
   // Bumped (by the fetcher) when the epoch a read may belong to is abandoned or the loader
   // goes: a read that waits sees it change and ends (kCancelled) rather than hold its worker.
   const std::atomic<std::uint64_t>* interrupts = nullptr;  // likewise
+  // cache_limit 0 (set before the table is shared; null: the shard goes through the cache
+  // folder): the body streams into `bytes` instead of `partial`, and a read copies its member
+  // from there. `unread` counts the reads the epoch has yet to make of this shard; the read that
+  // brings it to 0 lets go of the bytes (freed once the stream is done writing them too; the
+  // fetcher counts them in use until then).
+  struct Memory {
+    std::mutex mutex;
+    std::shared_ptr<std::uint8_t[]> bytes;  // under `mutex`; null until the stream starts, and once let go
+    std::uint64_t size = 0;                 // the shard's, from its index file
+    std::atomic<std::int64_t> unread{0};
+    // Set by a read waiting for bytes not here yet: a shard a read waits for is started even
+    // when the window is full (reads in flight straddling more shards than it was sized for must
+    // not wait on each other for ever).
+    std::atomic<bool> wanted{false};
+    void release() {
+      std::shared_ptr<std::uint8_t[]> gone;
+      const std::lock_guard<std::mutex> lock(mutex);
+      gone.swap(bytes);
+    }
+  };
+  std::unique_ptr<Memory> memory;
 };
 
 class ItemTable {

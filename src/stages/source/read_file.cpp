@@ -182,6 +182,58 @@ bool wait_for_bytes(const FetchFailure& f, std::uint64_t end, const std::string&
   }
 }
 
+// A shard streamed into memory (cache_limit 0): waits until bytes [0, end) of it are there, as
+// wait_for_bytes does, and returns them (the caller holds them while it copies). Throws when the
+// fetch failed or stopped, or when the epoch's last read of the shard has freed them already.
+std::shared_ptr<std::uint8_t[]> wait_for_memory(const FetchFailure& f, std::uint64_t end, const std::string& name) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(f.wait_limit_s));
+  auto pause = std::chrono::microseconds(200);
+  const std::uint64_t interrupts = f.interrupts != nullptr ? f.interrupts->load(std::memory_order_acquire) : 0;
+  for (;;) {
+    if (f.failed.load(std::memory_order_acquire)) throw Error(ErrorCode::kIo, "the shard could not be fetched: " + f.cause, name);
+    const bool arriving = f.arriving.load(std::memory_order_acquire);
+    if (f.arrived.load(std::memory_order_acquire) >= end) {
+      const std::lock_guard<std::mutex> lock(f.memory->mutex);
+      if (f.memory->bytes == nullptr) {
+        throw Error(ErrorCode::kIo, "the shard's bytes were freed: every sample of it this epoch had been read", name);
+      }
+      return f.memory->bytes;
+    }
+    if (!arriving) throw Error(ErrorCode::kIo, "the shard is not being fetched (its stream was stopped)", name);
+    f.memory->wanted.store(true, std::memory_order_release);
+    if (f.interrupts != nullptr && f.interrupts->load(std::memory_order_acquire) != interrupts) {
+      throw Error(ErrorCode::kCancelled, "the epoch was abandoned while this read waited for the shard's bytes", name);
+    }
+    if (Clock::now() > deadline) {
+      throw Error(ErrorCode::kIo, "the shard's bytes did not arrive within " + std::to_string(static_cast<int>(f.wait_limit_s)) + " s", name);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+}
+
+// Counts a read of a shard streamed into memory, whatever its outcome: the epoch's last one
+// frees the shard's bytes.
+struct CountedRead {
+  explicit CountedRead(FetchFailure::Memory* m) : memory(m) {}
+  FetchFailure::Memory* memory = nullptr;
+  CountedRead(const CountedRead&) = delete;
+  CountedRead& operator=(const CountedRead&) = delete;
+  ~CountedRead() {
+    if (memory != nullptr && memory->unread.fetch_sub(1, std::memory_order_acq_rel) == 1) memory->release();
+  }
+};
+
+// Copies item's header block and data out of its shard's memory into `buffer`.
+void read_from_memory(const ItemTable& items, std::int64_t item, const ItemTable::Location& at, const FetchFailure& f,
+                      AlignedBuffer& buffer) {
+  const std::shared_ptr<std::uint8_t[]> bytes = wait_for_memory(f, at.offset + at.size, items.path(item));
+  const std::size_t total = static_cast<std::size_t>(tar::kBlock + at.size);
+  buffer.reserve(total);
+  std::memcpy(buffer.data(), bytes.get() + (at.offset - tar::kBlock), total);
+}
+
 }  // namespace
 
 int ItemReader::shard_fd(const ItemTable& items, std::int32_t shard, bool partial) {
@@ -226,6 +278,8 @@ std::span<const std::uint8_t> ItemReader::read(const ItemTable& items, std::int6
     const std::size_t n = read_file(file_path(at), buffer, max_bytes, ops_);
     return {buffer.data(), n};
   }
+  const FetchFailure* failure = items.shards()[static_cast<std::size_t>(at.shard)].fetch_failure.get();
+  const CountedRead counted{failure != nullptr ? failure->memory.get() : nullptr};
   if (at.damage != nullptr) throw Error(ErrorCode::kCorruptData, *at.damage, items.path(item));
   if (at.size > max_bytes) {
     throw Error(ErrorCode::kTooLarge,
@@ -233,18 +287,21 @@ std::span<const std::uint8_t> ItemReader::read(const ItemTable& items, std::int6
                 items.path(item));
   }
   if (at.size == 0) throw Error(ErrorCode::kCorruptData, "empty member", items.path(item));
-  const FetchFailure* failure = items.shards()[static_cast<std::size_t>(at.shard)].fetch_failure.get();
-  const bool partial = failure != nullptr && wait_for_bytes(*failure, at.offset + at.size, items.path(item));
-  const int fd = shard_fd(items, at.shard, partial);
-  // The header too: one pread, and the check below that the index still describes this shard.
+  // The header too: one read, and the check below that the index still describes this shard.
   const std::size_t total = static_cast<std::size_t>(tar::kBlock + at.size);
-  buffer.reserve(total);
-  const ssize_t got = pread_full(*ops_, fd, buffer.data(), total, at.offset - tar::kBlock);
-  if (got < 0) throw_errno(errno, "cannot read", items.path(item));
-  if (static_cast<std::size_t>(got) < total) {
-    throw Error(ErrorCode::kCorruptData,
-                "cut: the shard ends inside this member (" + std::to_string(at.size) + " bytes when indexed)",
-                items.path(item));
+  if (counted.memory != nullptr) {
+    read_from_memory(items, item, at, *failure, buffer);
+  } else {
+    const bool partial = failure != nullptr && wait_for_bytes(*failure, at.offset + at.size, items.path(item));
+    const int fd = shard_fd(items, at.shard, partial);
+    buffer.reserve(total);
+    const ssize_t got = pread_full(*ops_, fd, buffer.data(), total, at.offset - tar::kBlock);
+    if (got < 0) throw_errno(errno, "cannot read", items.path(item));
+    if (static_cast<std::size_t>(got) < total) {
+      throw Error(ErrorCode::kCorruptData,
+                  "cut: the shard ends inside this member (" + std::to_string(at.size) + " bytes when indexed)",
+                  items.path(item));
+    }
   }
   tar::Header header;
   std::string why;

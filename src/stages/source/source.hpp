@@ -34,6 +34,18 @@ class ShardFetcher {
   virtual void fetch(std::span<const std::int64_t> items, const std::function<bool()>& stop) = 0;
   virtual void stop() {}
   virtual void interrupt() {}
+  // Waits for the transfers of the stream in flight to end (`stop`, may be empty, ends the wait
+  // as fetch()'s does): the loader calls it when an epoch's last batch is out, so the counters
+  // then hold each shard's end, which arrives after its last member has been read.
+  virtual void settle(const std::function<bool()>& stop) { (void)stop; }
+  // Shards streamed through memory (remote cache_limit 0): sizes their buffers to hold what a
+  // window of `positions` consecutive reads of an epoch's order may straddle, plus read-ahead,
+  // and returns those bytes (what the loader reserves from its budget); 0 when shards are read
+  // from files.
+  virtual std::uint64_t reserve_window(std::int64_t positions) {
+    (void)positions;
+    return 0;
+  }
 };
 
 struct Dataset {

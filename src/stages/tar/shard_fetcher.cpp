@@ -6,8 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <functional>
+#include <limits>
+#include <mutex>
 
 #include "sluice/core/error.hpp"
+#include "sluice/detail/core/log.hpp"
+#include "stages/remote/http_transport.hpp"
 #include "stages/remote/remote_shards.hpp"
 #include "stages/remote/remote_stats.hpp"
 
@@ -23,11 +28,17 @@ double wait_limit_s(const RemoteOptions& o) { return (o.timeout_s + 20.0) * (o.r
 }  // namespace
 
 OnDemandShards::OnDemandShards(RemoteOptions options, std::vector<Shard> shards)
-    : options_(std::move(options)), shards_(std::move(shards)), needed_(shards_.size(), 0) {
+    : options_(std::move(options)), shards_(std::move(shards)), needed_(shards_.size(), 0),
+      in_memory_(options_.cache_limit == 0) {
   if (const remote::RemoteScope* scope = remote::RemoteScope::current()) counters_ = scope->counters();
   // Before the item table is shared with any worker: fixed for the loader's life.
   for (Shard& s : shards_) {
-    s.failure->partial = remote::remote_partial_path(s.url, options_);
+    if (in_memory_) {
+      s.failure->memory = std::make_unique<FetchFailure::Memory>();
+      s.failure->memory->size = s.size;
+    } else {
+      s.failure->partial = remote::remote_partial_path(s.url, options_);
+    }
     s.failure->wait_limit_s = wait_limit_s(options_);
     s.failure->interrupts = &interrupts_;
   }
@@ -40,6 +51,10 @@ void OnDemandShards::stop() {
   interrupt();
   if (stream_.joinable()) stream_.join();
   stopping_.store(false, std::memory_order_release);
+  // The stream is over: the reads waiting on it failed, those of the epoch gone read nothing more.
+  for (Shard& s : shards_) {
+    if (s.failure->memory) s.failure->memory->release();
+  }
 }
 
 std::int64_t OnDemandShards::shard_of(std::int64_t item) const {
@@ -76,6 +91,10 @@ void OnDemandShards::fetch(std::span<const std::int64_t> items, const std::funct
     if (last < 0 || needed_[static_cast<std::size_t>(last)] != 0) continue;
     needed_[static_cast<std::size_t>(last)] = 1;
     order.push_back(static_cast<std::size_t>(last));
+  }
+  if (in_memory_) {
+    fetch_into_memory(order, items);
+    return;
   }
   // A stream in flight that brings every needed shard not already here (build()'s size probe
   // started epoch 0's) is left to run; else it is waited for and a new one started. A shard's
@@ -146,6 +165,133 @@ void OnDemandShards::run(std::vector<std::size_t> which, std::vector<std::string
       s.failure->failed.store(true, std::memory_order_release);
     }
     s.failure->arriving.store(false, std::memory_order_release);
+  }
+}
+
+std::uint64_t OnDemandShards::reserve_window(std::int64_t positions) {
+  if (!in_memory_ || shards_.empty()) return 0;
+  // `positions` consecutive reads straddle at most positions / fewest + 2 shards (a part at each
+  // end); a transfer waits for memory only behind those, so the reads never wait on each other.
+  std::int64_t fewest = std::numeric_limits<std::int64_t>::max();
+  std::vector<std::uint64_t> sizes;
+  for (const Shard& s : shards_) {
+    fewest = std::min(fewest, std::max<std::int64_t>(1, s.end - s.first));
+    sizes.push_back(s.size);
+  }
+  const std::int64_t wanted = std::max<std::int64_t>(0, positions) / fewest + 2 + kReadAheadShards;
+  const std::size_t count = static_cast<std::size_t>(std::min<std::int64_t>(wanted, static_cast<std::int64_t>(sizes.size())));
+  std::partial_sort(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(count), sizes.end(), std::greater<>());
+  memory_window_ = 0;
+  for (std::size_t i = 0; i < count; ++i) memory_window_ += sizes[i];
+  return memory_window_;
+}
+
+std::shared_ptr<std::uint8_t[]> OnDemandShards::allocate(std::uint64_t size) {
+  const std::uint64_t held = memory_held_.fetch_add(size, std::memory_order_acq_rel) + size;
+  std::uint64_t peak = memory_peak_.load(std::memory_order_relaxed);
+  while (held > peak && !memory_peak_.compare_exchange_weak(peak, held, std::memory_order_acq_rel)) {
+  }
+  // Freed when both the shard's reads and its transfer have let go of it.
+  return std::shared_ptr<std::uint8_t[]>(new std::uint8_t[size], [this, size](std::uint8_t* p) {
+    delete[] p;
+    memory_held_.fetch_sub(size, std::memory_order_acq_rel);
+  });
+}
+
+void OnDemandShards::fetch_into_memory(const std::vector<std::size_t>& order, std::span<const std::int64_t> items) {
+  std::vector<std::int64_t> reads(shards_.size(), 0);  // per shard, the items that name it
+  std::int64_t last = -1;
+  for (const std::int64_t item : items) {
+    if (last < 0 || item < shards_[static_cast<std::size_t>(last)].first || item >= shards_[static_cast<std::size_t>(last)].end) {
+      last = shard_of(item);
+    }
+    if (last >= 0) ++reads[static_cast<std::size_t>(last)];
+  }
+  std::vector<std::size_t> live;
+  for (const std::size_t i : order) {
+    if (!shards_[i].failure->failed.load(std::memory_order_acquire)) live.push_back(i);
+  }
+  // The stream build()'s size probe started for epoch 0 brings the same shards in the same order:
+  // it goes on, each shard now expecting the epoch's reads (the probe's read counted too), unless
+  // one of them was let go of already.
+  if (stream_.joinable() && live == streaming_) {
+    bool intact = true;
+    for (const std::size_t i : live) intact = intact && shards_[i].failure->memory->unread.load(std::memory_order_acquire) > 0;
+    if (intact) {
+      for (const std::size_t i : live) shards_[i].failure->memory->unread.store(reads[i], std::memory_order_release);
+      return;
+    }
+  }
+  stop();
+  streaming_ = live;
+  if (live.empty()) return;
+  std::vector<std::string> urls;
+  for (const std::size_t i : live) {
+    FetchFailure& f = *shards_[i].failure;
+    f.memory->unread.store(reads[i], std::memory_order_relaxed);
+    f.memory->wanted.store(false, std::memory_order_relaxed);
+    f.arrived.store(0, std::memory_order_relaxed);
+    f.arriving.store(true, std::memory_order_release);
+    urls.push_back(shards_[i].url);
+  }
+  stream_ = std::thread(&OnDemandShards::run_in_memory, this, live, std::move(urls));
+}
+
+void OnDemandShards::run_in_memory(std::vector<std::size_t> which, std::vector<std::string> urls) {
+  const remote::RemoteScope scope(counters_, {});
+  std::vector<remote::MemoryTarget> targets(which.size());
+  std::vector<remote::MemoryTarget*> memory;
+  std::vector<std::atomic<std::uint64_t>*> arrived;
+  // The stream's own hold on each buffer while its transfer may write into it: the epoch's last
+  // read may come before the shard's end blocks have.
+  std::vector<std::shared_ptr<std::uint8_t[]>> writing(which.size());
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    targets[k].size = shards_[which[k]].size;
+    memory.push_back(&targets[k]);
+    arrived.push_back(&shards_[which[k]].failure->arrived);
+  }
+  const auto may_start = [&](std::size_t k) {
+    FetchFailure::Memory& m = *shards_[which[k]].failure->memory;
+    const std::uint64_t held = memory_held_.load(std::memory_order_acquire);
+    if (held > 0 && held + targets[k].size > memory_window_) {
+      if (!m.wanted.load(std::memory_order_acquire)) return false;
+      // A read waits for it: the window was too small for the reads in flight.
+      if (log_enabled(LogLevel::kInfo)) log(LogLevel::kInfo, shards_[which[k]].url + ": streamed past the memory window, a read waits for it");
+    }
+    writing[k] = allocate(targets[k].size);
+    targets[k].data = writing[k].get();
+    const std::lock_guard<std::mutex> lock(m.mutex);
+    m.bytes = writing[k];
+    return true;
+  };
+  const auto finished = [&](std::size_t k, const std::string& error) {
+    FetchFailure& f = *shards_[which[k]].failure;
+    if (!error.empty() && !f.failed.load(std::memory_order_relaxed)) {
+      f.cause = error;
+      f.failed.store(true, std::memory_order_release);
+    }
+    writing[k].reset();
+    f.arriving.store(false, std::memory_order_release);
+  };
+  std::string everything_failed;
+  try {
+    remote::stream_remote_shards_to_memory(urls, options_, memory, arrived, may_start, finished,
+                                           [this] { return stopping_.load(std::memory_order_acquire); });
+  } catch (const std::exception& e) {
+    everything_failed = e.what();
+  }
+  // Stopped (the loader goes, a new epoch): its reads still waiting fail; a later epoch fetches
+  // the shards again. Any other failure of the whole stream is each unfinished shard's.
+  const bool stopped = stopping_.load(std::memory_order_acquire);
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    FetchFailure& f = *shards_[which[k]].failure;
+    if (!f.arriving.load(std::memory_order_acquire)) continue;
+    if (!stopped && !everything_failed.empty() && !f.failed.load(std::memory_order_relaxed)) {
+      f.cause = everything_failed;
+      f.failed.store(true, std::memory_order_release);
+    }
+    writing[k].reset();
+    f.arriving.store(false, std::memory_order_release);
   }
 }
 

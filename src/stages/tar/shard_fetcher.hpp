@@ -10,6 +10,12 @@
 // whole shard or the whole set has. A cached copy is revalidated with If-None-Match the first
 // time this loader uses it. Copies the epoch needs are never evicted; others may be, least
 // recently used first, when the cache is over its limit.
+//
+// Under cache_limit 0 nothing is written to disk: each shard streams into a buffer of its own
+// (FetchFailure::Memory), allocated when its transfer starts and only while the shards in memory
+// fit the window reserve_window() sized (from the memory budget, use `remote`), and let go of by
+// the epoch's last read of it. A transfer waits for memory, never a read for another read: the
+// window holds every shard whose reads straddle a point of the epoch's order, plus read-ahead.
 #pragma once
 
 #include <atomic>
@@ -56,11 +62,26 @@ class OnDemandShards final : public ShardFetcher {
   // Ends the stream in flight (its shards' waiting reads fail) and waits for its thread.
   void stop() override;
   void interrupt() override { interrupts_.fetch_add(1, std::memory_order_acq_rel); }
+  std::uint64_t reserve_window(std::int64_t positions) override;
+  void settle(const std::function<bool()>& stop) override { finish_stream(stop); }
+
+  // Under cache_limit 0: the most bytes of shard buffers alive at once so far (allocated and not
+  // yet freed), and the window they must stay inside.
+  std::uint64_t memory_peak() const { return memory_peak_.load(std::memory_order_acquire); }
+  std::uint64_t memory_window() const { return memory_window_; }
+  std::uint64_t memory_held() const { return memory_held_.load(std::memory_order_acquire); }
+
+  // Shards streamed ahead of the reads beyond those a window of reads straddles.
+  static constexpr std::int64_t kReadAheadShards = 4;
 
  private:
   // The stream's thread: fetches shards_[which[k]] (URLs `urls`), then says for each how it went.
   void run(std::vector<std::size_t> which, std::vector<std::string> urls, std::vector<std::string> keep);
   void finish_stream(const std::function<bool()>& stop);
+  // cache_limit 0: fetch() and the stream's thread, through memory.
+  void fetch_into_memory(const std::vector<std::size_t>& order, std::span<const std::int64_t> items);
+  void run_in_memory(std::vector<std::size_t> which, std::vector<std::string> urls);
+  std::shared_ptr<std::uint8_t[]> allocate(std::uint64_t size);
   // The shard whose items hold `item`, or -1 (an item of a local shard or one fetched in build()).
   std::int64_t shard_of(std::int64_t item) const;
 
@@ -73,6 +94,12 @@ class OnDemandShards final : public ShardFetcher {
   std::thread stream_;                 // the fetch in flight, if any
   std::atomic<bool> stopping_{false};  // asked by the stream's transfers
   std::atomic<std::uint64_t> interrupts_{0};  // FetchFailure::interrupts
+  // cache_limit 0
+  bool in_memory_ = false;
+  std::uint64_t memory_window_ = 0;               // reserve_window's
+  std::vector<std::size_t> streaming_;             // the shards of the stream in flight, in order
+  std::atomic<std::uint64_t> memory_held_{0};      // shard buffers alive
+  std::atomic<std::uint64_t> memory_peak_{0};
 };
 
 }  // namespace sluice::stages

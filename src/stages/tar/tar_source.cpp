@@ -358,7 +358,8 @@ Dataset load_shards(const spec::Shards& shards, FileOps* ops_or_null, bool fetch
   std::vector<std::string> copies;
   if (fetch_on_demand && !urls.empty()) {
     deferred = remote_indexes(urls, shards.remote);
-    copies = remote::remote_copy_paths(urls, shards.remote);
+    // Under cache_limit 0 a shard streams through memory and has no copy (nor cache folder).
+    copies = shards.remote.cache_limit == 0 ? urls : remote::remote_copy_paths(urls, shards.remote);
   }
   std::vector<std::string> now;
   for (std::size_t i = 0; i < urls.size(); ++i) {
