@@ -28,6 +28,19 @@ bool make_codes(const ScanLayout::Huffman& t, std::uint16_t* code, std::uint8_t*
   return true;
 }
 
+void decode_limits(const ScanLayout::Huffman& t, const std::uint16_t* code, std::int32_t (&maxcode)[18],
+                   std::int32_t (&offset)[18]) {
+  int k = 0;
+  for (int len = 1; len <= 16; ++len) {
+    maxcode[len] = -1;
+    if (t.bits[len] == 0) continue;
+    offset[len] = k - code[k];
+    k += t.bits[len];
+    maxcode[len] = code[k - 1];
+  }
+  maxcode[17] = 0x7fffffff;  // stops the search at the longest length
+}
+
 namespace {
 
 struct DecodeTable {
@@ -43,15 +56,7 @@ struct DecodeTable {
     std::uint8_t size[256];
     if (!make_codes(t, code, size)) return false;
     values = t.values;
-    int k = 0;
-    for (int len = 1; len <= 16; ++len) {
-      maxcode[len] = -1;
-      if (t.bits[len] == 0) continue;
-      offset[len] = k - code[k];
-      k += t.bits[len];
-      maxcode[len] = code[k - 1];
-    }
-    maxcode[17] = 0x7fffffff;
+    decode_limits(t, code, maxcode, offset);
     for (int i = 0; i < t.count; ++i) {
       if (size[i] > kLook) continue;
       const int shift = kLook - size[i];

@@ -70,6 +70,12 @@ int scan_resume_points(std::span<const std::uint8_t> jpeg, const ScanLayout& lay
 // table with more codes at some length than that length allows.
 bool make_codes(const ScanLayout::Huffman& t, std::uint16_t* code, std::uint8_t* size);
 
+// A decoder's limits for codes longer than its lookup table (JPEG Annex F.2.2.3) from the
+// table's canonical codes: maxcode[len] the largest code of that length (-1: none; maxcode[17]
+// a sentinel), offset[len] what turns a code of that length into its value's index.
+void decode_limits(const ScanLayout::Huffman& t, const std::uint16_t* code, std::int32_t (&maxcode)[18],
+                   std::int32_t (&offset)[18]);
+
 struct Splice {
   std::vector<std::uint8_t> head;  // markers with the reduced height, then the re-encoded first MCU
   std::uint32_t tail_offset = 0;   // the spliced file is head + jpeg[tail_offset, end)

@@ -41,15 +41,7 @@ struct ScanTable {
     std::uint8_t size[256];
     if (!make_codes(t, code, size)) return false;
     values = t.values;
-    int k = 0;
-    for (int len = 1; len <= 16; ++len) {
-      maxcode[len] = -1;
-      if (t.bits[len] == 0) continue;
-      offset[len] = k - code[k];
-      k += t.bits[len];
-      maxcode[len] = code[k - 1];
-    }
-    maxcode[17] = 0x7fffffff;
+    decode_limits(t, code, maxcode, offset);
     for (int i = 0; i < t.count; ++i) {
       if (size[i] > kLook) continue;
       const int v = t.values[i];

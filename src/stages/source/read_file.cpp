@@ -157,28 +157,49 @@ const std::string& ItemReader::file_path(const ItemTable::Location& at) {
 
 namespace {
 
+// One read's wait for a streamed shard's bytes, polled: pause() throws when the epoch was
+// abandoned (kCancelled) or the shard's wait limit has passed (kIo), else sleeps, 200 us doubling
+// to 5 ms between looks.
+class ByteWait {
+ public:
+  ByteWait(const FetchFailure& f, const std::string& name)
+      : f_(f),
+        name_(name),
+        deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(f.wait_limit_s))),
+        interrupts_(f.interrupts != nullptr ? f.interrupts->load(std::memory_order_acquire) : 0) {}
+
+  void pause() {
+    if (f_.interrupts != nullptr && f_.interrupts->load(std::memory_order_acquire) != interrupts_) {
+      throw Error(ErrorCode::kCancelled, "the epoch was abandoned while this read waited for the shard's bytes", name_);
+    }
+    if (Clock::now() > deadline_) {
+      throw Error(ErrorCode::kIo, "the shard's bytes did not arrive within " + std::to_string(static_cast<int>(f_.wait_limit_s)) + " s", name_);
+    }
+    std::this_thread::sleep_for(pause_);
+    pause_ = std::min(pause_ * 2, std::chrono::microseconds(5000));
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  const FetchFailure& f_;
+  const std::string& name_;
+  Clock::time_point deadline_;
+  std::uint64_t interrupts_;
+  std::chrono::microseconds pause_{200};
+};
+
 // A streamed shard (FetchFailure's comment): waits until bytes [0, end) of it have arrived and
 // says whether to read them from the partial file (true) or from the copy (false). Throws when
 // the fetch failed, or when the bytes are not there within the shard's wait limit.
 bool wait_for_bytes(const FetchFailure& f, std::uint64_t end, const std::string& name) {
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(f.wait_limit_s));
-  auto pause = std::chrono::microseconds(200);
-  const std::uint64_t interrupts = f.interrupts != nullptr ? f.interrupts->load(std::memory_order_acquire) : 0;
+  ByteWait wait(f, name);
   for (;;) {
     if (f.failed.load(std::memory_order_acquire)) throw Error(ErrorCode::kIo, "the shard could not be fetched: " + f.cause, name);
     if (!f.arriving.load(std::memory_order_acquire)) return false;
     const std::uint64_t arrived = f.arrived.load(std::memory_order_acquire);
     if (arrived == FetchFailure::kCopyCurrent) return false;
     if (arrived >= end) return true;
-    if (f.interrupts != nullptr && f.interrupts->load(std::memory_order_acquire) != interrupts) {
-      throw Error(ErrorCode::kCancelled, "the epoch was abandoned while this read waited for the shard's bytes", name);
-    }
-    if (Clock::now() > deadline) {
-      throw Error(ErrorCode::kIo, "the shard's bytes did not arrive within " + std::to_string(static_cast<int>(f.wait_limit_s)) + " s", name);
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+    wait.pause();
   }
 }
 
@@ -186,10 +207,7 @@ bool wait_for_bytes(const FetchFailure& f, std::uint64_t end, const std::string&
 // wait_for_bytes does, and returns them (the caller holds them while it copies). Throws when the
 // fetch failed or stopped, or when the epoch's last read of the shard has freed them already.
 std::shared_ptr<std::uint8_t[]> wait_for_memory(const FetchFailure& f, std::uint64_t end, const std::string& name) {
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(f.wait_limit_s));
-  auto pause = std::chrono::microseconds(200);
-  const std::uint64_t interrupts = f.interrupts != nullptr ? f.interrupts->load(std::memory_order_acquire) : 0;
+  ByteWait wait(f, name);
   for (;;) {
     if (f.failed.load(std::memory_order_acquire)) throw Error(ErrorCode::kIo, "the shard could not be fetched: " + f.cause, name);
     const bool arriving = f.arriving.load(std::memory_order_acquire);
@@ -202,14 +220,7 @@ std::shared_ptr<std::uint8_t[]> wait_for_memory(const FetchFailure& f, std::uint
     }
     if (!arriving) throw Error(ErrorCode::kIo, "the shard is not being fetched (its stream was stopped)", name);
     f.memory->wanted.store(true, std::memory_order_release);
-    if (f.interrupts != nullptr && f.interrupts->load(std::memory_order_acquire) != interrupts) {
-      throw Error(ErrorCode::kCancelled, "the epoch was abandoned while this read waited for the shard's bytes", name);
-    }
-    if (Clock::now() > deadline) {
-      throw Error(ErrorCode::kIo, "the shard's bytes did not arrive within " + std::to_string(static_cast<int>(f.wait_limit_s)) + " s", name);
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+    wait.pause();
   }
 }
 
