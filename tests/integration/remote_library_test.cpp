@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "pipeline_support.hpp"
 #include "remote_server.hpp"
 #include "shard_support.hpp"
 #include "sluice/pipeline/json_spec.hpp"
@@ -55,14 +56,6 @@ std::int64_t retries_of(const SourceStats& s, const std::string& cause) {
   }
   ADD_FAILURE() << "no retry cause " << cause;
   return -1;
-}
-
-std::uint64_t memory_of(const Stats& stats, const std::string& use) {
-  for (const MemoryStats& m : stats.memory) {
-    if (m.use == use) return m.used;
-  }
-  ADD_FAILURE() << "no memory use " << use;
-  return 0;
 }
 
 // 4 classes of 30 generated images as 8 shards of 15 under root/shards, and the images
@@ -223,7 +216,7 @@ TEST_F(RemoteLibrary, TransferBuffersAreARemoteUseOfTheBudgetInBuildsMinimum) {
   Loader loader = remote_p.build({.memory_budget = minimum + (8 << 20), .threads = 2});
   (void)batch_hashes(loader, 0);
   const Stats stats = loader.stats();
-  EXPECT_EQ(memory_of(stats, "remote"), buffers);
+  EXPECT_EQ(test::memory_used(stats, "remote"), buffers);
   EXPECT_LE(stats.memory_peak, minimum + (8 << 20));
 
   // A budget without room for them fails build() naming the remote use.
@@ -245,7 +238,7 @@ TEST_F(RemoteLibrary, TransferBuffersAreARemoteUseOfTheBudgetInBuildsMinimum) {
   // Local shards hold none.
   Pipeline local_p = Pipeline::from_shards(local_pattern(), {.index = ShardIndex::kMemoryOnly});
   Loader local = augment(local_p).build({.threads = 2});
-  EXPECT_EQ(memory_of(local.stats(), "remote"), 0u);
+  EXPECT_EQ(test::memory_used(local.stats(), "remote"), 0u);
 }
 
 // The shards' index files beside them on the server (what indexing the local set once leaves).

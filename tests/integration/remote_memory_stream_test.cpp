@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "batch_hashes.hpp"
+#include "pipeline_support.hpp"
 #include "remote_server.hpp"
 #include "shard_support.hpp"
 #include "sluice/sluice.hpp"
@@ -41,14 +42,6 @@ std::set<std::string> files_under(const fs::path& root) {
   std::set<std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(root)) out.insert(e.path().string());
   return out;
-}
-
-std::uint64_t memory_of(const Stats& stats, const std::string& use) {
-  for (const MemoryStats& m : stats.memory) {
-    if (m.use == use) return m.used;
-  }
-  ADD_FAILURE() << "no memory use " << use;
-  return 0;
 }
 
 // 4 classes of 30 generated images as 24 shards of 5 under root/shards; `indexed`: with the
@@ -96,7 +89,7 @@ TEST_F(RemoteMemoryStream, GivesTheLocalBatches_1And2Threads_AndResumeMidEpoch_W
     // Epoch 0 first: the buffers are let go of and streamed again for epoch 1.
     EXPECT_FALSE(batch_hashes(loader, 0).empty());
     EXPECT_EQ(batch_hashes(loader, 1), expected) << threads << " threads";
-    EXPECT_GT(memory_of(loader.stats(), "remote"), stages::remote::remote_buffer_bytes()) << "the shard window is reserved";
+    EXPECT_GT(test::memory_used(loader.stats(), "remote"), stages::remote::remote_buffer_bytes()) << "the shard window is reserved";
   }
   // Resumed mid-epoch: the rest of the same epoch.
   Loader first = build(http_pattern(server), streamed(), 2);

@@ -1,6 +1,8 @@
 // Implementation of the pipeline test helpers.
 #include "pipeline_support.hpp"
 
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cstring>
 
@@ -92,6 +94,14 @@ std::filesystem::path write_huge_header_jpeg(const std::filesystem::path& dir) {
   }
   write_bytes(dir / "huge.jpg", bytes);
   return dir / "huge.jpg";
+}
+
+std::uint64_t memory_used(const Stats& stats, const std::string& use) {
+  for (const MemoryStats& m : stats.memory) {
+    if (m.use == use) return m.used;
+  }
+  ADD_FAILURE() << "no memory use " << use;
+  return 0;
 }
 
 }  // namespace sluice::test

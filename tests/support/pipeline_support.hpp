@@ -21,6 +21,10 @@ std::array<std::uint8_t, 3> colour_of(int index);
 // The index whose colour is nearest to an RGB pixel.
 int index_of_colour(const std::uint8_t* rgb);
 
+// The bytes in use of memory use `use` ("remote", "items", ...) in `stats`; a test failure (and 0)
+// when stats has no such use.
+std::uint64_t memory_used(const Stats& stats, const std::string& use);
+
 // A hash of every batch's bytes and labels, in order, for one epoch.
 std::uint64_t epoch_checksum(Loader& loader, std::int64_t epoch);
 
