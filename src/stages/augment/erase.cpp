@@ -56,12 +56,54 @@ void store(std::uint8_t* at, DType dtype, float value) {
   }
 }
 
+// Writes `count` copies of the `size` bytes at `pattern` from `at`: a memset when every byte is
+// the same (RandomErasing's default value 0 is all zero bytes in every dtype), otherwise the
+// pattern once and then copies of what is already written, doubling each time.
+void fill_pattern(std::uint8_t* at, std::size_t count, const std::uint8_t* pattern, std::size_t size) {
+  const std::size_t total = count * size;
+  if (total == 0) return;
+  bool uniform = true;
+  for (std::size_t i = 1; i < size; ++i) uniform = uniform && pattern[i] == pattern[0];
+  if (uniform) {
+    std::memset(at, pattern[0], total);
+    return;
+  }
+  std::memcpy(at, pattern, size);
+  for (std::size_t done = size; done < total;) {
+    const std::size_t n = done < total - done ? done : total - done;
+    std::memcpy(at + done, at, n);
+    done += n;
+  }
+}
+
 }  // namespace
 
 void erase_constant(const SlotSample& slot, Rect rect, std::span<const float> values) {
-  for_each_element(slot, rect, [&](std::uint8_t* at, int c) {
-    store(at, slot.dtype, values.size() == 1 ? values[0] : values[static_cast<std::size_t>(c)]);
-  });
+  // Each channel's value converted once; then each row of the rectangle is one run of the same
+  // element (NCHW: per channel) or of the same pixel (NHWC), filled as a block instead of element
+  // by element (a fifth of a 176 px sample, on average, in f32: 65 KB).
+  const std::size_t element = size_of(slot.dtype);
+  const auto channels = static_cast<std::size_t>(slot.channels);
+  std::uint8_t pixel[32] = {};  // one pixel's converted values
+  if (channels * element > sizeof pixel) {
+    for_each_element(slot, rect, [&](std::uint8_t* at, int c) {
+      store(at, slot.dtype, values.size() == 1 ? values[0] : values[static_cast<std::size_t>(c)]);
+    });
+    return;
+  }
+  for (std::size_t c = 0; c < channels; ++c) store(pixel + c * element, slot.dtype, values.size() == 1 ? values[0] : values[c]);
+  auto* base = static_cast<std::uint8_t*>(slot.data);
+  const auto w = static_cast<std::size_t>(slot.size.width);
+  const std::size_t plane = w * static_cast<std::size_t>(slot.size.height);
+  const auto run = static_cast<std::size_t>(rect.width);
+  for (int y = rect.y; y < rect.y + rect.height; ++y) {
+    const std::size_t first = static_cast<std::size_t>(y) * w + static_cast<std::size_t>(rect.x);
+    if (slot.layout == Layout::kNCHW) {
+      for (std::size_t c = 0; c < channels; ++c) fill_pattern(base + (c * plane + first) * element, run, pixel + c * element, element);
+    } else {
+      fill_pattern(base + first * channels * element, run, pixel, channels * element);
+    }
+  }
 }
 
 void erase_random(const SlotSample& slot, Rect rect, CounterRng& rng) {
