@@ -9,6 +9,11 @@
 #include <cmath>
 #include <cstdint>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SLUICE_COLOR_AVX2 1
+#endif
+
 namespace sluice::stages {
 
 namespace {
@@ -94,6 +99,35 @@ inline void hsv_to_rgb(std::uint8_t h, std::uint8_t s, std::uint8_t v, std::uint
   }
 }
 
+#if SLUICE_COLOR_AVX2
+// blend(degenerate[i], value[i], alpha, clip) for n values, eight a step in AVX2 floats with the
+// scalar blend's operations (no multiply-add: the "fma" target is not enabled), clamped always:
+// inside [0, 1] alpha keeps the result between the two bytes already (the comment on blend in
+// point_ops.cpp), so the clamp changes nothing there. Returns the first index left undone.
+__attribute__((target("avx2"))) int blend_span_avx2(const std::uint8_t* degenerate, std::uint8_t* values, int n,
+                                                    float alpha) {
+  const __m256 a = _mm256_set1_ps(alpha);
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 top = _mm256_set1_ps(255.0f);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 d = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(degenerate + i))));
+    const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(values + i))));
+    __m256 v = _mm256_add_ps(d, _mm256_mul_ps(a, _mm256_sub_ps(x, d)));
+    v = _mm256_min_ps(_mm256_max_ps(v, zero), top);
+    const __m256i ints = _mm256_cvttps_epi32(v);
+    const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(ints), _mm256_extracti128_si256(ints, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(values + i), _mm_packus_epi16(words, words));
+  }
+  return i;
+}
+
+bool color_avx2_supported() {
+  static const bool supported = __builtin_cpu_supports("avx2");
+  return supported;
+}
+#endif
+
 }  // namespace
 
 void adjust_brightness(ImageView image, double factor) {
@@ -120,6 +154,24 @@ void adjust_saturation(ImageView image, double factor) {
   if (image.channels != 3) return;  // an L image blends with itself: unchanged
   const float alpha = static_cast<float>(factor);
   const bool clip = extrapolates(alpha);
+#if SLUICE_COLOR_AVX2
+  if (color_avx2_supported()) {
+    // Each pixel's luma written three times, a chunk of the row at a time, then one flat blend of
+    // the chunk's bytes with it (the scalar loop below does the same per pixel).
+    constexpr int kChunk = 64;
+    std::uint8_t lumas[3 * kChunk];
+    for (int y = 0; y < image.height; ++y) {
+      std::uint8_t* row = image.row(y);
+      for (int x0 = 0; x0 < image.width; x0 += kChunk) {
+        const int n = std::min(kChunk, image.width - x0);
+        std::uint8_t* p = row + 3 * x0;
+        for (int x = 0; x < n; ++x) lumas[3 * x] = lumas[3 * x + 1] = lumas[3 * x + 2] = luma(p[3 * x], p[3 * x + 1], p[3 * x + 2]);
+        for (int i = blend_span_avx2(lumas, p, 3 * n, alpha); i < 3 * n; ++i) p[i] = blend(lumas[i], p[i], alpha, clip);
+      }
+    }
+    return;
+  }
+#endif
   for (int y = 0; y < image.height; ++y) {
     std::uint8_t* p = image.row(y);
     for (int x = 0; x < image.width; ++x, p += 3) {
