@@ -36,21 +36,26 @@ void check_pair(ConstImageView src, ImageView dst, const char* op) {
 
 bool empty(ConstImageView v) { return v.width <= 0 || v.height <= 0; }
 
-// One table per channel.
-void apply_luts(ConstImageView src, ImageView dst, const Lut* luts) {
-  const int c = src.channels;
-  const std::size_t n = static_cast<std::size_t>(src.width) * static_cast<std::size_t>(c);
+// One table per channel. The channel count is a template argument so that the per-pixel loop is
+// unrolled over the channels (a run-time count left it a loop in a loop).
+template <int C>
+void apply_luts_c(ConstImageView src, ImageView dst, const Lut* luts) {
+  const std::size_t n = static_cast<std::size_t>(src.width) * C;
   for (int y = 0; y < src.height; ++y) {
     const std::uint8_t* in = src.row(y);
     std::uint8_t* out = dst.row(y);
-    if (c == 1) {
-      const Lut& l = luts[0];
-      for (std::size_t i = 0; i < n; ++i) out[i] = l[in[i]];
-    } else {
-      for (std::size_t i = 0; i < n; i += static_cast<std::size_t>(c)) {
-        for (int k = 0; k < c; ++k) out[i + k] = luts[k][in[i + k]];
-      }
+    for (std::size_t i = 0; i < n; i += C) {
+      for (int k = 0; k < C; ++k) out[i + k] = luts[k][in[i + k]];
     }
+  }
+}
+
+void apply_luts(ConstImageView src, ImageView dst, const Lut* luts) {
+  switch (src.channels) {
+    case 1: apply_luts_c<1>(src, dst, luts); break;
+    case 2: apply_luts_c<2>(src, dst, luts); break;
+    case 3: apply_luts_c<3>(src, dst, luts); break;
+    default: apply_luts_c<4>(src, dst, luts); break;
   }
 }
 
@@ -66,16 +71,39 @@ void apply_op(ConstImageView src, ImageView dst, Op op) {
   }
 }
 
-std::array<Histogram, kMaxChannels> histograms(ConstImageView src) {
+// Each channel's histogram. Neighbouring pixels of a photo often share a value, and counting
+// them into one array makes each increment wait for the previous one's store; even and odd pixels
+// count into two arrays, summed at the end.
+template <int C>
+std::array<Histogram, kMaxChannels> histograms_c(ConstImageView src) {
   std::array<Histogram, kMaxChannels> h{};
-  const int c = src.channels;
+  std::array<Histogram, kMaxChannels> odd{};
   for (int y = 0; y < src.height; ++y) {
     const std::uint8_t* in = src.row(y);
-    for (int x = 0; x < src.width; ++x) {
-      for (int k = 0; k < c; ++k) ++h[k][in[x * c + k]];
+    int x = 0;
+    for (; x + 2 <= src.width; x += 2) {
+      for (int k = 0; k < C; ++k) {
+        ++h[k][in[x * C + k]];
+        ++odd[k][in[(x + 1) * C + k]];
+      }
+    }
+    if (x < src.width) {
+      for (int k = 0; k < C; ++k) ++h[k][in[x * C + k]];
     }
   }
+  for (int k = 0; k < C; ++k) {
+    for (int v = 0; v < 256; ++v) h[k][v] += odd[k][v];
+  }
   return h;
+}
+
+std::array<Histogram, kMaxChannels> histograms(ConstImageView src) {
+  switch (src.channels) {
+    case 1: return histograms_c<1>(src);
+    case 2: return histograms_c<2>(src);
+    case 3: return histograms_c<3>(src);
+    default: return histograms_c<4>(src);
+  }
 }
 
 Lut identity_lut() {
