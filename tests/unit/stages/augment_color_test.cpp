@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -167,6 +168,26 @@ TEST(AugmentColor, OpsChangeThePixelsAndIdentitiesDoNot) {
     EXPECT_EQ(pixels[i], luma(original[i], original[i + 1], original[i + 2]));
     EXPECT_EQ(pixels[i + 1], pixels[i]);
     EXPECT_EQ(pixels[i + 2], pixels[i]);
+  }
+}
+
+// Contrast at factor 0 writes the rounded mean luma into every byte, so its output shows the sum
+// the vector loop takes over eight pixels a step: every width from 1 to 48 (whole steps and
+// every tail), 1 to 3 rows, noise, against the sum of luma() pixel by pixel.
+TEST(AugmentColor, ContrastMeanIsTheLumaSumAtEveryWidth) {
+  for (int width = 1; width <= 48; ++width) {
+    for (int height = 1; height <= 3; ++height) {
+      std::mt19937 rng(static_cast<std::uint32_t>(width * 7 + height));
+      std::vector<std::uint8_t> pixels(static_cast<std::size_t>(width) * height * 3);
+      for (auto& v : pixels) v = static_cast<std::uint8_t>(rng() >> 24);
+      std::uint64_t sum = 0;
+      for (std::size_t i = 0; i < pixels.size(); i += 3) sum += luma(pixels[i], pixels[i + 1], pixels[i + 2]);
+      const int mean = static_cast<int>(static_cast<double>(sum) / (width * height) + 0.5);
+      ImageView image{pixels.data(), width, height, 3, width * 3};
+      adjust_contrast(image, 0.0);
+      ASSERT_TRUE(std::all_of(pixels.begin(), pixels.end(), [mean](std::uint8_t v) { return v == mean; }))
+          << width << "x" << height << ": mean luma " << mean << ", got " << int{pixels[0]};
+    }
   }
 }
 
