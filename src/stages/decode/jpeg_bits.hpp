@@ -42,6 +42,13 @@ class JpegBits {
     if (nbits_ < 32) refill();
   }
   std::uint64_t buffer() const { return buf_; }
+  int available() const { return nbits_; }  // bits in the buffer, zero bits fed past the data included
+  // For a decoder that keeps the buffer in its own registers: hands it back (buffer(), shifted by
+  // what it consumed, and available() less that).
+  void set(std::uint64_t buf, int nbits) {
+    buf_ = buf;
+    nbits_ = nbits;
+  }
   void drop(int n) {
     buf_ <<= n;
     nbits_ -= n;

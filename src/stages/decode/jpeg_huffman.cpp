@@ -140,27 +140,54 @@ OwnEntropy& state_of(j_decompress_ptr cinfo) { return *reinterpret_cast<OwnEntro
 // A second scan (a damaged single-scan file): not vouched for.
 void start_pass(j_decompress_ptr cinfo) { give_up(cinfo); }
 
-// Symbol and length of a code longer than kLook bits; -1 for none.
-[[gnu::noinline]] int slow_symbol(const DecodeTable& t, const JpegBits& in, int& length) {
-  return long_code(t.maxcode, t.offset, t.values, kLook + 1, static_cast<std::uint32_t>(in.buffer() >> 48), length);
-}
+// The bit buffer of JpegBits in registers while a block is decoded: handed back to it for refills
+// and long codes only.
+struct Bits {
+  JpegBits& in;
+  std::uint64_t buf;
+  int n;
+  explicit Bits(JpegBits& bits) : in(bits), buf(bits.buffer()), n(bits.available()) {}
+  void ensure32() {
+    if (n < 32) [[unlikely]] {
+      in.set(buf, n);
+      in.refill();
+      buf = in.buffer();
+      n = in.available();
+    }
+  }
+  std::uint32_t peek() const { return static_cast<std::uint32_t>(buf >> (64 - kLook)); }
+  void drop(int k) {
+    buf <<= k;
+    n -= k;
+  }
+  int take(int s) {  // s in 1..16
+    const int v = static_cast<int>(buf >> (64 - s));
+    drop(s);
+    return v;
+  }
+  // Symbol and length of a code longer than kLook bits; -1 for none.
+  int slow_symbol(const DecodeTable& t, int& length) const {
+    return long_code(t.maxcode, t.offset, t.values, kLook + 1, static_cast<std::uint32_t>(buf >> 48), length);
+  }
+  void done() { in.set(buf, n); }
+};
 
 // One block into `block` (zeroed). False on a code no table has, a predictor past 16 bits or a
 // coefficient past the 64th.
-[[gnu::always_inline]] inline bool decode_block(JpegBits& in, const DecodeTable& dc, const DecodeTable& ac, int& pred,
+[[gnu::always_inline]] inline bool decode_block(Bits& in, const DecodeTable& dc, const DecodeTable& ac, int& pred,
                                                 JCOEF* block) {
   in.ensure32();
   int diff = 0;
-  if (const std::uint32_t e = dc.look[in.buffer() >> (64 - kLook)]; e != 0) {
+  if (const std::uint32_t e = dc.look[in.peek()]; e != 0) {
     in.drop(static_cast<int>(e & 31));
     const int s = static_cast<int>((e >> 12) & 15);
-    diff = s == 0 ? static_cast<std::int32_t>(e) >> 16 : extend(in.bits(s), s);
+    diff = s == 0 ? static_cast<std::int32_t>(e) >> 16 : extend(in.take(s), s);
   } else {
     int length = 0;
-    const int s = slow_symbol(dc, in, length);
+    const int s = in.slow_symbol(dc, length);
     if (s < 0 || s > 15) return false;
     in.drop(length);
-    if (s != 0) diff = extend(in.bits(s), s);
+    if (s != 0) diff = extend(in.take(s), s);
   }
   pred += diff;
   // libjpeg keeps the predictor in an int and stores it in a 16-bit coefficient; leave what would
@@ -169,7 +196,7 @@ void start_pass(j_decompress_ptr cinfo) { give_up(cinfo); }
   block[0] = static_cast<JCOEF>(pred);
   for (int k = 1; k < 64;) {
     in.ensure32();
-    const std::uint32_t e = ac.look[in.buffer() >> (64 - kLook)];
+    const std::uint32_t e = ac.look[in.peek()];
     if (e != 0) [[likely]] {
       in.drop(static_cast<int>(e & 31));
       if ((e & (kEob | kZrl)) != 0) {
@@ -180,12 +207,12 @@ void start_pass(j_decompress_ptr cinfo) { give_up(cinfo); }
       k += static_cast<int>((e >> 5) & 15);
       if (k > 63) return false;
       const int s = static_cast<int>((e >> 12) & 15);
-      block[kNatural[k]] = static_cast<JCOEF>(s == 0 ? static_cast<std::int32_t>(e) >> 16 : extend(in.bits(s), s));
+      block[kNatural[k]] = static_cast<JCOEF>(s == 0 ? static_cast<std::int32_t>(e) >> 16 : extend(in.take(s), s));
       ++k;
       continue;
     }
     int length = 0;
-    const int rs = slow_symbol(ac, in, length);
+    const int rs = in.slow_symbol(ac, length);
     if (rs < 0) return false;
     in.drop(length);
     const int run = rs >> 4, s = rs & 15;
@@ -196,7 +223,7 @@ void start_pass(j_decompress_ptr cinfo) { give_up(cinfo); }
     }
     k += run;
     if (k > 63) return false;
-    block[kNatural[k]] = static_cast<JCOEF>(extend(in.bits(s), s));
+    block[kNatural[k]] = static_cast<JCOEF>(extend(in.take(s), s));
     ++k;
   }
   return true;
@@ -236,14 +263,14 @@ boolean decode_mcu(j_decompress_ptr cinfo, JBLOCKROW* MCU_data) {
     if (e.restarts_to_go == 0) restart(cinfo, e);
     --e.restarts_to_go;
   }
-  JpegBits in = e.bits;  // a local copy stays in registers
+  Bits in(e.bits);
   for (int b = 0; b < e.blocks; ++b) {
     JCOEF* block = MCU_data != nullptr && e.needed[b] ? MCU_data[b][0] : e.scratch;
     if (!decode_block(in, *e.dc[b], *e.ac[b], e.pred[e.component[b]], block)) give_up(cinfo);
   }
+  in.done();
   // Bits past a marker or the data used: libjpeg would warn and make data up.
-  if (!in.sound() || in.ran_out()) give_up(cinfo);
-  e.bits = in;
+  if (!e.bits.sound() || e.bits.ran_out()) give_up(cinfo);
   if (--e.mcus_left == 0) finish_scan(cinfo, e);
   return TRUE;
 }
