@@ -44,6 +44,7 @@
 
 #include "stages/decode/jpeg_decoder.hpp"
 #include "stages/decode/jpeg_huffman.hpp"
+#include "stages/decode/jpeg_huffman.hpp"
 #include "stages/decode/jpeg_resume.hpp"
 
 namespace {
@@ -111,6 +112,7 @@ void run(benchmark::State& state, bool train, Mode mode, bool own_huffman = true
   Splice splice;
   std::size_t i = 0;
   std::int64_t splices = 0;
+  const OwnHuffmanCounts before = own_huffman_counts();
   for (auto _ : state) {
     const File& f = all[i++ % all.size()];
     const Rect crop = train ? f.train : f.eval;
@@ -142,6 +144,11 @@ void run(benchmark::State& state, bool train, Mode mode, bool own_huffman = true
   }
   state.SetItemsProcessed(state.iterations());
   state.counters["spliced"] = static_cast<double>(splices) / static_cast<double>(state.iterations());
+  // The share of decodes that began with sluice's entropy decoder, and of those that gave up.
+  const OwnHuffmanCounts after = own_huffman_counts();
+  const auto per_image = [&](std::uint64_t n) { return static_cast<double>(n) / static_cast<double>(state.iterations()); };
+  state.counters["own_huffman"] = per_image(after.installed - before.installed);
+  state.counters["gave_up"] = per_image(after.gave_up - before.gave_up);
   set_own_huffman(true);
 }
 

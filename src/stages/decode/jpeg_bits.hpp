@@ -118,7 +118,8 @@ class JpegBits {
   bool ran_out_ = false;
 };
 
-inline int extend(int v, int s) { return v < (1 << (s - 1)) ? v - (1 << s) + 1 : v; }
+// Branchless: below half the range (the top extra bit 0), the value is v - (2^s - 1).
+inline int extend(int v, int s) { return v + (((v - (1 << (s - 1))) >> 31) & (1 - (1 << s))); }
 
 // The symbol of a code of `first` to 16 bits from the next 16 bits (peek16), with its length; -1
 // when no code matches. maxcode and offset as decode_limits() makes them.
