@@ -18,7 +18,9 @@
 // sluice::Error is the expected outcome of bad bytes. A finding (the target aborts) is: a crash
 // or a sanitizer report, any other exception, an Error with kInternal, a kernel refusing the
 // setup the plan gave it (a "resample:", "normalize:" or "decode output" kInvalidArgument), a
-// resampler footprint outside the image, or a region decode that differs from the whole one.
+// resampler footprint outside the image, a region decode that differs from the whole one, or a
+// decode with sluice's entropy decoder (stages/decode/jpeg_huffman.hpp) that differs from the same
+// decode with libjpeg-turbo's (pixels, error or warnings).
 // max_image_pixels is 512x512, so absurd headers are rejected before anything is allocated.
 //
 // Input layout, for writing seeds by hand (fuzz/make_corpus.sh does it for the datasets):
@@ -54,6 +56,7 @@
 #include "stages/source/file_ops.hpp"
 #include "stages/image/geometry.hpp"
 #include "stages/decode/jpeg_decoder.hpp"
+#include "stages/decode/jpeg_huffman.hpp"
 #include "stages/image/normalize.hpp"
 #include "stages/image/resample.hpp"
 #include "stages/image/resample_kernels.hpp"
@@ -346,6 +349,53 @@ void run_program(std::span<const std::uint8_t> jpeg, const Params& p) {
   if ((p.b[4] & 64) != 0) run_in_bands(program, p, out);
 }
 
+// What one decode gave, for comparing the two entropy decoders.
+struct Outcome {
+  bool ok = false;
+  ErrorCode code = ErrorCode::kInternal;
+  std::string cause;
+  int warnings = 0;
+  std::vector<std::uint8_t> pixels;
+  bool operator==(const Outcome&) const = default;
+};
+
+Outcome decode_with(std::span<const std::uint8_t> jpeg, const DecodeOptions& options, const JpegRequest& request,
+                    bool own_huffman) {
+  set_own_huffman(own_huffman);
+  Outcome o;
+  JpegDecoder decoder(options);
+  try {
+    const JpegHeader header = decoder.read_header(jpeg);
+    const Rect r = decoder.decoded_region(header, request);
+    const int ch = decoder.channels();
+    o.pixels.resize(static_cast<std::size_t>(r.width) * r.height * ch);
+    decoder.decode(jpeg, header, request,
+                   ImageView{o.pixels.data(), r.width, r.height, ch, static_cast<std::ptrdiff_t>(r.width) * ch});
+    o.ok = true;
+  } catch (const Error& e) {
+    check_error(e, "decode (entropy decoders compared)");
+    o.code = e.code();
+    o.cause = e.cause();
+    o.pixels.clear();
+  }
+  o.warnings = decoder.warnings().count;
+  set_own_huffman(true);
+  return o;
+}
+
+// sluice's entropy decoder and libjpeg-turbo's give the same outcome for this request.
+void compare_entropy_decoders(std::span<const std::uint8_t> jpeg, const DecodeOptions& options,
+                              const JpegRequest& request) {
+  const Outcome own = decode_with(jpeg, options, request, true);
+  const Outcome stock = decode_with(jpeg, options, request, false);
+  if (!(own == stock)) {
+    finding("own Huffman decoder", "differs from libjpeg's: ok " + std::to_string(own.ok) + "/" +
+                                       std::to_string(stock.ok) + ", warnings " + std::to_string(own.warnings) +
+                                       "/" + std::to_string(stock.warnings) + ", cause '" + own.cause + "' / '" +
+                                       stock.cause + "'");
+  }
+}
+
 // Path 2: the kernels by hand, on guarded buffers.
 bool run_kernels(std::span<const std::uint8_t> jpeg, const Params& p) {
   static GuardedArena whole_arena;
@@ -402,6 +452,8 @@ bool run_kernels(std::span<const std::uint8_t> jpeg, const Params& p) {
   } catch (const Error& e) {
     check_error(e, "decode region");
   }
+  compare_entropy_decoders(jpeg, options, whole_request);
+  compare_entropy_decoders(jpeg, options, region_request);
 
   if (whole) {
     try {

@@ -17,6 +17,10 @@
 //   tj_eval_scaled:  the same at the smallest M/8 DCT scale (M = 1..8) that keeps the shorter side
 //                    >= 256, eval's resize (sluice today scales only by 1/2, 1/4, 1/8): what a
 //                    finer DCT scale would save of IDCT, upsampling and colour conversion
+// and the entropy decoder in libjpeg-turbo's place (stages/decode/jpeg_huffman.hpp) against
+// libjpeg-turbo's own (set_own_huffman, as SLUICE_JPEG_HUFFMAN=libjpeg sets it):
+//   full_own_huffman, full_libjpeg_huffman:  JpegDecoder::decode of the whole file, fast IDCT
+//   eval_splice_libjpeg_huffman, train_splice_libjpeg_huffman: splice with libjpeg's decoder
 //   needed_entropy:  jpeg_read_coefficients of the crop's MCU rows only (the file spliced at the
 //                    crop's first row, its frame height cut after the crop's last): the Huffman
 //                    decoding no loader can skip, since a baseline scan has no column access
@@ -39,6 +43,8 @@
 #include <turbojpeg.h>
 
 #include "stages/decode/jpeg_decoder.hpp"
+#include "stages/decode/jpeg_huffman.hpp"
+#include "stages/decode/jpeg_huffman.hpp"
 #include "stages/decode/jpeg_resume.hpp"
 
 namespace {
@@ -93,7 +99,8 @@ const std::vector<File>& files() {
 
 enum class Mode { kSkip, kSplice, kFirstRead };
 
-void run(benchmark::State& state, bool train, Mode mode) {
+void run(benchmark::State& state, bool train, Mode mode, bool own_huffman = true) {
+  set_own_huffman(own_huffman);
   const auto& all = files();
   if (all.empty()) return state.SkipWithError("no baseline JPEGs (SLUICE_BENCH_DATA)");
   DecodeOptions options;
@@ -105,6 +112,7 @@ void run(benchmark::State& state, bool train, Mode mode) {
   Splice splice;
   std::size_t i = 0;
   std::int64_t splices = 0;
+  const OwnHuffmanCounts before = own_huffman_counts();
   for (auto _ : state) {
     const File& f = all[i++ % all.size()];
     const Rect crop = train ? f.train : f.eval;
@@ -136,6 +144,33 @@ void run(benchmark::State& state, bool train, Mode mode) {
   }
   state.SetItemsProcessed(state.iterations());
   state.counters["spliced"] = static_cast<double>(splices) / static_cast<double>(state.iterations());
+  // The share of decodes that began with sluice's entropy decoder, and of those that gave up.
+  const OwnHuffmanCounts after = own_huffman_counts();
+  const auto per_image = [&](std::uint64_t n) { return static_cast<double>(n) / static_cast<double>(state.iterations()); };
+  state.counters["own_huffman"] = per_image(after.installed - before.installed);
+  state.counters["gave_up"] = per_image(after.gave_up - before.gave_up);
+  set_own_huffman(true);
+}
+
+// JpegDecoder::decode of the whole file with fast IDCT, with either entropy decoder.
+void full(benchmark::State& state, bool own_huffman) {
+  const auto& all = files();
+  if (all.empty()) return state.SkipWithError("no baseline JPEGs (SLUICE_BENCH_DATA)");
+  set_own_huffman(own_huffman);
+  DecodeOptions options;
+  options.fast_dct = true;
+  JpegDecoder decoder(options);
+  std::vector<std::uint8_t> pixels;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const File& f = all[i++ % all.size()];
+    const JpegHeader h = decoder.read_header(f.bytes);
+    pixels.resize(static_cast<std::size_t>(h.width) * h.height * 3);
+    decoder.decode(f.bytes, h, {}, ImageView{pixels.data(), h.width, h.height, 3, static_cast<std::ptrdiff_t>(h.width) * 3});
+    benchmark::DoNotOptimize(pixels.data());
+  }
+  set_own_huffman(true);
+  state.SetItemsProcessed(state.iterations());
 }
 
 void rows(benchmark::State& state, int mode) {
@@ -244,6 +279,10 @@ void BM_eval_first_read(benchmark::State& s) { run(s, false, Mode::kFirstRead); 
 void BM_train_skip(benchmark::State& s) { run(s, true, Mode::kSkip); }
 void BM_train_splice(benchmark::State& s) { run(s, true, Mode::kSplice); }
 void BM_train_first_read(benchmark::State& s) { run(s, true, Mode::kFirstRead); }
+void BM_eval_splice_libjpeg_huffman(benchmark::State& s) { run(s, false, Mode::kSplice, false); }
+void BM_train_splice_libjpeg_huffman(benchmark::State& s) { run(s, true, Mode::kSplice, false); }
+void BM_full_own_huffman(benchmark::State& s) { full(s, true); }
+void BM_full_libjpeg_huffman(benchmark::State& s) { full(s, false); }
 void BM_rows_scan(benchmark::State& s) { rows(s, 0); }
 void BM_rows_libjpeg_skip(benchmark::State& s) { rows(s, 1); }
 void BM_rows_libjpeg_start(benchmark::State& s) { rows(s, 2); }
@@ -252,6 +291,10 @@ void BM_tj_eval_scaled(benchmark::State& s) { tj_decode(s, true); }
 void BM_eval_needed_entropy(benchmark::State& s) { needed_entropy(s, false); }
 void BM_train_needed_entropy(benchmark::State& s) { needed_entropy(s, true); }
 BENCHMARK(BM_tj_full)->Iterations(passes());
+BENCHMARK(BM_full_own_huffman)->Iterations(passes());
+BENCHMARK(BM_full_libjpeg_huffman)->Iterations(passes());
+BENCHMARK(BM_eval_splice_libjpeg_huffman)->Iterations(passes());
+BENCHMARK(BM_train_splice_libjpeg_huffman)->Iterations(passes());
 BENCHMARK(BM_tj_eval_scaled)->Iterations(passes());
 BENCHMARK(BM_eval_needed_entropy)->Iterations(passes());
 BENCHMARK(BM_train_needed_entropy)->Iterations(passes());

@@ -342,15 +342,33 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
     job.planes = s.planes.data();
     job.planes_capacity = planes_bytes(header.width, header.height) - ycc_scratch_bytes(header.width);
   }
-  RowStatus status = start_rows_guarded(s.cinfo, s.err, job);
-  if (status == RowStatus::kOk && job.plane_count == 0) status = read_rows_guarded(s.cinfo, s.err, job, out);
-  if (status == RowStatus::kOk) status = end_rows_guarded(s.cinfo, s.err, job);
+  // sluice's entropy decoder where it applies (jpeg_huffman.hpp); where it gives up, the image is
+  // decoded again from its header with libjpeg's, so the pixels, errors and warnings are libjpeg's.
+  job.own_huffman = true;
+  RowStatus status = run_rows(job, out);
+  if (status == RowStatus::kLibjpegFailed && s.err.own_huffman_gave_up) {
+    job.own_huffman = false;
+    job.header_read = false;
+    job.plane_count = 0;
+    job.rows_read = 0;
+    job.produced = Rect{};
+    s.err.arm(on_warning());
+    status = run_rows(job, out);
+  }
   check_rows(status, job, header, request);
   if (job.plane_count == 3 && options_.color != Color::kGrey) {
     ycc_to_rgb(job.plane[0], job.plane[1], job.plane[2], job.chroma, out, job.planes + job.planes_capacity);
   } else if (job.plane_count > 0) {
     luma_to_output(job.plane[0], out);
   }
+}
+
+RowStatus JpegDecoder::run_rows(RowJob& job, ImageView out) {
+  State& s = *state_;
+  RowStatus status = start_rows_guarded(s.cinfo, s.err, job);
+  if (status == RowStatus::kOk && job.plane_count == 0) status = read_rows_guarded(s.cinfo, s.err, job, out);
+  if (status == RowStatus::kOk) status = end_rows_guarded(s.cinfo, s.err, job);
+  return status;
 }
 
 void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request,

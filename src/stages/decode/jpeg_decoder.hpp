@@ -142,6 +142,8 @@ class JpegDecoder {
   OnWarning on_warning() const;
   RowJob prepare(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request,
                  const Rect& region);
+  // Starts, reads and ends the decode of `job` into out (the guarded calls of jpeg_rows.hpp).
+  RowStatus run_rows(RowJob& job, ImageView out);
   void check_rows(RowStatus status, const RowJob& job, const JpegHeader& header, const JpegRequest& request) const;
   void abandon_rows();
   bool decode_spliced(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request,

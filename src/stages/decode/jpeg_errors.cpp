@@ -89,7 +89,7 @@ void JpegErrorManager::arm(OnWarning policy) {
   failed_on_warning = false;
   failed_code = first_warning_code = warnings = 0;
   message[0] = warning[0] = '\0';
-  data_ended = bits_made_up = false;
+  data_ended = bits_made_up = own_huffman_gave_up = false;
   data_end_imcu_row = 0;
 }
 

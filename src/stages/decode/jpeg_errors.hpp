@@ -49,6 +49,9 @@ struct JpegErrorManager {
   bool data_ended = false;          // "Premature end of JPEG file"
   bool bits_made_up = false;        // then a Huffman decoder ran out of bits and used zeros
   unsigned data_end_imcu_row = 0;   // the iMCU row being read when the data ended
+  // sluice's entropy decoder (jpeg_huffman.hpp) met something it does not vouch for and jumped
+  // out: the decode is to be run again from the start with libjpeg's own decoder.
+  bool own_huffman_gave_up = false;
 
   // Makes this the manager of `cinfo` (before jpeg_create_decompress).
   void install(jpeg_decompress_struct& cinfo);

@@ -8,6 +8,8 @@
 
 #include <jerror.h>
 
+#include "stages/decode/jpeg_huffman.hpp"
+
 namespace sluice::stages {
 
 namespace {
@@ -72,7 +74,7 @@ bool planes_apply(const jpeg_decompress_struct& cinfo, RowJob& job) {
 
 // Reads every component's samples into job.planes with jpeg_read_raw_data (state: header read,
 // parameters set). Returns false, having touched nothing, when they do not fit.
-bool read_planes(jpeg_decompress_struct& cinfo, RowJob& job) {
+bool read_planes(jpeg_decompress_struct& cinfo, JpegErrorManager& err, RowJob& job) {
   const int count = cinfo.num_components;
   std::size_t stride[3];
   std::size_t offset[4] = {0, 0, 0, 0};  // where each plane starts; offset[count] is the total
@@ -84,6 +86,7 @@ bool read_planes(jpeg_decompress_struct& cinfo, RowJob& job) {
   if (offset[count] > job.planes_capacity) return false;
   cinfo.raw_data_out = TRUE;
   jpeg_start_decompress(&cinfo);
+  if (job.own_huffman) install_own_huffman(cinfo, err, job.jpeg);
   std::uint8_t* base[3];
   for (int c = 0; c < count; ++c) {
     const jpeg_component_info& comp = cinfo.comp_info[c];
@@ -253,12 +256,13 @@ RowStatus start_rows_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& er
   cinfo.cquantize = nullptr;
   job.rows_read = 0;
   if (job.whole && job.denom == 1 && job.planes != nullptr && !job.fast_upsample && planes_apply(cinfo, job) &&
-      read_planes(cinfo, job)) {
+      read_planes(cinfo, err, job)) {
     job.produced = job.region;
     job.rows_read = job.region.height;
     return RowStatus::kOk;
   }
   jpeg_start_decompress(&cinfo);
+  if (job.own_huffman) install_own_huffman(cinfo, err, job.jpeg);
 
   if (job.crop) {
     auto x = static_cast<JDIMENSION>(job.crop_x);

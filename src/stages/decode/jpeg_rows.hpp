@@ -52,6 +52,9 @@ struct RowJob {
   ChromaLayout chroma = ChromaLayout::k444;
   Truncation truncation = Truncation::kNone;  // out: what the data lacked, when it ended early
   int missing_table = -1;  // out: the quantisation table the image used without defining it
+  // Put sluice's entropy decoder in libjpeg's place where it applies (jpeg_huffman.hpp); when it
+  // gives up, err.own_huffman_gave_up is set and the caller runs the job again without it.
+  bool own_huffman = false;
 };
 
 enum class RowStatus : std::uint8_t {

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "stages/decode/jpeg_bits.hpp"
 #include "stages/decode/jpeg_resume.hpp"
 
 namespace sluice::stages {
@@ -88,105 +89,14 @@ struct ScanTable {
 
   // The symbol of a code longer than kLook bits, from the next 16 bits; -1 when no code matches.
   [[gnu::noinline]] int slow(std::uint32_t peek16, int& length) const {
-    for (int len = kLook + 1; len <= 16; ++len) {
-      const auto c = static_cast<std::int32_t>(peek16 >> (16 - len));
-      if (c <= maxcode[len]) {
-        length = len;
-        return values[c + offset[len]];
-      }
-    }
-    return -1;
+    return long_code(maxcode, offset, values, kLook + 1, peek16, length);
   }
 };
-
-class ScanBits {
- public:
-  ScanBits(std::span<const std::uint8_t> data, std::size_t at) : data_(data.data()), size_(data.size()), pos_(at) {}
-
-  // At least 57 bits in the buffer afterwards.
-  void refill() {
-    if (pos_ + 8 <= size_ && !stopped_) {
-      std::uint64_t w;
-      std::memcpy(&w, data_ + pos_, 8);
-      w = __builtin_bswap64(w);
-      const std::uint64_t x = ~w;  // a 0xFF byte of w is a zero byte of x
-      if (((x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull) == 0) {
-        const int take = (63 - nbits_) >> 3;
-        nbits_ += take * 8;
-        buf_ = (buf_ | (w >> (nbits_ - take * 8))) & (~0ull << (64 - nbits_));
-        pos_ += static_cast<std::size_t>(take);
-        return;
-      }
-    }
-    refill_bytes();
-  }
-  void ensure32() {
-    if (nbits_ < 32) refill();
-  }
-  std::uint64_t buffer() const { return buf_; }
-  void drop(int n) {
-    buf_ <<= n;
-    nbits_ -= n;
-  }
-  int bits(int n) {  // n in 1..16
-    const int v = static_cast<int>(buf_ >> (64 - n));
-    drop(n);
-    return v;
-  }
-  // True while every bit consumed was in the data.
-  bool sound() const { return nbits_ >= padding_; }
-  // The next unread bit: its byte's offset in the file and how many bits of that byte come
-  // before it. Only where sound(): the unread data bits are the last ones loaded, so the byte is
-  // found walking back over whole loaded bytes (a 0x00 after 0xFF was stuffing, part of it).
-  ResumePoint position() const {
-    const int unread = nbits_ - padding_;
-    const int q = (unread + 7) / 8;
-    std::size_t p = pos_;
-    for (int i = 0; i < q; ++i) p -= p >= 2 && data_[p - 1] == 0x00 && data_[p - 2] == 0xFF ? 2 : 1;
-    ResumePoint r;
-    r.byte = static_cast<std::uint32_t>(p);
-    r.bit = static_cast<std::uint8_t>(q * 8 - unread);
-    return r;
-  }
-
- private:
-  [[gnu::noinline]] void refill_bytes() {
-    while (nbits_ <= 56) {
-      std::uint8_t b = 0;
-      if (pos_ < size_ && !stopped_) {
-        b = data_[pos_];
-        if (b != 0xFF) {
-          ++pos_;
-        } else if (pos_ + 1 < size_ && data_[pos_ + 1] == 0x00) {
-          pos_ += 2;
-        } else {
-          stopped_ = true;  // a marker: the entropy data ends here
-          b = 0;
-          padding_ += 8;
-        }
-      } else {
-        padding_ += 8;
-      }
-      buf_ |= static_cast<std::uint64_t>(b) << (56 - nbits_);
-      nbits_ += 8;
-    }
-  }
-
-  const std::uint8_t* data_;
-  std::size_t size_;
-  std::size_t pos_;
-  std::uint64_t buf_ = 0;
-  int nbits_ = 0;
-  int padding_ = 0;
-  bool stopped_ = false;
-};
-
-int extend(int v, int s) { return v < (1 << (s - 1)) ? v - (1 << s) + 1 : v; }
 
 // One block: its DC difference into diff, its AC codes skipped. False on a code no table has or a
 // DC category over 11.
 template <bool kPairs>
-[[gnu::always_inline]] inline bool skip_block(ScanBits& in, const ScanTable& dc, const ScanTable& ac,
+[[gnu::always_inline]] inline bool skip_block(JpegBits& in, const ScanTable& dc, const ScanTable& ac,
                                               const std::uint16_t* pairs, int& diff) {
   in.ensure32();
   int s, length;
@@ -256,7 +166,7 @@ struct ScanTables {
 // Rows [first, rows) from the reader's place, each row's point appended; false where the data
 // stops (a code no table has, a predictor out of range, bits past the data).
 template <bool kPairs>
-bool scan_rows(ScanBits& in, const ScanLayout& layout, const ScanTables& t, const std::uint16_t* const* pairs,
+bool scan_rows(JpegBits& in, const ScanLayout& layout, const ScanTables& t, const std::uint16_t* const* pairs,
                int first, int rows, int* pred, std::vector<ResumePoint>& points) {
   for (int row = first; row < rows; ++row) {
     for (int m = 0; m < layout.mcus_per_row; ++m) {
@@ -293,7 +203,7 @@ int scan_resume_points(std::span<const std::uint8_t> jpeg, const ScanLayout& lay
   if (!points.empty() && (points.back().bit > 7 || points.back().byte >= jpeg.size())) {
     return static_cast<int>(points.size());
   }
-  ScanBits in(jpeg, points.empty() ? layout.scan_offset : points.back().byte);
+  JpegBits in(jpeg, points.empty() ? layout.scan_offset : points.back().byte);
   in.refill();
   if (points.empty()) {
     points.push_back(in.position());

@@ -1,0 +1,138 @@
+// The bit reader of a baseline JPEG's entropy-coded data and the pieces of Huffman decoding that
+// both of sluice's Huffman decoders use: the resume-point scanner (jpeg_scan.cpp) and the
+// entropy decoder that replaces libjpeg-turbo's (jpeg_huffman.cpp).
+// - JpegBits: a 64-bit bit buffer refilled eight bytes at a time when none of them is 0xFF (one
+//   load, one byte swap), byte by byte with the 0xFF00 unstuffing otherwise; a marker or the end
+//   of the data feeds zero bits and counts them (sound() says whether any was consumed).
+// - long_code(): the canonical (maxcode) search of JPEG Annex F for codes longer than a lookup.
+// - extend(): a value's extra bits to its signed value (JPEG F.2.2.1).
+// Internal to src/stages.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include "stages/decode/jpeg_resume.hpp"
+
+namespace sluice::stages {
+
+class JpegBits {
+ public:
+  JpegBits(std::span<const std::uint8_t> data, std::size_t at) : data_(data.data()), size_(data.size()), pos_(at) {}
+
+  // At least 57 bits in the buffer afterwards.
+  void refill() {
+    if (pos_ + 8 <= size_ && !stopped_) {
+      std::uint64_t w;
+      std::memcpy(&w, data_ + pos_, 8);
+      w = __builtin_bswap64(w);
+      const std::uint64_t x = ~w;  // a 0xFF byte of w is a zero byte of x
+      if (((x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull) == 0) {
+        const int take = (63 - nbits_) >> 3;
+        nbits_ += take * 8;
+        buf_ = (buf_ | (w >> (nbits_ - take * 8))) & (~0ull << (64 - nbits_));
+        pos_ += static_cast<std::size_t>(take);
+        return;
+      }
+    }
+    refill_bytes();
+  }
+  void ensure32() {
+    if (nbits_ < 32) refill();
+  }
+  std::uint64_t buffer() const { return buf_; }
+  int available() const { return nbits_; }  // bits in the buffer, zero bits fed past the data included
+  // For a decoder that keeps the buffer in its own registers: hands it back (buffer(), shifted by
+  // what it consumed, and available() less that).
+  void set(std::uint64_t buf, int nbits) {
+    buf_ = buf;
+    nbits_ = nbits;
+  }
+  void drop(int n) {
+    buf_ <<= n;
+    nbits_ -= n;
+  }
+  int bits(int n) {  // n in 1..16
+    const int v = static_cast<int>(buf_ >> (64 - n));
+    drop(n);
+    return v;
+  }
+  // True while every bit consumed was in the data.
+  bool sound() const { return nbits_ >= padding_; }
+  // The next unread bit: its byte's offset in the file and how many bits of that byte come
+  // before it. Only where sound(): the unread data bits are the last ones loaded, so the byte is
+  // found walking back over whole loaded bytes (a 0x00 after 0xFF was stuffing, part of it).
+  ResumePoint position() const {
+    const int unread = nbits_ - padding_;
+    const int q = (unread + 7) / 8;
+    std::size_t p = pos_;
+    for (int i = 0; i < q; ++i) p -= p >= 2 && data_[p - 1] == 0x00 && data_[p - 2] == 0xFF ? 2 : 1;
+    ResumePoint r;
+    r.byte = static_cast<std::uint32_t>(p);
+    r.bit = static_cast<std::uint8_t>(q * 8 - unread);
+    return r;
+  }
+
+  // True once a refill reached the end of the data with no marker before it.
+  bool ran_out() const { return ran_out_; }
+  // Where sound(): the first byte after the one holding the next unread bit, or that byte itself
+  // when the bit starts it (the unread bits of a partly read byte are the scan's padding).
+  std::size_t next_whole_byte() const {
+    const ResumePoint r = position();
+    if (r.bit == 0) return r.byte;
+    return r.byte + (data_[r.byte] == 0xFF ? 2 : 1);
+  }
+
+ private:
+  [[gnu::noinline]] void refill_bytes() {
+    while (nbits_ <= 56) {
+      std::uint8_t b = 0;
+      if (pos_ < size_ && !stopped_) {
+        b = data_[pos_];
+        if (b != 0xFF) {
+          ++pos_;
+        } else if (pos_ + 1 < size_ && data_[pos_ + 1] == 0x00) {
+          pos_ += 2;
+        } else {
+          stopped_ = true;  // a marker: the entropy data ends here
+          b = 0;
+          padding_ += 8;
+        }
+      } else {
+        padding_ += 8;
+        ran_out_ |= !stopped_;
+      }
+      buf_ |= static_cast<std::uint64_t>(b) << (56 - nbits_);
+      nbits_ += 8;
+    }
+  }
+
+  const std::uint8_t* data_;
+  std::size_t size_;
+  std::size_t pos_;
+  std::uint64_t buf_ = 0;
+  int nbits_ = 0;
+  int padding_ = 0;
+  bool stopped_ = false;
+  bool ran_out_ = false;
+};
+
+// Branchless: below half the range (the top extra bit 0), the value is v - (2^s - 1).
+inline int extend(int v, int s) { return v + (((v - (1 << (s - 1))) >> 31) & (1 - (1 << s))); }
+
+// The symbol of a code of `first` to 16 bits from the next 16 bits (peek16), with its length; -1
+// when no code matches. maxcode and offset as decode_limits() makes them.
+inline int long_code(const std::int32_t (&maxcode)[18], const std::int32_t (&offset)[18], const std::uint8_t* values,
+                     int first, std::uint32_t peek16, int& length) {
+  for (int len = first; len <= 16; ++len) {
+    const auto c = static_cast<std::int32_t>(peek16 >> (16 - len));
+    if (c <= maxcode[len]) {
+      length = len;
+      return values[c + offset[len]];
+    }
+  }
+  return -1;
+}
+
+}  // namespace sluice::stages
