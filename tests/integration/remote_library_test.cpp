@@ -282,6 +282,22 @@ TEST_F(RemoteStreaming, StreamedShardsGiveTheLocalBatches_1And2Threads_AndResume
   EXPECT_EQ(got, expected);
 }
 
+// Each shard's first GET cut half-way and its resumed GET finding a new ETag: every shard starts
+// over while the epoch reads it, and the epoch still gives the local batches. (A read racing the
+// restart is shown alone by RemoteShards.AnEtagChangeMidStreamKeepsTheBytesAReadSawArrived.)
+TEST_F(RemoteStreaming, ShardsWhoseEtagChangesMidStreamStartOverToTheLocalBatches) {
+  const RemoteServer server(dir_ / "root");
+  const std::string origin = "http://127.0.0.1:" + std::to_string(server.port());
+  server.faults(R"({"reset_every": 2, "etag_change": true, "only_end": ".tar"})");
+  Loader loader = build_shards(http_pattern(server), remote());
+  EXPECT_EQ(batch_hashes(loader, 1), local_hashes(1));
+  const Stats stats = loader.stats();
+  const SourceStats* s = source_named(stats, origin);
+  ASSERT_NE(s, nullptr);
+  EXPECT_GE(retries_of(*s, "etag_changed"), 8);
+  EXPECT_EQ(s->failures, 0);
+}
+
 TEST_F(RemoteStreaming, IndexFilesAreKeptInTheCacheAndAReplacedShardsIndexIsFetchedAgain) {
   const RemoteServer server(dir_ / "root");
   {
