@@ -217,12 +217,12 @@ std::vector<OutputDescription> LoaderImpl::outputs() const {
 void LoaderImpl::start_epoch(std::int64_t epoch) {
   if (epoch < 0) throw Error(ErrorCode::kInvalidArgument, "epoch must be >= 0, got " + std::to_string(epoch));
   abandon_epoch();
-  // A restored state's epoch holds only what its earlier runs did not deliver: nothing before
-  // it is read or decoded. Batch indices (and ring positions) continue after the earlier runs'
-  // steps; position p of the ring is p - first_step * batch of the slice.
   // A stream fetch_ahead() started for another epoch than this one brings shards it may not read.
   if (early_epoch_ >= 0 && early_epoch_ != epoch && plan_.dataset.fetcher) plan_.dataset.fetcher->stop();
   early_epoch_ = -1;
+  // A restored state's epoch holds only what its earlier runs did not deliver: nothing before
+  // it is read or decoded. Batch indices (and ring positions) continue after the earlier runs'
+  // steps; position p of the ring is p - first_step * batch of the slice.
   slice_ = order_.compute(epoch, state_.begin_epoch(epoch), epoch_items_);
   // Remote shards fetched on demand: those of this rank's part of the epoch, before its reads.
   // cancel() and the wait check (Ctrl-C in Python and the CLI) end the wait on the network.
