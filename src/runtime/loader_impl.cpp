@@ -93,6 +93,7 @@ LoaderImpl::LoaderImpl(stages::ResolvedPipeline plan)
   executor_ = std::make_unique<runtime::Executor>(threads_, &LoaderImpl::run_sample_entry, this,
                                                   runtime::WorkerPlacement{.numa_node = numa_node});
   submitter_->attach(*executor_);
+  fetch_ahead(0, {});
 }
 
 LoaderImpl::~LoaderImpl() {
@@ -216,6 +217,9 @@ std::vector<OutputDescription> LoaderImpl::outputs() const {
 void LoaderImpl::start_epoch(std::int64_t epoch) {
   if (epoch < 0) throw Error(ErrorCode::kInvalidArgument, "epoch must be >= 0, got " + std::to_string(epoch));
   abandon_epoch();
+  // A stream fetch_ahead() started for another epoch than this one brings shards it may not read.
+  if (early_epoch_ >= 0 && early_epoch_ != epoch && plan_.dataset.fetcher) plan_.dataset.fetcher->stop();
+  early_epoch_ = -1;
   // A restored state's epoch holds only what its earlier runs did not deliver: nothing before
   // it is read or decoded. Batch indices (and ring positions) continue after the earlier runs'
   // steps; position p of the ring is p - first_step * batch of the slice.
@@ -240,6 +244,19 @@ void LoaderImpl::start_epoch(std::int64_t epoch) {
   submitter_->reset(first * b);
   tuning_->start_period(std::chrono::steady_clock::now(), task_->busy_seconds());
   issue_batches();
+}
+
+// Remote shards fetched on demand: the first ones the epoch reads (this rank's, from where it
+// resumes) start streaming now, at build()'s end or a restore(), so their first bytes' latency
+// overlaps what comes before the epoch starts (docs/remote.md). start_epoch()'s fetch adopts the
+// stream when it brings that epoch's shards; the transport keeps its read-ahead depth, so only
+// the first transfers are issued at once, and a loader destroyed before its epoch stops them.
+void LoaderImpl::fetch_ahead(std::int64_t epoch, std::span<const stages::EpochSegment> done) {
+  if (!plan_.dataset.fetcher) return;
+  if (early_epoch_ >= 0) plan_.dataset.fetcher->stop();  // restore(): another part of the order
+  const stages::EpochSlice slice = order_.compute(epoch, done, epoch_items_);
+  plan_.dataset.fetcher->fetch(std::span<const std::int64_t>(epoch_items_.data(), static_cast<std::size_t>(slice.positions)), {});
+  early_epoch_ = epoch;
 }
 
 void LoaderImpl::issue_batches() {
@@ -473,6 +490,9 @@ void LoaderImpl::restore(std::span<const std::uint8_t> bytes) {
   const runtime::ResumePoint point = state_.parse(bytes);  // throws before anything changes
   abandon_epoch();
   state_.set_resume(point);
+  // No epoch started yet: build()'s stream was epoch 0's from its start; the resumed part's
+  // shards go first instead.
+  if (early_epoch_ >= 0) fetch_ahead(point.epoch, point.done);
 }
 
 }  // namespace sluice

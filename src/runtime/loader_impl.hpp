@@ -86,6 +86,7 @@ class LoaderImpl {
   // mixup() / cutmix() on a complete batch, on the worker that finished it.
   void mix_batch(runtime::BatchSlot& slot) const;
   int mix_classes() const;  // the soft labels' width; 0 without mixing
+  void fetch_ahead(std::int64_t epoch, std::span<const stages::EpochSegment> done);
   void issue_batches();
   int wait_for_ready();
   void abandon_epoch();
@@ -108,6 +109,7 @@ class LoaderImpl {
   Reservation resume_reservation_;          // the sample program's JPEG resume points, at most
   std::vector<std::int64_t> epoch_items_;   // (slice_.positions) item index per position of the slice
   stages::EpochSlice slice_;                // this rank's part of the epoch in progress
+  std::int64_t early_epoch_ = -1;           // the epoch fetch_ahead() streams for, until an epoch starts
   double consumer_wait_seconds_ = 0;
   std::int64_t batches_done_ = 0;
   std::atomic<bool> cancel_requested_{false};  // set by cancel() on any thread, taken by next()

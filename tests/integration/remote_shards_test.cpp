@@ -9,7 +9,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "shard_support.hpp"
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
+#include "stages/remote/http_transport.hpp"
 #include "stages/remote/remote_stats.hpp"
 #include "stages/source/source.hpp"
 #include "batch_hashes.hpp"
@@ -154,6 +158,53 @@ TEST_F(RemoteShards, NotFoundFailsAtOnceNamingTheUrl) {
     EXPECT_NE(std::string(e.what()).find("/shards/train-000008.tar: HTTP 404"), std::string::npos) << e.what();
   }
   EXPECT_EQ(server.stat("object_gets"), 18);  // 9 index files looked for (404), 9 shards; no retry of the 404
+}
+
+// An object whose ETag changes while it streams starts over from its first byte. The bytes a
+// streamed read saw as arrived stay readable while it does (the file is overwritten, not cut:
+// a read between the two used to find it empty and fail as a short one), and the copy ends as
+// the object.
+TEST_F(RemoteShards, AnEtagChangeMidStreamKeepsTheBytesAReadSawArrived) {
+  namespace remote = stages::remote;
+  const fs::path root = dir_ / "blob";
+  fs::create_directories(root);
+  std::string body(std::size_t{2} << 20, '\0');
+  for (std::size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * 7 + i / 4093);
+  std::ofstream(root / "object.bin", std::ios::binary) << body;
+  const RemoteServer server(root);
+  // The first GET is cut half-way (an eighth of a second in at 8 MiB/s), the resumed one finds
+  // a new ETag: the transfer starts over after a backoff of 0.25 to 0.5 s.
+  server.faults(R"({"reset_every": 2, "etag_change": true, "bandwidth": 8388608})");
+  std::atomic<std::uint64_t> arrived{0};
+  std::vector<remote::Download> downloads(1);
+  downloads[0].name = downloads[0].http_url = server.url("/object.bin");
+  downloads[0].path = (dir_ / "object.copy").string();
+  downloads[0].arrived = &arrived;
+  remote::TransferLimits limits;
+  limits.backoff_s = 0.5;
+  limits.timeout_s = 5;
+  const std::uint64_t before = retries(RetryCause::kEtagChanged);
+  std::vector<remote::Downloaded> got;
+  std::thread fetch([&] { got = remote::download_all(downloads, {}, limits); });
+  std::uint64_t seen = 0;  // the most bytes said to have arrived before the restart
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((seen == 0 || arrived.load() != 0) && std::chrono::steady_clock::now() < deadline) {
+    seen = std::max(seen, arrived.load());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // inside the retry's backoff
+  ASSERT_GT(seen, 0u);
+  std::string now(seen, '\0');
+  std::ifstream in(downloads[0].path, std::ios::binary);
+  in.read(now.data(), static_cast<std::streamsize>(seen));
+  EXPECT_EQ(static_cast<std::uint64_t>(in.gcount()), seen) << "the bytes seen arrived were cut away";
+  EXPECT_TRUE(now.compare(0, static_cast<std::size_t>(in.gcount()), body, 0, static_cast<std::size_t>(in.gcount())) == 0);
+  fetch.join();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0].ok) << got[0].error;
+  EXPECT_GE(retries(RetryCause::kEtagChanged) - before, 1u);
+  std::ifstream copy(downloads[0].path, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(copy), {}), body);
 }
 
 struct Fault {

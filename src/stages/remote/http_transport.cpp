@@ -76,12 +76,15 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   return size * count;
 }
 
+// The body starts over (its ETag changed, or a Range request got the whole object): new reads
+// wait for the new bytes, and the file is overwritten from its start rather than truncated, so a
+// streamed read that saw its bytes as arrived a moment before still finds them (truncating here
+// failed such a read as a short one). The file is cut to the new body's length when it is done.
 void restart_from_zero(Transfer& t) {
   t.have = 0;
   if (t.download != nullptr && t.download->arrived != nullptr) t.download->arrived->store(0, std::memory_order_release);
   t.first_etag.clear();
   if (t.text != nullptr) t.text->clear();
-  if (t.fd >= 0 && ::ftruncate(t.fd, 0) != 0) t.write_failed = true;
 }
 
 std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user) {
@@ -296,6 +299,15 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
   if (v.outcome == Outcome::kDone) {
     r.ok = true;
     r.not_modified = status_of(t.easy) == 304;
+    // A body that started over may be shorter than what the file held before (restart_from_zero).
+    if (!r.not_modified && t.fd >= 0 && ::ftruncate(t.fd, static_cast<off_t>(t.have)) != 0) {
+      r.ok = false;
+      r.fatal = true;
+      r.error = t.download->name + ": cannot write the local copy: " + std::strerror(errno);
+      remote_stats().add_failure();
+      if (t.counters != nullptr) t.counters->add_failure(t.download->name);
+      return;
+    }
     if (r.not_modified && t.download->arrived != nullptr) t.download->arrived->store(~std::uint64_t{0}, std::memory_order_release);
     r.etag = r.not_modified ? t.download->cached_etag : t.first_etag;
     r.bytes = t.have;
