@@ -1,6 +1,6 @@
 // LoaderTuning alone: what the loader starts with (a whole batch in flight, or what the user
 // fixed; the plan's prefetch depth), that nothing is tuned without threads = autotune, the period
-// between decisions, and the issue-16 fix at the loader's level: with a batch of 256 on 2
+// between decisions, and the in-flight floor at the loader's level: with a batch of 256 on 2
 // threads no move of the autotuner ever lowers samples in flight below 256.
 #include <gtest/gtest.h>
 
