@@ -14,7 +14,7 @@
 
 namespace sluice::test {
 
-// What the issue allows above the accounted limit in resident memory: the code, libjpeg-turbo's
+// What the design allows above the accounted limit in resident memory: the code, libjpeg-turbo's
 // and OpenBLAS's working memory, the allocators' slack (docs/memory.md measures it).
 inline constexpr std::uint64_t kUnaccountedSlack = std::uint64_t{64} << 20;
 

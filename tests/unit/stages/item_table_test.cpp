@@ -68,7 +68,7 @@ TEST(ItemTable, ManyNamesCrossChunksAndStayCompact) {
   ASSERT_EQ(table.path(table.size() - 1), items.back().path);
   EXPECT_EQ(table.label(123456), 30);
   EXPECT_EQ(table.fingerprint(), old_fingerprint(items));
-  // ~20 bytes of name, a 4-byte offset, and chunk slack: the bound is 40 a file.
+  // ~20 bytes of name, a 4-byte offset, and chunk slack: the design's bound is 40 a file.
   const double per_item = static_cast<double>(table.bytes()) / static_cast<double>(table.size());
   EXPECT_LT(per_item, 26.0);
   EXPECT_GT(per_item, 24.0);  // it does count the names and offsets
