@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "stages/decode/jpeg_bits.hpp"
+
 namespace sluice::stages {
 namespace {
 
@@ -85,93 +87,19 @@ struct EncodeTable {
   }
 };
 
-// Entropy-coded bytes to bits, stuffing removed; a marker or the end of the data feeds zero bits
-// (as libjpeg does) and counts them, so a decode that used them can be refused.
-class BitReader {
- public:
-  BitReader(std::span<const std::uint8_t> data, std::size_t at) : data_(data), pos_(at) {}
-
-  [[gnu::noinline]] void fill() {
-    while (nbits_ <= 56) {
-      std::uint8_t b = 0;
-      const std::size_t at = pos_;
-      if (pos_ < data_.size() && !stopped_) {
-        b = data_[pos_];
-        if (b == 0xFF) {
-          if (pos_ + 1 < data_.size() && data_[pos_ + 1] == 0x00) {
-            pos_ += 2;
-          } else {
-            stopped_ = true;
-            b = 0;
-            padding_ += 8;
-          }
-        } else {
-          ++pos_;
-        }
-      } else {
-        padding_ += 8;
-      }
-      buf_ |= static_cast<std::uint64_t>(b) << (56 - nbits_);
-      nbits_ += 8;
-      origin_[loads_++ & 15] = at;
-    }
-  }
-  // A symbol and its extra bits take at most 16 + 16 bits.
-  void refill() {
-    if (nbits_ < 32) fill();
-  }
-  std::uint32_t peek16() const { return static_cast<std::uint32_t>(buf_ >> 48); }
-  void drop(int n) {
-    buf_ <<= n;
-    nbits_ -= n;
-  }
-  int bits(int n) {  // n in 1..16
-    const int v = static_cast<int>(buf_ >> (64 - n));
-    drop(n);
-    return v;
-  }
-  // True while every bit consumed was in the data.
-  bool sound() const { return nbits_ >= padding_; }
-  // Where the next unread bit is: the file offset of its byte, and how many bits of that byte
-  // were read before it.
-  ResumePoint position() const {
-    const int q = (nbits_ + 7) / 8;
-    ResumePoint p;
-    p.byte = static_cast<std::uint32_t>(origin_[(loads_ - static_cast<std::uint64_t>(q)) & 15]);
-    p.bit = static_cast<std::uint8_t>(q * 8 - nbits_);
-    return p;
-  }
-
- private:
-  std::span<const std::uint8_t> data_;
-  std::size_t pos_;
-  std::uint64_t buf_ = 0;
-  int nbits_ = 0;
-  int padding_ = 0;
-  bool stopped_ = false;
-  std::uint64_t loads_ = 0;
-  std::size_t origin_[16] = {};
-};
-
 // Inlined: it runs once per Huffman symbol, the scanner's inner loop.
-[[gnu::always_inline]] inline int decode_symbol(BitReader& in, const DecodeTable& t) {
-  in.refill();
-  const std::uint32_t peek = in.peek16();
+[[gnu::always_inline]] inline int decode_symbol(JpegBits& in, const DecodeTable& t) {
+  in.ensure32();
+  const auto peek = static_cast<std::uint32_t>(in.buffer() >> 48);
   if (const std::uint16_t e = t.look[peek >> (16 - DecodeTable::kLook)]; e != 0) {
     in.drop(e >> 8);
     return e & 0xFF;
   }
-  for (int len = DecodeTable::kLook + 1; len <= 16; ++len) {
-    const auto code = static_cast<std::int32_t>(peek >> (16 - len));
-    if (code <= t.maxcode[len]) {
-      in.drop(len);
-      return t.values[code + t.offset[len]];
-    }
-  }
-  return -1;
+  int length = 0;
+  const int symbol = long_code(t.maxcode, t.offset, t.values, DecodeTable::kLook + 1, peek, length);
+  if (symbol >= 0) in.drop(length);
+  return symbol;
 }
-
-int extend(int v, int s) { return v < (1 << (s - 1)) ? v - (1 << s) + 1 : v; }
 
 // One block's symbols, as a splice re-encodes them.
 struct BlockSymbols {
@@ -188,7 +116,7 @@ struct Tables {
 
 // One block; symbols may be null. False on a code no table has or a bad DC category.
 template <bool kRecord>
-bool decode_block(BitReader& in, const DecodeTable& dc, const DecodeTable& ac, int& diff, BlockSymbols* symbols) {
+bool decode_block(JpegBits& in, const DecodeTable& dc, const DecodeTable& ac, int& diff, BlockSymbols* symbols) {
   const int s = decode_symbol(in, dc);
   if (s < 0 || s > 11) return false;
   diff = s == 0 ? 0 : extend(in.bits(s), s);
@@ -469,8 +397,8 @@ bool splice_at(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int
     if (!dc[c].build(layout.dc[layout.dc_table[c]]) || !ac[c].build(layout.ac[layout.ac_table[c]])) return false;
   }
   // The row's first MCUs, decoded from the point: one, unless the padding needs more blocks.
-  BitReader in(jpeg, point.byte);
-  in.fill();
+  JpegBits in(jpeg, point.byte);
+  in.refill();
   if (point.bit > 0) in.drop(point.bit);
   BlockSymbols blocks[kMaxSpliceBlocks];
   int zrl_size[kMaxSpliceBlocks];
@@ -505,7 +433,7 @@ bool splice_at(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int
       }
       zrl_size[count] = ac[c].size[0xF0];
     }
-    in.fill();
+    in.refill();
     if (!in.sound()) return false;
     end = in.position();
     for (int o = 0; o < first_dc_options && chosen < 0; ++o) {
