@@ -152,6 +152,19 @@ void run(benchmark::State& state, bool train, Mode mode, bool own_huffman = true
   set_own_huffman(true);
 }
 
+// A libjpeg decompress object with its standard error manager, destroyed with the scope.
+struct Decompressor {
+  jpeg_decompress_struct cinfo{};
+  jpeg_error_mgr err{};
+  Decompressor() {
+    cinfo.err = jpeg_std_error(&err);
+    jpeg_create_decompress(&cinfo);
+  }
+  ~Decompressor() { jpeg_destroy_decompress(&cinfo); }
+  Decompressor(const Decompressor&) = delete;
+  Decompressor& operator=(const Decompressor&) = delete;
+};
+
 // JpegDecoder::decode of the whole file with fast IDCT, with either entropy decoder.
 void full(benchmark::State& state, bool own_huffman) {
   const auto& all = files();
@@ -176,10 +189,8 @@ void full(benchmark::State& state, bool own_huffman) {
 void rows(benchmark::State& state, int mode) {
   const auto& all = files();
   if (all.empty()) return state.SkipWithError("no baseline JPEGs (SLUICE_BENCH_DATA)");
-  jpeg_decompress_struct cinfo{};
-  jpeg_error_mgr err{};
-  cinfo.err = jpeg_std_error(&err);
-  jpeg_create_decompress(&cinfo);
+  Decompressor d;
+  jpeg_decompress_struct& cinfo = d.cinfo;
   std::vector<ResumePoint> points;
   std::size_t i = 0;
   std::int64_t rows_done = 0;
@@ -198,7 +209,6 @@ void rows(benchmark::State& state, int mode) {
     if (mode == 1) rows_done += jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(last * f.layout.mcu_height)) / f.layout.mcu_height;
     jpeg_abort_decompress(&cinfo);
   }
-  jpeg_destroy_decompress(&cinfo);
   state.SetItemsProcessed(state.iterations());
   state.counters["mcu_rows"] = static_cast<double>(rows_done) / static_cast<double>(state.iterations());
 }
@@ -225,10 +235,8 @@ void tj_decode(benchmark::State& state, bool scaled) {
 void needed_entropy(benchmark::State& state, bool train) {
   const auto& all = files();
   if (all.empty()) return state.SkipWithError("no baseline JPEGs (SLUICE_BENCH_DATA)");
-  jpeg_decompress_struct cinfo{};
-  jpeg_error_mgr err{};
-  cinfo.err = jpeg_std_error(&err);
-  jpeg_create_decompress(&cinfo);
+  Decompressor d;
+  jpeg_decompress_struct& cinfo = d.cinfo;
   std::vector<std::uint8_t> cut;
   Splice splice;
   std::size_t i = 0;
@@ -266,7 +274,6 @@ void needed_entropy(benchmark::State& state, bool train) {
     benchmark::DoNotOptimize(jpeg_read_coefficients(&cinfo));
     jpeg_abort_decompress(&cinfo);
   }
-  jpeg_destroy_decompress(&cinfo);
   state.SetItemsProcessed(state.iterations());
   state.counters["scan_share"] = share / static_cast<double>(state.iterations());
 }
