@@ -255,6 +255,16 @@ class RemoteStreaming : public RemoteLibrary {
     Loader loader = build_shards(local_pattern(), {});
     return batch_hashes(loader, epoch);
   }
+  // The loader's counters for the server's origin: the set and its index files, each byte once
+  // (the server saw the same count), and one cache miss per shard.
+  void expect_every_shard_fetched_once(Loader& loader, const RemoteServer& server, const std::string& origin) const {
+    const Stats stats = loader.stats();
+    const SourceStats* s = source_named(stats, origin);
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->bytes, shard_bytes() + index_bytes_);
+    EXPECT_EQ(static_cast<std::int64_t>(s->bytes), server.stat("bytes"));
+    EXPECT_EQ(s->cache_misses, 8);
+  }
   std::uint64_t index_bytes_ = 0;
 };
 
@@ -332,12 +342,7 @@ TEST_F(RemoteStreaming, TheCountersHoldEveryShardsEndOnceTheEpochIsOut) {
   server.faults("{\"bandwidth\": " + std::to_string(shard_bytes() / 4) + ", \"only_end\": \".tar\"}");
   Loader loader = build_shards(http_pattern(server), remote(), {}, false);
   (void)batch_hashes(loader, 0);
-  const Stats stats = loader.stats();
-  const SourceStats* s = source_named(stats, origin);
-  ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->bytes, shard_bytes() + index_bytes_);
-  EXPECT_EQ(static_cast<std::int64_t>(s->bytes), server.stat("bytes"));
-  EXPECT_EQ(s->cache_misses, 8);
+  expect_every_shard_fetched_once(loader, server, origin);
 }
 
 TEST_F(RemoteStreaming, SamplesAreServedBeforeTheirShardsHaveArrivedWhole) {
@@ -384,12 +389,7 @@ TEST_F(RemoteStreaming, BuildStartsEpochZerosFirstShardsSoTheirLatencyPassesBefo
   EXPECT_EQ(got, expected);
   // Issued at the first next(), the first shard's bytes would take the whole second to start.
   EXPECT_LT(first_batch_s, 0.9);
-  const Stats stats = loader.stats();
-  const SourceStats* s = source_named(stats, origin);
-  ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->bytes, shard_bytes() + index_bytes_);
-  EXPECT_EQ(static_cast<std::int64_t>(s->bytes), server.stat("bytes"));
-  EXPECT_EQ(s->cache_misses, 8);
+  expect_every_shard_fetched_once(loader, server, origin);
   EXPECT_EQ(server.stat("object_gets"), 16);  // 8 index files, 8 shards: none fetched twice
 }
 
