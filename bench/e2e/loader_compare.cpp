@@ -17,7 +17,9 @@
 // took while it ran, are printed beside its rate; when the load average before the run exceeds
 // the thread count, or other processes took more than a quarter of a core beyond what the systems'
 // threads leave free, the run is "under load" and the targets get no verdict. sluice's epoch 0
-// (the warm-up every system gets) is timed on its own and set against its steady state.
+// (the warm-up every system gets) is timed on its own and set against its steady state, in wall
+// time and in the process's CPU per image: the load moves the CPU an image costs far less than
+// the wall time, so that ratio says what epoch 0 does beyond the later epochs on a shared machine.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -90,6 +92,8 @@ struct Measured {
   std::vector<double> rates;  // images/s of each round
   std::vector<double> first_epoch_rates;  // epoch 0's images/s of each round (sluice systems)
   std::vector<double> setup_seconds;      // the build of each round (sluice systems)
+  std::vector<double> first_epoch_cpu_us;  // epoch 0's CPU microseconds per image, each round (sluice systems)
+  std::vector<double> cpu_us;              // the timed epochs' CPU microseconds per image, each round
   std::vector<double> cpu_seconds;   // this process's (and the torch peer's) CPU seconds, each round
   std::vector<double> others_cores;  // cores the rest of the machine used during each round's run
   sb::LoaderResult last;      // the last round's figures, for the JSON
@@ -238,6 +242,8 @@ void run_rounds(Run& run) {
         if (m.last.first_epoch_images_per_sec > 0) {
           m.first_epoch_rates.push_back(m.last.first_epoch_images_per_sec);
           m.setup_seconds.push_back(m.last.setup_seconds);
+          m.first_epoch_cpu_us.push_back(m.last.first_epoch_cpu_us_per_image);
+          m.cpu_us.push_back(m.last.cpu_us_per_image);
         }
         std::cerr << " " << format("%.1f", m.last.images_per_sec) << " images/s";
         if (m.last.first_epoch_images_per_sec > 0) {
@@ -298,6 +304,13 @@ void report_first_epoch(const Run& run, const Measured& m, json& entry) {
               "  epoch 0", median(m.first_epoch_rates), spread_of(m.first_epoch_rates).c_str(), first,
               kFirstEpochTarget, run.under_load ? "under load" : first >= kFirstEpochTarget ? "met" : "MISSED",
               median(m.setup_seconds));
+  // The same in CPU per image, which the load moves far less: what epoch 0 does beyond the rest.
+  const double cpu_ratio = *paired_ratio(m.first_epoch_cpu_us, m.cpu_us);
+  std::printf("%-18s %12.1f us/image CPU in epoch 0, %.1f in the timed epochs: epoch 0 = %.2fx their CPU\n", "  epoch 0 CPU",
+              median(m.first_epoch_cpu_us), median(m.cpu_us), cpu_ratio);
+  entry["epoch0_cpu_us_per_image"] = median(m.first_epoch_cpu_us);
+  entry["cpu_us_per_image"] = median(m.cpu_us);
+  entry["epoch0_cpu_over_steady_cpu"] = cpu_ratio;
   entry["epoch0_images_per_sec"] = median(m.first_epoch_rates);
   entry["rounds_epoch0_images_per_sec"] = m.first_epoch_rates;
   entry["epoch0_over_steady_state"] = first;

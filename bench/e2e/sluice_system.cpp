@@ -1,6 +1,8 @@
 // sluice's loaders for the three scenarios, through the public header alone.
 #include "sluice_system.hpp"
 
+#include <time.h>
+
 #include <chrono>
 #include <stdexcept>
 
@@ -10,6 +12,13 @@ namespace sluice::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// CPU seconds of every thread of this process so far.
+double process_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc, EncodedFiles files) {
   const sluice::NormalizeOptions normalize{
@@ -71,13 +80,17 @@ LoaderResult run_sluice(const std::string& dir, const Scenario& sc, std::int64_t
   // Epoch 0 is the warm-up the other systems get too, timed on its own: what a user's first epoch
   // costs (worker start-up, first touch of every buffer) against the steady state that follows.
   const Clock::time_point first_start = Clock::now();
+  const double first_cpu = process_cpu_seconds();
   const std::int64_t first_images = run_epoch(0);
   result.first_epoch_images_per_sec =
       static_cast<double>(first_images) / std::chrono::duration<double>(Clock::now() - first_start).count();
+  result.first_epoch_cpu_us_per_image = 1e6 * (process_cpu_seconds() - first_cpu) / static_cast<double>(first_images);
   const Clock::time_point start = Clock::now();
+  const double cpu = process_cpu_seconds();
   for (int e = 1; e <= sc.epochs; ++e) result.images += run_epoch(e);
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   result.images_per_sec = static_cast<double>(result.images) / result.seconds;
+  result.cpu_us_per_image = 1e6 * (process_cpu_seconds() - cpu) / static_cast<double>(result.images);
   return result;
 }
 

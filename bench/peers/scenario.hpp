@@ -72,6 +72,11 @@ struct LoaderResult {
   // system reports them (sluice); 0 where it does not.
   double first_epoch_images_per_sec = 0;
   double setup_seconds = 0;
+  // The process's CPU seconds (every thread) per image in epoch 0 and in the timed epochs, where
+  // the system reports them (sluice): on a shared machine the CPU an image costs moves far less
+  // with the load than the wall time does, so their ratio says what epoch 0 pays beyond the rest.
+  double first_epoch_cpu_us_per_image = 0;
+  double cpu_us_per_image = 0;
 };
 
 }  // namespace sluice::bench
