@@ -20,7 +20,9 @@ double process_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc, EncodedFiles files) {
+}  // namespace
+
+sluice::Pipeline make_sluice_pipeline(const std::string& dir, const Scenario& sc, EncodedFiles files) {
   const sluice::NormalizeOptions normalize{
       .mean = {kImageNetMean.begin(), kImageNetMean.end()},
       .std = {kImageNetStd.begin(), kImageNetStd.end()},
@@ -51,12 +53,10 @@ sluice::Pipeline make_pipeline(const std::string& dir, const Scenario& sc, Encod
   return pipe;
 }
 
-}  // namespace
-
 LoaderResult run_sluice(const std::string& dir, const Scenario& sc, std::int64_t expected_images,
                         EncodedFiles files) {
   const Clock::time_point build_start = Clock::now();
-  sluice::Loader loader = make_pipeline(dir, sc, files).build(
+  sluice::Loader loader = make_sluice_pipeline(dir, sc, files).build(
       {.threads = sc.threads, .seed = sc.seed});
   const double setup_seconds = std::chrono::duration<double>(Clock::now() - build_start).count();
   if (loader.samples_per_epoch() != expected_images) {

@@ -6,9 +6,17 @@
 #include <cstdint>
 #include <string>
 
+#include <sluice/sluice.hpp>
+
 #include "scenario.hpp"
 
 namespace sluice::bench {
+
+enum class EncodedFiles : std::uint8_t { kRead, kInMemory };
+
+// The scenario's pipeline over Pipeline::from_folder(dir), unbuilt: what run_sluice() measures
+// (and epoch_marks profiles).
+sluice::Pipeline make_sluice_pipeline(const std::string& dir, const Scenario& scenario, EncodedFiles files);
 
 // Builds Pipeline::from_folder(dir) for the scenario with BuildOptions{.threads, .seed} and
 // iterates 1 + scenario.epochs epochs; the first (untimed in the rate) is timed on its own. Throws std::runtime_error when sluice's epoch does not
@@ -16,7 +24,6 @@ namespace sluice::bench {
 // sluice throws.
 // EncodedFiles::kInMemory: the same pipeline with .cache(MemoryCache{}) after read(), which from
 // the second epoch on works from files held in memory, as the decode limit does.
-enum class EncodedFiles : std::uint8_t { kRead, kInMemory };
 LoaderResult run_sluice(const std::string& dir, const Scenario& scenario, std::int64_t expected_images,
                         EncodedFiles files = EncodedFiles::kRead);
 
