@@ -1,0 +1,36 @@
+// A remote shard's buffer in huge pages (shard_buffer.hpp).
+#include "stages/tar/shard_buffer.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <new>
+
+namespace sluice::stages {
+
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
+
+std::uint64_t mapped_bytes(std::uint64_t size) { return std::max(kPage, (size + kPage - 1) & ~(kPage - 1)); }
+
+}  // namespace
+
+std::uint8_t* map_shard_buffer(std::uint64_t size) {
+  const std::uint64_t bytes = mapped_bytes(size);
+  // One huge page more than needed, then the unaligned head and the tail beyond the buffer go.
+  void* whole = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (whole == MAP_FAILED) throw std::bad_alloc();
+  const auto begin = reinterpret_cast<std::uintptr_t>(whole);
+  const std::uintptr_t aligned = (begin + kHugePage - 1) & ~(kHugePage - 1);
+  if (aligned > begin) ::munmap(whole, aligned - begin);
+  const std::uintptr_t tail = begin + bytes + kHugePage - (aligned + bytes);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  (void)::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
+  return reinterpret_cast<std::uint8_t*>(aligned);
+}
+
+void unmap_shard_buffer(std::uint8_t* data, std::uint64_t size) { ::munmap(data, mapped_bytes(size)); }
+
+}  // namespace sluice::stages

@@ -1,0 +1,81 @@
+// A remote shard's buffer under cache_limit 0 (stages/tar/shard_buffer.hpp): 2 MiB-aligned and,
+// where the kernel allows transparent huge pages, faulted in as 2 MiB pages.
+#include "stages/tar/shard_buffer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+namespace sluice::stages {
+namespace {
+
+constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
+
+// The kB of AnonHugePages in the mapping of /proc/self/smaps that starts at `data`, or -1.
+long anon_huge_kb(const std::uint8_t* data) {
+  std::ifstream smaps("/proc/self/smaps");
+  char start[32];
+  std::snprintf(start, sizeof start, "%lx-", static_cast<unsigned long>(reinterpret_cast<std::uintptr_t>(data)));
+  std::string line;
+  bool in = false;
+  while (std::getline(smaps, line)) {
+    if (line.find('-') != std::string::npos && line.find(':') == std::string::npos) in = false;
+    if (line.rfind(start, 0) == 0) in = true;
+    if (in && line.rfind("AnonHugePages:", 0) == 0) return std::stol(line.substr(14));
+  }
+  return -1;
+}
+
+std::string thp_mode() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+TEST(ShardBuffer, IsZeroAlignedTo2MiBAndFaultedInAsHugePages) {
+  const std::uint64_t size = 8 * kHugePage / 2 + 1000;  // 8 MiB and a part of a page
+  std::uint8_t* data = map_shard_buffer(size);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(data) % kHugePage, 0u);
+  EXPECT_EQ(data[0], 0);
+  EXPECT_EQ(data[size - 1], 0);
+  std::memset(data, 1, size);  // the stream's writes
+  const long huge_kb = anon_huge_kb(data);
+  const std::string mode = thp_mode();
+  unmap_shard_buffer(data, size);
+  if (mode.empty() || mode.find("[never]") != std::string::npos) {
+    GTEST_SKIP() << "transparent huge pages are off here ('" << mode << "'): the buffer has 4 KiB pages";
+  }
+  // Four whole 2 MiB pages fit; at least one must be huge (a fragmented machine may lack the rest).
+  EXPECT_GE(huge_kb, 2048) << "THP '" << mode << "'";
+}
+
+TEST(ShardBuffer, UnmappingGivesBackTheWholeMappingHeadAndTailIncluded) {
+  // Each map takes one huge page more than the buffer and gives back what lies outside it: a
+  // thousand 1 MiB buffers mapped and unmapped leave the address space as it was (leaking the
+  // heads or tails would leave up to 2 GB of it mapped).
+  auto vm_size_kb = [] {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("VmSize:", 0) == 0) return std::stol(line.substr(7));
+    }
+    return -1L;
+  };
+  const long before = vm_size_kb();
+  ASSERT_GT(before, 0);
+  for (int i = 0; i < 1000; ++i) {
+    std::uint8_t* data = map_shard_buffer(kHugePage / 2);
+    data[0] = 1;
+    unmap_shard_buffer(data, kHugePage / 2);
+  }
+  // Under 512 MiB: a thread of the process may reserve a malloc arena (128 MiB) meanwhile.
+  EXPECT_LT(vm_size_kb() - before, 512 * 1024);
+}
+
+}  // namespace
+}  // namespace sluice::stages
