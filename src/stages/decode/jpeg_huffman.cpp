@@ -46,8 +46,9 @@ std::atomic<std::uint64_t> gave_up_count{0};
 constexpr int kLook = 10;
 
 // A lookup entry: bits to drop (bits 0-4: the code, plus its extra bits when the value is in the
-// entry), the zero run before the coefficient (bits 5-8), end of block (bit 10), a run of 16
-// zeros (ZRL, bit 11), extra bits still to read (bits 12-15), the value (bits 16-31, signed).
+// entry; bit 5 zero, so the entry itself is the shift count of a 64-bit shift, which takes its
+// low six bits), the zero run before the coefficient (bits 6-9), end of block (bit 10), a run of
+// 16 zeros (ZRL, bit 11), extra bits still to read (bits 12-15), the value (bits 16-31, signed).
 // Zero: the code is longer than kLook bits. A DC entry is the same with the run 0.
 constexpr std::uint32_t kEob = 1u << 10;
 constexpr std::uint32_t kZrl = 1u << 11;
@@ -95,7 +96,7 @@ struct DecodeTable {
         } else {
           e |= static_cast<std::uint32_t>(s) << 12;
         }
-        look[index] = e | static_cast<std::uint32_t>(run) << 5;
+        look[index] = e | static_cast<std::uint32_t>(run) << 6;
       }
     }
     return true;
@@ -140,25 +141,58 @@ OwnEntropy& state_of(j_decompress_ptr cinfo) { return *reinterpret_cast<OwnEntro
 // A second scan (a damaged single-scan file): not vouched for.
 void start_pass(j_decompress_ptr cinfo) { give_up(cinfo); }
 
-// The bit buffer of JpegBits in registers while a block is decoded: handed back to it for refills
-// and long codes only.
+// The bit buffer of JpegBits in registers while an MCU is decoded, refilled at every code without
+// a test of how many bits it holds: while the next eight bytes hold no 0xFF (the one comparison
+// with JpegBits::next_ff), one load puts them under the buffer's bits and the bytes wholly taken
+// are consumed (at least 56 bits afterwards, enough for a code and its extra bits, 27 at most).
+// The bits below `n` are then the data's next bits, not zeros; they are cleared when the buffer
+// goes back to JpegBits (for the byte-wise refill near a 0xFF or a marker, and at the MCU's end).
+// A code is looked up before the refill, from the kLook bits at the top, which are there (at least
+// 56 - 27 after the last code), so the lookup's load does not wait for the refill's; the code and
+// its extra bits are taken after it. Every refill but the first of an MCU follows a code (at least
+// one bit), so `n` is at most 63 there; the first is the DC code's, which checks.
 struct Bits {
   JpegBits& in;
+  const std::uint8_t* data;
   std::uint64_t buf;
   int n;
-  explicit Bits(JpegBits& bits) : in(bits), buf(bits.buffer()), n(bits.available()) {}
-  void ensure32() {
-    if (n < 32) [[unlikely]] {
-      in.set(buf, n);
-      in.refill();
-      buf = in.buffer();
-      n = in.available();
+  std::size_t pos, ff;
+  explicit Bits(JpegBits& bits)
+      : in(bits), data(bits.data()), buf(bits.buffer()), n(bits.available()), pos(bits.pos()), ff(bits.next_ff()) {
+    if (n < kLook) refill_slow();  // the scan's start or a restart; 57 to 64 bits afterwards
+  }
+  // Before the DC code's lookup, where `n` may be 64 (after the constructor's refill).
+  void refill_dc() {
+    if (n < 64) refill();
+  }
+  void refill() {
+    if (pos + 8 <= ff) [[likely]] {
+      std::uint64_t w;
+      std::memcpy(&w, data + pos, 8);
+      buf |= __builtin_bswap64(w) >> n;
+      pos += static_cast<std::size_t>((63 - n) >> 3);
+      n |= 56;
+      return;
     }
+    refill_slow();
+  }
+  [[gnu::noinline]] void refill_slow() {
+    done();
+    in.refill();
+    buf = in.buffer();
+    n = in.available();
+    pos = in.pos();
+    ff = in.next_ff();
   }
   std::uint32_t peek() const { return static_cast<std::uint32_t>(buf >> (64 - kLook)); }
   void drop(int k) {
     buf <<= k;
     n -= k;
+  }
+  // A lookup entry's bits: the shift takes the entry's low six bits, the count its low five.
+  void drop_entry(std::uint32_t e) {
+    buf <<= (e & 63);
+    n -= static_cast<int>(e & 31);
   }
   int take(int s) {  // s in 1..16
     const int v = static_cast<int>(buf >> (64 - s));
@@ -169,17 +203,18 @@ struct Bits {
   int slow_symbol(const DecodeTable& t, int& length) const {
     return long_code(t.maxcode, t.offset, t.values, kLook + 1, static_cast<std::uint32_t>(buf >> 48), length);
   }
-  void done() { in.set(buf, n); }
+  void done() { in.set(n == 0 ? 0 : buf & (~0ull << (64 - n)), n, pos); }
 };
 
 // One block into `block` (zeroed). False on a code no table has, a predictor past 16 bits or a
 // coefficient past the 64th.
 [[gnu::always_inline]] inline bool decode_block(Bits& in, const DecodeTable& dc, const DecodeTable& ac, int& pred,
                                                 JCOEF* block) {
-  in.ensure32();
+  const std::uint32_t dc_entry = dc.look[in.peek()];
+  in.refill_dc();
   int diff = 0;
-  if (const std::uint32_t e = dc.look[in.peek()]; e != 0) {
-    in.drop(static_cast<int>(e & 31));
+  if (const std::uint32_t e = dc_entry; e != 0) {
+    in.drop_entry(e);
     const int s = static_cast<int>((e >> 12) & 15);
     diff = s == 0 ? static_cast<std::int32_t>(e) >> 16 : extend(in.take(s), s);
   } else {
@@ -195,16 +230,16 @@ struct Bits {
   if (pred < -32768 || pred > 32767) return false;
   block[0] = static_cast<JCOEF>(pred);
   for (int k = 1; k < 64;) {
-    in.ensure32();
     const std::uint32_t e = ac.look[in.peek()];
+    in.refill();
     if (e != 0) [[likely]] {
-      in.drop(static_cast<int>(e & 31));
+      in.drop_entry(e);
       if ((e & (kEob | kZrl)) != 0) {
         if (e & kEob) break;
         k += 16;
         continue;
       }
-      k += static_cast<int>((e >> 5) & 15);
+      k += static_cast<int>((e >> 6) & 15);
       if (k > 63) return false;
       const int s = static_cast<int>((e >> 12) & 15);
       block[kNatural[k]] = static_cast<JCOEF>(s == 0 ? static_cast<std::int32_t>(e) >> 16 : extend(in.take(s), s));
