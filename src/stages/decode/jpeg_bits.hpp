@@ -56,6 +56,7 @@ class JpegBits {
   // load at pos() while pos() + 8 <= next_ff(); set() hands back all three (the buffer's bits
   // below `nbits` zero, at most 64 bits).
   const std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return size_; }
   std::size_t pos() const { return pos_; }
   std::size_t next_ff() const { return ff_; }
   void set(std::uint64_t buf, int nbits, std::size_t pos) {

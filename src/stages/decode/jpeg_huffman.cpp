@@ -14,6 +14,7 @@
 // Anything else gives up (the decode runs again with libjpeg's decoder).
 #include "stages/decode/jpeg_huffman.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <csetjmp>
 #include <cstdlib>
@@ -144,13 +145,42 @@ void start_pass(j_decompress_ptr cinfo) { give_up(cinfo); }
 // The bit buffer of JpegBits in registers while an MCU is decoded, refilled at every code without
 // a test of how many bits it holds: while the next eight bytes hold no 0xFF (the one comparison
 // with JpegBits::next_ff), one load puts them under the buffer's bits and the bytes wholly taken
-// are consumed (at least 56 bits afterwards, enough for a code and its extra bits, 27 at most).
+// are consumed (at least 56 bits afterwards; near a 0xFF at least 37: a code and its extra bits,
+// 27 at most, and the next code's lookup).
 // The bits below `n` are then the data's next bits, not zeros; they are cleared when the buffer
 // goes back to JpegBits (for the byte-wise refill near a 0xFF or a marker, and at the MCU's end).
 // A code is looked up before the refill, from the kLook bits at the top, which are there (at least
-// 56 - 27 after the last code), so the lookup's load does not wait for the refill's; the code and
+// 37 - 27 after the last code), so the lookup's load does not wait for the refill's; the code and
 // its extra bits are taken after it. Every refill but the first of an MCU follows a code (at least
 // one bit), so `n` is at most 63 there; the first is the DC code's, which checks.
+struct BitState {
+  std::uint64_t buf;
+  int n;
+  std::size_t pos, ff;
+};
+
+// The refill near a 0xFF, out of line. Bits hands it a copy of its state, so no address of Bits'
+// own fields is taken and they stay in registers. The bytes before the 0xFF are taken with one
+// load when they give 37 bits (a code and its extra bits, 27, and the next lookup's kLook);
+// otherwise JpegBits::refill reads on byte by byte, unstuffing 0xFF00 and stopping at a marker.
+[[gnu::noinline]] void refill_slow(JpegBits& in, BitState& s) {
+  if (s.pos < s.ff && s.pos + 8 <= in.size()) {
+    const int take = std::min((63 - s.n) >> 3, static_cast<int>(s.ff - s.pos));
+    const int n = s.n + take * 8;
+    if (n >= 37) {
+      std::uint64_t w;
+      std::memcpy(&w, in.data() + s.pos, 8);
+      s.buf = (s.buf | (__builtin_bswap64(w) >> s.n)) & ~(~0ull >> n);
+      s.n = n;
+      s.pos += static_cast<std::size_t>(take);
+      return;
+    }
+  }
+  in.set(s.n == 0 ? 0 : s.buf & (~0ull << (64 - s.n)), s.n, s.pos);
+  in.refill();
+  s = {in.buffer(), in.available(), in.pos(), in.next_ff()};
+}
+
 struct Bits {
   JpegBits& in;
   const std::uint8_t* data;
@@ -159,7 +189,7 @@ struct Bits {
   std::size_t pos, ff;
   explicit Bits(JpegBits& bits)
       : in(bits), data(bits.data()), buf(bits.buffer()), n(bits.available()), pos(bits.pos()), ff(bits.next_ff()) {
-    if (n < kLook) refill_slow();  // the scan's start or a restart; 57 to 64 bits afterwards
+    if (n < kLook) slow();  // the scan's start or a restart; 57 to 64 bits afterwards
   }
   // Before the DC code's lookup, where `n` may be 64 (after the constructor's refill).
   void refill_dc() {
@@ -174,15 +204,15 @@ struct Bits {
       n |= 56;
       return;
     }
-    refill_slow();
+    slow();
   }
-  [[gnu::noinline]] void refill_slow() {
-    done();
-    in.refill();
-    buf = in.buffer();
-    n = in.available();
-    pos = in.pos();
-    ff = in.next_ff();
+  void slow() {
+    BitState s{buf, n, pos, ff};
+    refill_slow(in, s);
+    buf = s.buf;
+    n = s.n;
+    pos = s.pos;
+    ff = s.ff;
   }
   std::uint32_t peek() const { return static_cast<std::uint32_t>(buf >> (64 - kLook)); }
   void drop(int k) {
