@@ -142,17 +142,14 @@ OwnEntropy& state_of(j_decompress_ptr cinfo) { return *reinterpret_cast<OwnEntro
 // A second scan (a damaged single-scan file): not vouched for.
 void start_pass(j_decompress_ptr cinfo) { give_up(cinfo); }
 
-// The bit buffer of JpegBits in registers while an MCU is decoded, refilled at every code without
-// a test of how many bits it holds: while the next eight bytes hold no 0xFF (the one comparison
-// with JpegBits::next_ff), one load puts them under the buffer's bits and the bytes wholly taken
-// are consumed (at least 56 bits afterwards; near a 0xFF at least 37: a code and its extra bits,
-// 27 at most, and the next code's lookup).
-// The bits below `n` are then the data's next bits, not zeros; they are cleared when the buffer
-// goes back to JpegBits (for the byte-wise refill near a 0xFF or a marker, and at the MCU's end).
-// A code is looked up before the refill, from the kLook bits at the top, which are there (at least
-// 37 - 27 after the last code), so the lookup's load does not wait for the refill's; the code and
-// its extra bits are taken after it. Every refill but the first of an MCU follows a code (at least
-// one bit), so `n` is at most 63 there; the first is the DC code's, which checks.
+// The most bits one code and its extra bits take: 16 + 15. A sound file's take at most 27 (16 + 11
+// for DC), but libjpeg-turbo accepts AC tables whose symbols ask for up to 15 extra bits and decodes
+// them, so this decoder must too, without its next lookup reading bits not yet loaded.
+constexpr int kCodeBits = 31;
+// The fewest bits a refill leaves: a code, its extra bits and the next code's lookup.
+constexpr int kRefilled = kCodeBits + kLook;
+static_assert(kRefilled <= 56, "a refill of whole bytes leaves at least 56 bits");
+
 struct BitState {
   std::uint64_t buf;
   int n;
@@ -161,13 +158,13 @@ struct BitState {
 
 // The refill near a 0xFF, out of line. Bits hands it a copy of its state, so no address of Bits'
 // own fields is taken and they stay in registers. The bytes before the 0xFF are taken with one
-// load when they give 37 bits (a code and its extra bits, 27, and the next lookup's kLook);
-// otherwise JpegBits::refill reads on byte by byte, unstuffing 0xFF00 and stopping at a marker.
+// load when they give kRefilled bits; otherwise JpegBits::refill reads on byte by byte (at least
+// 57 bits afterwards), unstuffing 0xFF00 and stopping at a marker.
 [[gnu::noinline]] void refill_slow(JpegBits& in, BitState& s) {
   if (s.pos < s.ff && s.pos + 8 <= in.size()) {
     const int take = std::min((63 - s.n) >> 3, static_cast<int>(s.ff - s.pos));
     const int n = s.n + take * 8;
-    if (n >= 37) {
+    if (n >= kRefilled) {
       std::uint64_t w;
       std::memcpy(&w, in.data() + s.pos, 8);
       s.buf = (s.buf | (__builtin_bswap64(w) >> s.n)) & ~(~0ull >> n);
@@ -181,6 +178,18 @@ struct BitState {
   s = {in.buffer(), in.available(), in.pos(), in.next_ff()};
 }
 
+// The bit buffer of JpegBits in registers while an MCU is decoded, refilled at every code without
+// a test of how many bits it holds: while the next eight bytes hold no 0xFF (the one comparison
+// with JpegBits::next_ff), one load puts them under the buffer's bits and the bytes wholly taken
+// are consumed (at least 56 bits afterwards; near a 0xFF at least kRefilled: a code and its extra
+// bits, and the next code's lookup).
+// The bits below `n` are then the data's next bits, not zeros; they are cleared when the buffer
+// goes back to JpegBits (for the byte-wise refill near a 0xFF or a marker, and at the MCU's end).
+// A code is looked up before the refill, from the kLook bits at the top, which are there (at least
+// kRefilled - kCodeBits after the last code), so the lookup's load does not wait for the refill's;
+// the code and its extra bits are taken after it. Every refill but the first of an MCU follows a
+// code (at least one bit), so `n` is at most 63 there; the first is the DC code's, which checks.
+// The constructor's refill (at the scan's start or after a restart) leaves kRefilled too.
 struct Bits {
   JpegBits& in;
   const std::uint8_t* data;
@@ -189,7 +198,7 @@ struct Bits {
   std::size_t pos, ff;
   explicit Bits(JpegBits& bits)
       : in(bits), data(bits.data()), buf(bits.buffer()), n(bits.available()), pos(bits.pos()), ff(bits.next_ff()) {
-    if (n < kLook) slow();  // the scan's start or a restart; 57 to 64 bits afterwards
+    if (n < kLook) slow();  // the scan's start or a restart; kRefilled to 64 bits afterwards
   }
   // Before the DC code's lookup, where `n` may be 64 (after the constructor's refill).
   void refill_dc() {
