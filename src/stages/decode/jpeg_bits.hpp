@@ -3,7 +3,9 @@
 // entropy decoder that replaces libjpeg-turbo's (jpeg_huffman.cpp).
 // - JpegBits: a 64-bit bit buffer refilled eight bytes at a time when none of them is 0xFF (one
 //   load, one byte swap), byte by byte with the 0xFF00 unstuffing otherwise; a marker or the end
-//   of the data feeds zero bits and counts them (sound() says whether any was consumed).
+//   of the data feeds zero bits and counts them (sound() says whether any was consumed). Where
+//   the next 0xFF is comes from memchr, once per 0xFF passed, so the eight-byte test is one
+//   comparison.
 // - long_code(): the canonical (maxcode) search of JPEG Annex F for codes longer than a lookup.
 // - extend(): a value's extra bits to its signed value (JPEG F.2.2.1).
 // Internal to src/stages.
@@ -19,24 +21,24 @@ namespace sluice::stages {
 
 class JpegBits {
  public:
-  JpegBits(std::span<const std::uint8_t> data, std::size_t at) : data_(data.data()), size_(data.size()), pos_(at) {}
+  JpegBits(std::span<const std::uint8_t> data, std::size_t at) : data_(data.data()), size_(data.size()), pos_(at) {
+    find_ff();
+  }
 
   // At least 57 bits in the buffer afterwards.
   void refill() {
-    if (pos_ + 8 <= size_ && !stopped_) {
+    if (pos_ + 8 <= ff_) {  // eight bytes, none of them 0xFF (so no marker and not stopped)
       std::uint64_t w;
       std::memcpy(&w, data_ + pos_, 8);
       w = __builtin_bswap64(w);
-      const std::uint64_t x = ~w;  // a 0xFF byte of w is a zero byte of x
-      if (((x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull) == 0) {
-        const int take = (63 - nbits_) >> 3;
-        nbits_ += take * 8;
-        buf_ = (buf_ | (w >> (nbits_ - take * 8))) & (~0ull << (64 - nbits_));
-        pos_ += static_cast<std::size_t>(take);
-        return;
-      }
+      const int take = (63 - nbits_) >> 3;
+      nbits_ += take * 8;
+      buf_ = (buf_ | (w >> (nbits_ - take * 8))) & (~0ull << (64 - nbits_));
+      pos_ += static_cast<std::size_t>(take);
+      return;
     }
     refill_bytes();
+    if (pos_ > ff_) find_ff();
   }
   void ensure32() {
     if (nbits_ < 32) refill();
@@ -48,6 +50,18 @@ class JpegBits {
   void set(std::uint64_t buf, int nbits) {
     buf_ = buf;
     nbits_ = nbits;
+  }
+  // For a decoder that also refills in its own registers: the data, the offset of the next byte
+  // to load and that of the next 0xFF at or after it (the data's size when none), so eight bytes
+  // load at pos() while pos() + 8 <= next_ff(); set() hands back all three (the buffer's bits
+  // below `nbits` zero, at most 64 bits).
+  const std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  std::size_t pos() const { return pos_; }
+  std::size_t next_ff() const { return ff_; }
+  void set(std::uint64_t buf, int nbits, std::size_t pos) {
+    set(buf, nbits);
+    pos_ = pos;
   }
   void drop(int n) {
     buf_ <<= n;
@@ -85,6 +99,10 @@ class JpegBits {
   }
 
  private:
+  void find_ff() {
+    const void* ff = pos_ < size_ ? std::memchr(data_ + pos_, 0xFF, size_ - pos_) : nullptr;
+    ff_ = ff != nullptr ? static_cast<std::size_t>(static_cast<const std::uint8_t*>(ff) - data_) : size_;
+  }
   [[gnu::noinline]] void refill_bytes() {
     while (nbits_ <= 56) {
       std::uint8_t b = 0;
@@ -111,6 +129,7 @@ class JpegBits {
   const std::uint8_t* data_;
   std::size_t size_;
   std::size_t pos_;
+  std::size_t ff_ = 0;  // the first 0xFF at or after pos_ (size_ when none), while pos_ <= ff_
   std::uint64_t buf_ = 0;
   int nbits_ = 0;
   int padding_ = 0;

@@ -14,6 +14,7 @@
 // Anything else gives up (the decode runs again with libjpeg's decoder).
 #include "stages/decode/jpeg_huffman.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <csetjmp>
 #include <cstdlib>
@@ -46,8 +47,9 @@ std::atomic<std::uint64_t> gave_up_count{0};
 constexpr int kLook = 10;
 
 // A lookup entry: bits to drop (bits 0-4: the code, plus its extra bits when the value is in the
-// entry), the zero run before the coefficient (bits 5-8), end of block (bit 10), a run of 16
-// zeros (ZRL, bit 11), extra bits still to read (bits 12-15), the value (bits 16-31, signed).
+// entry; bit 5 zero, so the entry itself is the shift count of a 64-bit shift, which takes its
+// low six bits), the zero run before the coefficient (bits 6-9), end of block (bit 10), a run of
+// 16 zeros (ZRL, bit 11), extra bits still to read (bits 12-15), the value (bits 16-31, signed).
 // Zero: the code is longer than kLook bits. A DC entry is the same with the run 0.
 constexpr std::uint32_t kEob = 1u << 10;
 constexpr std::uint32_t kZrl = 1u << 11;
@@ -95,7 +97,7 @@ struct DecodeTable {
         } else {
           e |= static_cast<std::uint32_t>(s) << 12;
         }
-        look[index] = e | static_cast<std::uint32_t>(run) << 5;
+        look[index] = e | static_cast<std::uint32_t>(run) << 6;
       }
     }
     return true;
@@ -140,25 +142,96 @@ OwnEntropy& state_of(j_decompress_ptr cinfo) { return *reinterpret_cast<OwnEntro
 // A second scan (a damaged single-scan file): not vouched for.
 void start_pass(j_decompress_ptr cinfo) { give_up(cinfo); }
 
-// The bit buffer of JpegBits in registers while a block is decoded: handed back to it for refills
-// and long codes only.
-struct Bits {
-  JpegBits& in;
+// The most bits one code and its extra bits take: 16 + 15. A sound file's take at most 27 (16 + 11
+// for DC), but libjpeg-turbo accepts AC tables whose symbols ask for up to 15 extra bits and decodes
+// them, so this decoder must too, without its next lookup reading bits not yet loaded.
+constexpr int kCodeBits = 31;
+// The fewest bits a refill leaves: a code, its extra bits and the next code's lookup.
+constexpr int kRefilled = kCodeBits + kLook;
+static_assert(kRefilled <= 56, "a refill of whole bytes leaves at least 56 bits");
+
+struct BitState {
   std::uint64_t buf;
   int n;
-  explicit Bits(JpegBits& bits) : in(bits), buf(bits.buffer()), n(bits.available()) {}
-  void ensure32() {
-    if (n < 32) [[unlikely]] {
-      in.set(buf, n);
-      in.refill();
-      buf = in.buffer();
-      n = in.available();
+  std::size_t pos, ff;
+};
+
+// The refill near a 0xFF, out of line. Bits hands it a copy of its state, so no address of Bits'
+// own fields is taken and they stay in registers. The bytes before the 0xFF are taken with one
+// load when they give kRefilled bits; otherwise JpegBits::refill reads on byte by byte (at least
+// 57 bits afterwards), unstuffing 0xFF00 and stopping at a marker.
+[[gnu::noinline]] void refill_slow(JpegBits& in, BitState& s) {
+  if (s.pos < s.ff && s.pos + 8 <= in.size()) {
+    const int take = std::min((63 - s.n) >> 3, static_cast<int>(s.ff - s.pos));
+    const int n = s.n + take * 8;
+    if (n >= kRefilled) {
+      std::uint64_t w;
+      std::memcpy(&w, in.data() + s.pos, 8);
+      s.buf = (s.buf | (__builtin_bswap64(w) >> s.n)) & ~(~0ull >> n);
+      s.n = n;
+      s.pos += static_cast<std::size_t>(take);
+      return;
     }
+  }
+  in.set(s.n == 0 ? 0 : s.buf & (~0ull << (64 - s.n)), s.n, s.pos);
+  in.refill();
+  s = {in.buffer(), in.available(), in.pos(), in.next_ff()};
+}
+
+// The bit buffer of JpegBits in registers while an MCU is decoded, refilled at every code without
+// a test of how many bits it holds: while the next eight bytes hold no 0xFF (the one comparison
+// with JpegBits::next_ff), one load puts them under the buffer's bits and the bytes wholly taken
+// are consumed (at least 56 bits afterwards; near a 0xFF at least kRefilled: a code and its extra
+// bits, and the next code's lookup).
+// The bits below `n` are then the data's next bits, not zeros; they are cleared when the buffer
+// goes back to JpegBits (for the byte-wise refill near a 0xFF or a marker, and at the MCU's end).
+// A code is looked up before the refill, from the kLook bits at the top, which are there (at least
+// kRefilled - kCodeBits after the last code), so the lookup's load does not wait for the refill's;
+// the code and its extra bits are taken after it. Every refill but the first of an MCU follows a
+// code (at least one bit), so `n` is at most 63 there; the first is the DC code's, which checks.
+// The constructor's refill (at the scan's start or after a restart) leaves kRefilled too.
+struct Bits {
+  JpegBits& in;
+  const std::uint8_t* data;
+  std::uint64_t buf;
+  int n;
+  std::size_t pos, ff;
+  explicit Bits(JpegBits& bits)
+      : in(bits), data(bits.data()), buf(bits.buffer()), n(bits.available()), pos(bits.pos()), ff(bits.next_ff()) {
+    if (n < kLook) slow();  // the scan's start or a restart; kRefilled to 64 bits afterwards
+  }
+  // Before the DC code's lookup, where `n` may be 64 (after the constructor's refill).
+  void refill_dc() {
+    if (n < 64) refill();
+  }
+  void refill() {
+    if (pos + 8 <= ff) [[likely]] {
+      std::uint64_t w;
+      std::memcpy(&w, data + pos, 8);
+      buf |= __builtin_bswap64(w) >> n;
+      pos += static_cast<std::size_t>((63 - n) >> 3);
+      n |= 56;
+      return;
+    }
+    slow();
+  }
+  void slow() {
+    BitState s{buf, n, pos, ff};
+    refill_slow(in, s);
+    buf = s.buf;
+    n = s.n;
+    pos = s.pos;
+    ff = s.ff;
   }
   std::uint32_t peek() const { return static_cast<std::uint32_t>(buf >> (64 - kLook)); }
   void drop(int k) {
     buf <<= k;
     n -= k;
+  }
+  // A lookup entry's bits: the shift takes the entry's low six bits, the count its low five.
+  void drop_entry(std::uint32_t e) {
+    buf <<= (e & 63);
+    n -= static_cast<int>(e & 31);
   }
   int take(int s) {  // s in 1..16
     const int v = static_cast<int>(buf >> (64 - s));
@@ -169,17 +242,18 @@ struct Bits {
   int slow_symbol(const DecodeTable& t, int& length) const {
     return long_code(t.maxcode, t.offset, t.values, kLook + 1, static_cast<std::uint32_t>(buf >> 48), length);
   }
-  void done() { in.set(buf, n); }
+  void done() { in.set(n == 0 ? 0 : buf & (~0ull << (64 - n)), n, pos); }
 };
 
 // One block into `block` (zeroed). False on a code no table has, a predictor past 16 bits or a
 // coefficient past the 64th.
 [[gnu::always_inline]] inline bool decode_block(Bits& in, const DecodeTable& dc, const DecodeTable& ac, int& pred,
                                                 JCOEF* block) {
-  in.ensure32();
+  const std::uint32_t dc_entry = dc.look[in.peek()];
+  in.refill_dc();
   int diff = 0;
-  if (const std::uint32_t e = dc.look[in.peek()]; e != 0) {
-    in.drop(static_cast<int>(e & 31));
+  if (const std::uint32_t e = dc_entry; e != 0) {
+    in.drop_entry(e);
     const int s = static_cast<int>((e >> 12) & 15);
     diff = s == 0 ? static_cast<std::int32_t>(e) >> 16 : extend(in.take(s), s);
   } else {
@@ -195,16 +269,16 @@ struct Bits {
   if (pred < -32768 || pred > 32767) return false;
   block[0] = static_cast<JCOEF>(pred);
   for (int k = 1; k < 64;) {
-    in.ensure32();
     const std::uint32_t e = ac.look[in.peek()];
+    in.refill();
     if (e != 0) [[likely]] {
-      in.drop(static_cast<int>(e & 31));
+      in.drop_entry(e);
       if ((e & (kEob | kZrl)) != 0) {
         if (e & kEob) break;
         k += 16;
         continue;
       }
-      k += static_cast<int>((e >> 5) & 15);
+      k += static_cast<int>((e >> 6) & 15);
       if (k > 63) return false;
       const int s = static_cast<int>((e >> 12) & 15);
       block[kNatural[k]] = static_cast<JCOEF>(s == 0 ? static_cast<std::int32_t>(e) >> 16 : extend(in.take(s), s));
