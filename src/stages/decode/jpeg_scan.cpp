@@ -4,7 +4,8 @@
 // - a 64-bit bit buffer refilled eight bytes at a time when none of them is 0xFF (one load, one
 //   byte swap), byte by byte with the 0xFF00 unstuffing otherwise; a marker or the end of the data
 //   feeds zero bits and counts them, so a row that used them is refused, as libjpeg would have
-//   decoded garbage there;
+//   decoded garbage there; while a row is scanned the buffer is held in registers (ScanBits) and
+//   refilled before every code without a test of how many bits it holds;
 // - per table a 9-bit lookup resolving the code: for AC codes it also gives the extra bits' count
 //   and how far the coefficient index moves, so a coefficient costs one lookup, one shift and one
 //   add, and no value is extracted or stored (the scan needs only the DC predictors);
@@ -93,12 +94,65 @@ struct ScanTable {
   }
 };
 
+// JpegBits' buffer in registers while a row is scanned, as the entropy decoder's Bits
+// (jpeg_huffman.cpp) holds it: refilled before every code with no test of how many bits it holds;
+// while the next eight bytes hold no 0xFF (one comparison with JpegBits::next_ff) one load puts them
+// under the buffer's bits and the bytes wholly taken are consumed, which leaves at least 56 bits.
+// The bits below `n` are then the data's next bits, not zeros (a later load ORs the same bits over
+// them); they are cleared when the buffer goes back to JpegBits, for its byte-wise refill near a
+// 0xFF or a marker (at least 57 bits afterwards) and at the row's end. Every refill but a row's
+// first of a block follows a code (at least one bit), so `n` is at most 63 there; the DC code's
+// checks.
+struct ScanBits {
+  JpegBits& in;
+  const std::uint8_t* data;
+  std::uint64_t buf;
+  int n;
+  std::size_t pos, ff;
+  explicit ScanBits(JpegBits& bits)
+      : in(bits), data(bits.data()), buf(bits.buffer()), n(bits.available()), pos(bits.pos()), ff(bits.next_ff()) {}
+  void refill() {
+    if (pos + 8 <= ff) [[likely]] {
+      std::uint64_t w;
+      std::memcpy(&w, data + pos, 8);
+      buf |= __builtin_bswap64(w) >> n;
+      pos += static_cast<std::size_t>((63 - n) >> 3);
+      n |= 56;
+      return;
+    }
+    slow();
+  }
+  // Before a block's DC code, where `n` may be 64 (at a row's start).
+  void refill_dc() {
+    if (n < 64) refill();
+  }
+  [[gnu::noinline]] void slow() {
+    done();
+    in.refill();
+    buf = in.buffer();
+    n = in.available();
+    pos = in.pos();
+    ff = in.next_ff();
+  }
+  std::uint64_t buffer() const { return buf; }
+  void drop(int k) {
+    buf <<= k;
+    n -= k;
+  }
+  int bits(int k) {  // k in 1..16
+    const int v = static_cast<int>(buf >> (64 - k));
+    drop(k);
+    return v;
+  }
+  void done() { in.set(n == 0 ? 0 : buf & (~0ull << (64 - n)), n, pos); }
+};
+
 // One block: its DC difference into diff, its AC codes skipped. False on a code no table has or a
 // DC category over 11.
 template <bool kPairs>
-[[gnu::always_inline]] inline bool skip_block(JpegBits& in, const ScanTable& dc, const ScanTable& ac,
+[[gnu::always_inline]] inline bool skip_block(ScanBits& in, const ScanTable& dc, const ScanTable& ac,
                                               const std::uint16_t* pairs, int& diff) {
-  in.ensure32();
+  in.refill_dc();
   int s, length;
   if (const std::uint16_t e = dc.look[in.buffer() >> (64 - kLook)]; e != 0) {
     length = e >> 8;
@@ -110,7 +164,7 @@ template <bool kPairs>
   in.drop(length);
   diff = s == 0 ? 0 : extend(in.bits(s), s);
   for (int k = 1; k < 64;) {
-    in.ensure32();
+    in.refill();
     if constexpr (kPairs) {
       // Both codes only while the block cannot end between them (k reaching 64).
       const std::uint16_t e = pairs[in.buffer() >> (64 - kPair)];
@@ -169,16 +223,18 @@ template <bool kPairs>
 bool scan_rows(JpegBits& in, const ScanLayout& layout, const ScanTables& t, const std::uint16_t* const* pairs,
                int first, int rows, int* pred, std::vector<ResumePoint>& points) {
   for (int row = first; row < rows; ++row) {
+    ScanBits bits(in);
     for (int m = 0; m < layout.mcus_per_row; ++m) {
       for (int b = 0; b < layout.blocks; ++b) {
         const int c = layout.block_component[b];
         int diff = 0;
-        if (!skip_block<kPairs>(in, *t.component_dc[c], *t.component_ac[c], pairs[c], diff)) return false;
+        if (!skip_block<kPairs>(bits, *t.component_dc[c], *t.component_ac[c], pairs[c], diff)) return false;
         pred[c] += diff;
         // A point keeps 16 bits of predictor; libjpeg's is an int: refuse what would not fit.
         if (pred[c] < -32768 || pred[c] > 32767) return false;
       }
     }
+    bits.done();
     if (!in.sound()) return false;
     ResumePoint p = in.position();
     for (int c = 0; c < layout.components; ++c) p.dc[c] = static_cast<std::int16_t>(pred[c]);
