@@ -152,9 +152,13 @@ struct ScanBits {
 template <bool kPairs>
 [[gnu::always_inline]] inline bool skip_block(ScanBits& in, const ScanTable& dc, const ScanTable& ac,
                                               const std::uint16_t* pairs, int& diff) {
+  // Each code is looked up before the refill, from bits already loaded (at least 25: a refill
+  // leaves 56, a code and its extra bits take at most 31), so the lookup's load does not wait for
+  // the refill's; the code is taken after it.
+  const std::uint16_t dc_entry = dc.look[in.buffer() >> (64 - kLook)];
   in.refill_dc();
   int s, length;
-  if (const std::uint16_t e = dc.look[in.buffer() >> (64 - kLook)]; e != 0) {
+  if (const std::uint16_t e = dc_entry; e != 0) {
     length = e >> 8;
     s = e & 0xFF;
   } else {
@@ -164,10 +168,11 @@ template <bool kPairs>
   in.drop(length);
   diff = s == 0 ? 0 : extend(in.bits(s), s);
   for (int k = 1; k < 64;) {
+    const std::uint16_t first = kPairs ? pairs[in.buffer() >> (64 - kPair)] : ac.look[in.buffer() >> (64 - kLook)];
     in.refill();
     if constexpr (kPairs) {
       // Both codes only while the block cannot end between them (k reaching 64).
-      const std::uint16_t e = pairs[in.buffer() >> (64 - kPair)];
+      const std::uint16_t e = first;
       const int steps = ((e >> 5) & 31) + ((e >> 10) & 31);
       if (e != 0 && k + steps < 64) {
         in.drop(e & 31);
@@ -176,7 +181,7 @@ template <bool kPairs>
         continue;
       }
     }
-    if (const std::uint16_t e = ac.look[in.buffer() >> (64 - kLook)]; e != 0) {
+    if (const std::uint16_t e = kPairs ? ac.look[in.buffer() >> (64 - kLook)] : first; e != 0) {
       in.drop(e & 31);
       if (e & kEob) break;
       k += (e >> 5) & 31;
