@@ -263,6 +263,10 @@ def main():
     parser.add_argument("--secret-key", default="")
     parser.add_argument("--region", default="us-east-1")
     ARGS = parser.parse_args()
+    # socketserver listens with a backlog of 5: eight connections opened at once (a loader's
+    # transfers) overflow it while the accepting thread waits for the GIL, and the dropped SYN is
+    # sent again only after a second, a stall no real store has.
+    ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.handle_error = lambda request, address: None  # a cut connection is the point, not news
     server.daemon_threads = True

@@ -348,6 +348,15 @@ int tuned_depth(const std::vector<Transfer>& transfers, Clock::time_point starte
                           most);
 }
 
+// The transfers in flight that tune_depth's rule counts: a revalidation (If-None-Match) that has
+// had no body byte yet is mostly a 304 with no body, a round trip that brings no bytes to wait
+// behind, so it does not hold back the next request (`limits.connections` still bounds them all).
+int bodies_in_flight(const std::vector<Transfer*>& active) {
+  int n = 0;
+  for (const Transfer* t : active) n += t->download->cached_etag.empty() || t->have > 0 ? 1 : 0;
+  return n;
+}
+
 // Runs every transfer to completion (done or given up), `limits.connections` at a time. A
 // transfer that receives nothing (not a header, not a body byte) for timeout_s is cut here: the
 // low-speed check of libcurl averages over seconds of history, this is the "no byte for N
@@ -413,8 +422,8 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
       }
     }
     if (limits.tune_depth) connections = tuned_depth(transfers, started, limits.connections);
-    while (next < transfers.size() && static_cast<int>(active.size()) < connections &&
-           (!limits.may_start || limits.may_start(next))) {
+    while (next < transfers.size() && static_cast<int>(active.size()) < limits.connections &&
+           bodies_in_flight(active) < connections && (!limits.may_start || limits.may_start(next))) {
       start(transfers[next++]);
     }
     int running = 0;

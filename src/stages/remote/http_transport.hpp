@@ -32,7 +32,8 @@ struct TransferLimits {
   int connections = 8;          // transfers in flight at once (at most, with tune_depth)
   // Streaming read-ahead: start 2 transfers and keep in flight just enough to cover the measured
   // latency and bandwidth (1 + bandwidth x latency / the mean object size, up to `connections`),
-  // so that a shared pipe gives the objects first in line their bytes first.
+  // so that a shared pipe gives the objects first in line their bytes first. A revalidation
+  // (cached_etag) not counted until a body byte of it arrives: a 304 brings none to wait behind.
   bool tune_depth = false;
   int retries = 6;              // attempts after the first
   double timeout_s = 30;        // no byte for this long (or no connection): the attempt failed
