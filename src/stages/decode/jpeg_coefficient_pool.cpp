@@ -2,6 +2,9 @@
 // memory manager (jmemmgr.c), for arrays held whole in memory, in a buffer that outlives images.
 #include "stages/decode/jpeg_coefficient_pool.hpp"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <new>
@@ -9,6 +12,33 @@
 #include <jerror.h>
 
 namespace sluice::stages {
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
+
+// `bytes` (whole pages), zero, 2 MiB-aligned and advised to transparent huge pages: the whole
+// 2 MiB pages inside fault in at once, not 512 times. (The mapping stages/tar/shard_buffer.cpp
+// makes for a shard, which this sub-module may not include.)
+JBLOCK* map_blocks(std::uint64_t bytes) {
+  void* whole = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (whole == MAP_FAILED) throw std::bad_alloc();
+  const auto begin = reinterpret_cast<std::uintptr_t>(whole);
+  const std::uintptr_t aligned = (begin + kHugePage - 1) & ~(kHugePage - 1);
+  if (aligned > begin) ::munmap(whole, aligned - begin);
+  const std::uintptr_t tail = begin + bytes + kHugePage - (aligned + bytes);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  (void)::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
+  return reinterpret_cast<JBLOCK*>(aligned);
+}
+
+}  // namespace
+
+void JpegCoefficientPool::release() {
+  if (buffer_ != nullptr) ::munmap(buffer_, capacity_);
+  buffer_ = nullptr;
+  capacity_ = 0;
+}
 
 void JpegCoefficientPool::install(jpeg_decompress_struct& cinfo) {
   libjpeg_ = *cinfo.mem;
@@ -23,17 +53,14 @@ bool JpegCoefficientPool::reserve(std::uint64_t bytes, std::uint64_t bound) {
   open_ = false;
   if (bytes == 0) return false;
   if (bytes > bound) {
-    // libjpeg's own allocation takes this image's whole share: the buffer gives its memory back.
-    buffer_.reset();
-    capacity_ = 0;
+    release();  // libjpeg's own allocation takes this image's whole share: the buffer gives its memory back
     return false;
   }
   if (capacity_ < bytes) {
-    buffer_.reset();
-    capacity_ = 0;
-    const std::uint64_t blocks = bound / sizeof(JBLOCK);
-    buffer_.reset(new JBLOCK[blocks]);  // not touched here: pages fault in as images use them
-    capacity_ = blocks * sizeof(JBLOCK);
+    release();
+    const std::uint64_t mapped = std::max(bytes + kPage - 1, bound) / kPage * kPage;
+    buffer_ = map_blocks(mapped);  // not touched here: pages fault in as images use them
+    capacity_ = mapped;
   }
   return true;
 }
@@ -56,7 +83,7 @@ jvirt_barray_ptr JpegCoefficientPool::request(j_common_ptr cinfo, int pool_id, b
     return (*p.libjpeg_.request_virt_barray)(cinfo, pool_id, pre_zero, blocks_per_row, rows, max_access);
   }
   Array& a = p.arrays_[p.count_++];
-  a = Array{nullptr, p.buffer_.get() + p.used_ / sizeof(JBLOCK), rows, blocks_per_row, max_access, 0, pre_zero != FALSE};
+  a = Array{nullptr, p.buffer_ + p.used_ / sizeof(JBLOCK), rows, blocks_per_row, max_access, 0, pre_zero != FALSE};
   p.used_ += bytes;
   return reinterpret_cast<jvirt_barray_ptr>(&a);
 }

@@ -10,13 +10,14 @@
 // anything else goes to libjpeg's own functions as before. access_virt_barray does what
 // libjpeg-turbo 2.1's jmemmgr.c does for an array held whole in memory (its only case with the
 // default memory source): the rows are zeroed on first access where the array asks for it, so the
-// coefficients, and the pixels, are the same. Internal to src/stages.
+// coefficients, and the pixels, are the same. The buffer is a mapping of its own, 2 MiB-aligned
+// and advised to transparent huge pages, so its first use faults whole 2 MiB pages in where it
+// can (where the kernel refuses, 4 KiB pages as before). Internal to src/stages.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>  // jpeglib.h needs FILE and size_t declared first
-#include <memory>
 
 #include <jpeglib.h>
 
@@ -25,6 +26,7 @@ namespace sluice::stages {
 class JpegCoefficientPool {
  public:
   JpegCoefficientPool() = default;
+  ~JpegCoefficientPool() { release(); }
   JpegCoefficientPool(const JpegCoefficientPool&) = delete;
   JpegCoefficientPool& operator=(const JpegCoefficientPool&) = delete;
 
@@ -66,7 +68,9 @@ class JpegCoefficientPool {
 
   static constexpr int kMaxArrays = MAX_COMPONENTS;
   jpeg_memory_mgr libjpeg_{};  // libjpeg's functions, for everything this pool does not serve
-  std::unique_ptr<JBLOCK[]> buffer_;
+  void release();
+
+  JBLOCK* buffer_ = nullptr;    // a mapping of capacity_ bytes (jpeg_coefficient_pool.cpp)
   std::uint64_t capacity_ = 0;  // bytes
   std::uint64_t used_ = 0;      // by this image's arrays
   Array arrays_[kMaxArrays] = {};
