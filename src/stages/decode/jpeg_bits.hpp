@@ -6,6 +6,8 @@
 //   of the data feeds zero bits and counts them (sound() says whether any was consumed). Where
 //   the next 0xFF is comes from memchr, once per 0xFF passed, so the eight-byte test is one
 //   comparison.
+// - HeldBits: JpegBits' buffer held in a decoder's registers while it decodes a row or an MCU,
+//   with the eight-byte refill without a count test that both decoders use.
 // - long_code(): the canonical (maxcode) search of JPEG Annex F for codes longer than a lookup.
 // - extend(): a value's extra bits to its signed value (JPEG F.2.2.1).
 // Internal to src/stages.
@@ -135,6 +137,60 @@ class JpegBits {
   int padding_ = 0;
   bool stopped_ = false;
   bool ran_out_ = false;
+};
+
+// JpegBits' buffer in registers while a decoder decodes a row (the scanner) or an MCU (the entropy
+// decoder), refilled before every code with no test of how many bits it holds: while the next
+// eight bytes hold no 0xFF (one comparison with JpegBits::next_ff) one load puts them under the
+// buffer's bits and the bytes wholly taken are consumed, which leaves at least 56 bits. The bits
+// below `n` are then the data's next bits, not zeros (a later load ORs the same bits over them);
+// done() clears them when the buffer goes back to JpegBits. Every refill but the first of a block
+// follows a code (at least one bit), so `n` is at most 63 there; refill_dc() checks for the first.
+// Near a 0xFF or a marker the refill is Decoder::slow(), the decoder's own (CRTP: Decoder derives
+// from HeldBits<Decoder>), which may hand the buffer to JpegBits (done()), refill it there and
+// take it back (load()).
+template <class Decoder>
+struct HeldBits {
+  JpegBits& in;
+  const std::uint8_t* data;
+  std::uint64_t buf;
+  int n;
+  std::size_t pos, ff;
+
+  explicit HeldBits(JpegBits& bits)
+      : in(bits), data(bits.data()), buf(bits.buffer()), n(bits.available()), pos(bits.pos()), ff(bits.next_ff()) {}
+  void refill() {
+    if (pos + 8 <= ff) [[likely]] {
+      std::uint64_t w;
+      std::memcpy(&w, data + pos, 8);
+      buf |= __builtin_bswap64(w) >> n;
+      pos += static_cast<std::size_t>((63 - n) >> 3);
+      n |= 56;
+      return;
+    }
+    static_cast<Decoder*>(this)->slow();
+  }
+  // Before a block's DC code, where `n` may be 64 (at a row's start, after a full refill).
+  void refill_dc() {
+    if (n < 64) refill();
+  }
+  std::uint64_t buffer() const { return buf; }
+  void drop(int k) {
+    buf <<= k;
+    n -= k;
+  }
+  int take(int k) {  // k in 1..16
+    const int v = static_cast<int>(buf >> (64 - k));
+    drop(k);
+    return v;
+  }
+  void done() { in.set(n == 0 ? 0 : buf & (~0ull << (64 - n)), n, pos); }
+  void load() {
+    buf = in.buffer();
+    n = in.available();
+    pos = in.pos();
+    ff = in.next_ff();
+  }
 };
 
 // Branchless: below half the range (the top extra bit 0), the value is v - (2^s - 1).

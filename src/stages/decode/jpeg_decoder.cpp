@@ -5,9 +5,10 @@
 // there, so each image's markers are parsed once: on small images the second parse was a good
 // part of the decode (docs/performance.md, "Figures behind choices in the code"). Everything runs
 // on state made once per decoder, so a warmed-up decoder makes no C++ heap allocation per image.
-// What remains is malloc'd inside libjpeg-turbo, where we cannot pool it: its per-image pool
-// (tables, a few rows and, for a file in several scans, the whole image's DCT coefficients, which
-// attach() accounts), freed when each image ends.
+// What remains is malloc'd inside libjpeg-turbo: its per-image pool (tables, a few rows), freed
+// when each image ends. A file in several scans also needs the whole image's DCT coefficients;
+// they come from the decoder's own buffer (jpeg_coefficient_pool.hpp), kept between images within
+// the reservation attach() makes for them, or from libjpeg's pool for an image too large for it.
 #include "stages/decode/jpeg_decoder.hpp"
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 #include "sluice/detail/memory/aligned_buffer.hpp"
+#include "stages/decode/jpeg_coefficient_pool.hpp"
 #include "stages/decode/jpeg_errors.hpp"
 #include "stages/decode/jpeg_rows.hpp"
 #include "stages/decode/ycc_planes.hpp"
@@ -37,6 +39,10 @@ constexpr int kFancyMargin = 2;
 // (see ycc_planes.hpp for why). The bound keeps the planes buffer small (a few tens of KB); larger
 // images keep libjpeg-turbo's own path, since the gain was measured on small images only.
 constexpr std::int64_t kPlanesMaxPixels = 128 * 128;
+
+// The coefficient buffer's bound for a decoder with no budget attached (a benchmark's, a test's):
+// images needing more take libjpeg's own allocation. Attached, the bound is the reservation.
+constexpr std::uint64_t kUnbudgetedCoefficientBytes = std::uint64_t{64} << 20;
 
 Error invalid(const std::string& cause) { return Error(ErrorCode::kInvalidArgument, cause); }
 
@@ -59,6 +65,9 @@ struct JpegDecoder::State {
   MemoryBudget* budget = nullptr;  // attach(): what libjpeg's coefficient buffers count against
   MemoryUse use = MemoryUse::kDecodeBuffers;
   Reservation coefficients;        // held for them; grows to the largest that fitted
+  // libjpeg's coefficient arrays, in a buffer kept between images: at most `coefficients` bytes
+  // (kUnbudgetedCoefficientBytes without a budget); an image above that takes libjpeg's own.
+  JpegCoefficientPool pool;
   // A row-band decode in progress (begin_rows() until end_rows() or any other call).
   bool rows_open = false;
   RowJob rows;
@@ -91,6 +100,7 @@ JpegDecoder::JpegDecoder(const DecodeOptions& options)
     throw Error(ErrorCode::kInternal, std::string("jpeg_create_decompress failed: ") + s.err.message);
   }
   s.cinfo_created = true;
+  s.pool.install(s.cinfo);
 }
 
 JpegDecoder::~JpegDecoder() = default;
@@ -134,6 +144,13 @@ std::optional<Reservation> JpegDecoder::reserve_coefficients(const JpegHeader& h
   }
   return transient;
 }
+
+std::uint64_t JpegDecoder::coefficient_bound() const {
+  const State& s = *state_;
+  return s.budget != nullptr ? s.coefficients.bytes() : kUnbudgetedCoefficientBytes;
+}
+
+std::uint64_t JpegDecoder::pooled_coefficient_images() const { return state_->pool.served(); }
 
 std::size_t JpegDecoder::working_bytes(int width, int height) {
   return std::int64_t{width} * height <= kPlanesMaxPixels ? planes_bytes(width, height) : 0;
@@ -334,6 +351,7 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
   State& s = *state_;
   // Accounted before libjpeg allocates it; a transient part is given back when the decode ends.
   const std::optional<Reservation> coefficients = reserve_coefficients(header);
+  const bool pooled = s.pool.reserve(header.coefficient_bytes, coefficient_bound());
   const bool planes = header.components != 4 && region.width == header.width && region.height == header.height &&
                       working_bytes(header.width, header.height) > 0 &&
                       s.planes.try_reserve(planes_bytes(header.width, header.height));
@@ -345,7 +363,7 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
   // sluice's entropy decoder where it applies (jpeg_huffman.hpp); where it gives up, the image is
   // decoded again from its header with libjpeg's, so the pixels, errors and warnings are libjpeg's.
   job.own_huffman = true;
-  RowStatus status = run_rows(job, out);
+  RowStatus status = run_rows(job, out, pooled);
   if (status == RowStatus::kLibjpegFailed && s.err.own_huffman_gave_up) {
     job.own_huffman = false;
     job.header_read = false;
@@ -353,7 +371,7 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
     job.rows_read = 0;
     job.produced = Rect{};
     s.err.arm(on_warning());
-    status = run_rows(job, out);
+    status = run_rows(job, out, pooled);
   }
   check_rows(status, job, header, request);
   if (job.plane_count == 3 && options_.color != Color::kGrey) {
@@ -363,8 +381,9 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
   }
 }
 
-RowStatus JpegDecoder::run_rows(RowJob& job, ImageView out) {
+RowStatus JpegDecoder::run_rows(RowJob& job, ImageView out, bool pooled) {
   State& s = *state_;
+  if (pooled) s.pool.open();
   RowStatus status = start_rows_guarded(s.cinfo, s.err, job);
   if (status == RowStatus::kOk && job.plane_count == 0) status = read_rows_guarded(s.cinfo, s.err, job, out);
   if (status == RowStatus::kOk) status = end_rows_guarded(s.cinfo, s.err, job);
@@ -416,7 +435,9 @@ Rect JpegDecoder::begin_rows(std::span<const std::uint8_t> jpeg, const JpegHeade
   const Rect region = decoded_region(header, request);
   State& s = *state_;
   std::optional<Reservation> coefficients = reserve_coefficients(header);
+  const bool pooled = s.pool.reserve(header.coefficient_bytes, coefficient_bound());
   s.rows = prepare(jpeg, header, request, region);
+  if (pooled) s.pool.open();
   check_rows(start_rows_guarded(s.cinfo, s.err, s.rows), s.rows, header, request);
   s.rows_request = request;
   s.rows_header = header;

@@ -94,10 +94,12 @@ class JpegDecoder {
 
   // Accounts the decoder's working memory against `budget` from now on, holding `share` at once:
   // its own component planes (a small image whose planes do not fit takes libjpeg's path, which
-  // gives the same pixels), and libjpeg's coefficient buffer of a file in several scans, reserved
-  // before libjpeg allocates it (past the share: free budget, else a transient reservation,
-  // MemoryBudget::reserve_transient; failing both, kTooLarge naming the bytes). libjpeg-turbo's
-  // other per-image memory (tables, a few rows) stays outside.
+  // gives the same pixels), and the coefficient buffer of a file in several scans, reserved
+  // before it is used (past the share: free budget, else a transient reservation,
+  // MemoryBudget::reserve_transient; failing both, kTooLarge naming the bytes). The buffer is the
+  // decoder's own and kept between images as long as an image fits the reservation kept; one
+  // that needs a transient part takes libjpeg's allocation instead, the kept buffer freed first.
+  // libjpeg-turbo's other per-image memory (tables, a few rows) stays outside.
   void attach(MemoryBudget& budget, MemoryUse use, const DecoderShare& share);
 
   // Working memory this decoder keeps for a whole-image decode of a width x height image beyond
@@ -136,6 +138,10 @@ class JpegDecoder {
   // on from read_header() includes the header's warnings).
   JpegWarnings warnings() const;
 
+  // Images whose coefficient arrays (a file in several scans) came from the buffer this decoder
+  // keeps between images rather than from a fresh allocation of libjpeg's.
+  std::uint64_t pooled_coefficient_images() const;
+
  private:
   // The columns asked of jpeg_crop_scanline (before its alignment) and the rows to decode.
   Rect columns_for_libjpeg(const JpegHeader& header, const JpegRequest& request) const;
@@ -143,7 +149,8 @@ class JpegDecoder {
   RowJob prepare(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request,
                  const Rect& region);
   // Starts, reads and ends the decode of `job` into out (the guarded calls of jpeg_rows.hpp).
-  RowStatus run_rows(RowJob& job, ImageView out);
+  // `pooled`: libjpeg's coefficient arrays come from the decoder's buffer (JpegCoefficientPool).
+  RowStatus run_rows(RowJob& job, ImageView out, bool pooled);
   void check_rows(RowStatus status, const RowJob& job, const JpegHeader& header, const JpegRequest& request) const;
   void abandon_rows();
   bool decode_spliced(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request,
@@ -151,6 +158,8 @@ class JpegDecoder {
   // Reserves the coefficient buffer `header` needs beyond what the decoder holds: kept when the
   // budget has room, else transient (returned); throws kTooLarge when it cannot have it.
   std::optional<Reservation> reserve_coefficients(const JpegHeader& header);
+  // The most the kept coefficient buffer may hold: the reservation kept for the coefficients.
+  std::uint64_t coefficient_bound() const;
 
   struct State;
   std::unique_ptr<State> state_;

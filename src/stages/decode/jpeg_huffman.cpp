@@ -178,42 +178,16 @@ struct BitState {
   s = {in.buffer(), in.available(), in.pos(), in.next_ff()};
 }
 
-// The bit buffer of JpegBits in registers while an MCU is decoded, refilled at every code without
-// a test of how many bits it holds: while the next eight bytes hold no 0xFF (the one comparison
-// with JpegBits::next_ff), one load puts them under the buffer's bits and the bytes wholly taken
-// are consumed (at least 56 bits afterwards; near a 0xFF at least kRefilled: a code and its extra
-// bits, and the next code's lookup).
-// The bits below `n` are then the data's next bits, not zeros; they are cleared when the buffer
-// goes back to JpegBits (for the byte-wise refill near a 0xFF or a marker, and at the MCU's end).
+// JpegBits' buffer in registers while an MCU is decoded (HeldBits, jpeg_bits.hpp): a refill
+// without a 0xFF in the next eight bytes leaves at least 56 bits, one near a 0xFF at least
+// kRefilled (refill_slow): a code and its extra bits, and the next code's lookup.
 // A code is looked up before the refill, from the kLook bits at the top, which are there (at least
 // kRefilled - kCodeBits after the last code), so the lookup's load does not wait for the refill's;
-// the code and its extra bits are taken after it. Every refill but the first of an MCU follows a
-// code (at least one bit), so `n` is at most 63 there; the first is the DC code's, which checks.
-// The constructor's refill (at the scan's start or after a restart) leaves kRefilled too.
-struct Bits {
-  JpegBits& in;
-  const std::uint8_t* data;
-  std::uint64_t buf;
-  int n;
-  std::size_t pos, ff;
-  explicit Bits(JpegBits& bits)
-      : in(bits), data(bits.data()), buf(bits.buffer()), n(bits.available()), pos(bits.pos()), ff(bits.next_ff()) {
+// the code and its extra bits are taken after it. The constructor's refill (at the scan's start or
+// after a restart) leaves kRefilled too.
+struct Bits : HeldBits<Bits> {
+  explicit Bits(JpegBits& bits) : HeldBits(bits) {
     if (n < kLook) slow();  // the scan's start or a restart; kRefilled to 64 bits afterwards
-  }
-  // Before the DC code's lookup, where `n` may be 64 (after the constructor's refill).
-  void refill_dc() {
-    if (n < 64) refill();
-  }
-  void refill() {
-    if (pos + 8 <= ff) [[likely]] {
-      std::uint64_t w;
-      std::memcpy(&w, data + pos, 8);
-      buf |= __builtin_bswap64(w) >> n;
-      pos += static_cast<std::size_t>((63 - n) >> 3);
-      n |= 56;
-      return;
-    }
-    slow();
   }
   void slow() {
     BitState s{buf, n, pos, ff};
@@ -224,25 +198,15 @@ struct Bits {
     ff = s.ff;
   }
   std::uint32_t peek() const { return static_cast<std::uint32_t>(buf >> (64 - kLook)); }
-  void drop(int k) {
-    buf <<= k;
-    n -= k;
-  }
   // A lookup entry's bits: the shift takes the entry's low six bits, the count its low five.
   void drop_entry(std::uint32_t e) {
     buf <<= (e & 63);
     n -= static_cast<int>(e & 31);
   }
-  int take(int s) {  // s in 1..16
-    const int v = static_cast<int>(buf >> (64 - s));
-    drop(s);
-    return v;
-  }
   // Symbol and length of a code longer than kLook bits; -1 for none.
   int slow_symbol(const DecodeTable& t, int& length) const {
     return long_code(t.maxcode, t.offset, t.values, kLook + 1, static_cast<std::uint32_t>(buf >> 48), length);
   }
-  void done() { in.set(n == 0 ? 0 : buf & (~0ull << (64 - n)), n, pos); }
 };
 
 // One block into `block` (zeroed). False on a code no table has, a predictor past 16 bits or a

@@ -94,57 +94,15 @@ struct ScanTable {
   }
 };
 
-// JpegBits' buffer in registers while a row is scanned, as the entropy decoder's Bits
-// (jpeg_huffman.cpp) holds it: refilled before every code with no test of how many bits it holds;
-// while the next eight bytes hold no 0xFF (one comparison with JpegBits::next_ff) one load puts them
-// under the buffer's bits and the bytes wholly taken are consumed, which leaves at least 56 bits.
-// The bits below `n` are then the data's next bits, not zeros (a later load ORs the same bits over
-// them); they are cleared when the buffer goes back to JpegBits, for its byte-wise refill near a
-// 0xFF or a marker (at least 57 bits afterwards) and at the row's end. Every refill but a row's
-// first of a block follows a code (at least one bit), so `n` is at most 63 there; the DC code's
-// checks.
-struct ScanBits {
-  JpegBits& in;
-  const std::uint8_t* data;
-  std::uint64_t buf;
-  int n;
-  std::size_t pos, ff;
-  explicit ScanBits(JpegBits& bits)
-      : in(bits), data(bits.data()), buf(bits.buffer()), n(bits.available()), pos(bits.pos()), ff(bits.next_ff()) {}
-  void refill() {
-    if (pos + 8 <= ff) [[likely]] {
-      std::uint64_t w;
-      std::memcpy(&w, data + pos, 8);
-      buf |= __builtin_bswap64(w) >> n;
-      pos += static_cast<std::size_t>((63 - n) >> 3);
-      n |= 56;
-      return;
-    }
-    slow();
-  }
-  // Before a block's DC code, where `n` may be 64 (at a row's start).
-  void refill_dc() {
-    if (n < 64) refill();
-  }
+// JpegBits' buffer in registers while a row is scanned (HeldBits); near a 0xFF or a marker it
+// goes back to JpegBits for its byte-wise refill (at least 57 bits afterwards).
+struct ScanBits : HeldBits<ScanBits> {
+  using HeldBits::HeldBits;
   [[gnu::noinline]] void slow() {
     done();
     in.refill();
-    buf = in.buffer();
-    n = in.available();
-    pos = in.pos();
-    ff = in.next_ff();
+    load();
   }
-  std::uint64_t buffer() const { return buf; }
-  void drop(int k) {
-    buf <<= k;
-    n -= k;
-  }
-  int bits(int k) {  // k in 1..16
-    const int v = static_cast<int>(buf >> (64 - k));
-    drop(k);
-    return v;
-  }
-  void done() { in.set(n == 0 ? 0 : buf & (~0ull << (64 - n)), n, pos); }
 };
 
 // One block: its DC difference into diff, its AC codes skipped. False on a code no table has or a
@@ -166,7 +124,7 @@ template <bool kPairs>
   }
   if (s < 0 || s > 11) return false;
   in.drop(length);
-  diff = s == 0 ? 0 : extend(in.bits(s), s);
+  diff = s == 0 ? 0 : extend(in.take(s), s);
   for (int k = 1; k < 64;) {
     const std::uint16_t first = kPairs ? pairs[in.buffer() >> (64 - kPair)] : ac.look[in.buffer() >> (64 - kLook)];
     in.refill();

@@ -161,6 +161,15 @@ std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBu
   ws->resized.attach_share(budget, MemoryUse::kDecodeBuffers, share.resized);
   ws->scratch.attach_share(budget, MemoryUse::kDecodeBuffers, share.scratch);
   ws->augment.attach_share(budget, MemoryUse::kDecodeBuffers, share.augment);
+  // Each buffer at its whole share at once (reserved just above, so this takes no budget;
+  // allocated, not touched): one grown a power of two at a time faults in again every page of
+  // each size it passes through, in the epoch that first meets the larger samples.
+  ws->file.reserve(share.file);
+  ws->decoded.reserve(share.decoded);
+  ws->stored.reserve(share.stored);
+  ws->resized.reserve(share.resized);
+  ws->scratch.reserve(share.scratch);
+  ws->augment.reserve(share.augment);
   ws->decoder.attach(budget, MemoryUse::kDecodeBuffers, share.decoder);
   ws->formats.attach(budget, MemoryUse::kDecodeBuffers, share.formats);
   return ws;

@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -173,6 +175,68 @@ TEST(JpegDecoderMemory, ProgressiveCoefficientsAreAccountedBeforeLibjpegAllocate
   }
   EXPECT_EQ(small.used(), 100'000u);
   EXPECT_TRUE(decode(starved, baseline).pixels.size() > 0);  // the decoder is still usable
+}
+
+// The coefficient arrays of a file in several scans come from a buffer the decoder keeps between
+// images (JpegCoefficientPool), re-zeroed where libjpeg asks: progressive images of other content
+// and size, one after another at every scale and in a region, decode as tjDecompress2 does.
+TEST(JpegDecoderMemory, ProgressiveCoefficientsComeFromTheBufferKeptBetweenImages) {
+  const Bytes a = encode_jpeg(make_pattern(320, 240, 3, 5), 320, 240, 3, {.subsampling = 2, .progressive = true});
+  const Bytes b = encode_jpeg(make_pattern(320, 240, 3, 9), 320, 240, 3, {.subsampling = 1, .progressive = true});
+  const Bytes c = encode_jpeg(make_pattern(640, 480, 3, 7), 640, 480, 3, {.subsampling = 2, .progressive = true});
+  const Bytes baseline = encode_jpeg(make_pattern(320, 240, 3, 5), 320, 240, 3, {.subsampling = 2});
+  JpegDecoder decoder(options(Color::kRGB));
+  std::uint64_t pooled = 0;
+  for (const Bytes* jpeg : {&a, &b, &a, &c, &a, &baseline, &b}) {
+    for (const int denom : {1, 2, 4, 8}) {
+      const bool several_scans = jpeg != &baseline;
+      EXPECT_TRUE(decode(decoder, *jpeg, {denom, {}}).pixels == turbo_decode(*jpeg, denom, TJPF_RGB, 0).pixels)
+          << "1/" << denom;
+      pooled += several_scans ? 1 : 0;
+      EXPECT_EQ(decoder.pooled_coefficient_images(), pooled);
+    }
+  }
+  const Image whole = decode(decoder, c);
+  const Image region = decode(decoder, c, {1, {100, 200, 64, 48}});
+  const Rect r = decoder.decoded_region(decoder.read_header(c), {1, {100, 200, 64, 48}});
+  ASSERT_EQ(r.y, 200);
+  for (int y = 0; y < 48; ++y) {  // the request's pixels (the decoded region may be wider)
+    ASSERT_EQ(std::memcmp(region.at(100 - r.x, y), whole.at(100, 200 + y), 64 * 3), 0) << "row " << y;
+  }
+  EXPECT_EQ(decoder.pooled_coefficient_images(), pooled + 2);
+}
+
+// Attached to a budget, the buffer holds at most the reservation kept for the coefficients: it
+// follows that reservation as it grows, and an image that needs a transient reservation beyond it
+// takes libjpeg's own allocation, the buffer freed first, with the same pixels.
+TEST(JpegDecoderMemory, TheCoefficientBufferStaysWithinTheKeptReservation) {
+  const Bytes small = encode_jpeg(make_pattern(320, 240, 3, 5), 320, 240, 3, {.subsampling = 2, .progressive = true});
+  const Bytes large = encode_jpeg(make_pattern(640, 480, 3, 7), 640, 480, 3, {.subsampling = 2, .progressive = true});
+  MemoryBudget budget(1'000'000);
+  JpegDecoder decoder(options(Color::kRGB));
+  decoder.attach(budget, MemoryUse::kDecodeBuffers, {.planes = 0, .coefficients = 300'000});
+  EXPECT_TRUE(decode(decoder, small).pixels == turbo_decode(small, 1, TJPF_RGB, 0).pixels);
+  EXPECT_EQ(decoder.pooled_coefficient_images(), 1u);
+  EXPECT_EQ(budget.used(), 300'000u);
+
+  // 921,600 bytes: the kept 300,000 cannot grow while another holds 600,000, so the decode waits
+  // for that transient reservation's release and takes a transient one of its own.
+  std::optional<Reservation> other = budget.reserve_transient(600'000, MemoryUse::kDecodeBuffers);
+  ASSERT_TRUE(other.has_value());
+  std::thread release([&other] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    other.reset();
+  });
+  EXPECT_TRUE(decode(decoder, large).pixels == turbo_decode(large, 1, TJPF_RGB, 0).pixels);
+  release.join();
+  EXPECT_EQ(decoder.pooled_coefficient_images(), 1u);  // libjpeg's own allocation
+  EXPECT_EQ(budget.used(), 300'000u);
+
+  EXPECT_TRUE(decode(decoder, large).pixels == turbo_decode(large, 1, TJPF_RGB, 0).pixels);
+  EXPECT_EQ(decoder.pooled_coefficient_images(), 2u);  // the kept reservation grew to it
+  EXPECT_EQ(budget.used(), 921'600u);
+  EXPECT_TRUE(decode(decoder, small).pixels == turbo_decode(small, 1, TJPF_RGB, 0).pixels);
+  EXPECT_EQ(decoder.pooled_coefficient_images(), 3u);
 }
 
 TEST(JpegDecoderFull, StridedOutputMatchesPackedOutputAndLeavesPaddingAlone) {
