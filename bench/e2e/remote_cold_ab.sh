@@ -22,26 +22,11 @@ latency=${1:?usage: remote_cold_ab.sh LATENCY_MS ROUNDS NAME=BINARY[:CACHE_LIMIT
 rounds=${2:?rounds}
 shift 2
 variants=("$@")
-here=$(cd "$(dirname "$0")/../.." && pwd)
-data=${SLUICE_DATASETS:-/work/shared/datasets}/imagenet-photos
-tmp=$(mktemp -d)
-server=
-cleanup() { [[ -n "$server" ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 first=${variants[0]#*=}
 first=${first%%:*}
-
-"$first" prepare shards --data "$data" --out "$tmp/root/shards" --shard-size 8MiB --prefix photos >/dev/null
-count=$(ls "$tmp/root/shards"/photos-*.tar | wc -l)
-last=$(printf '%06d' $((count - 1)))
-local_pattern="$tmp/root/shards/photos-{000000..$last}.tar"
-"$first" inspect --shards "$local_pattern" >/dev/null
-/usr/bin/python3 "$here/tests/support/remote_server.py" --root "$tmp/root" >"$tmp/port" &
-server=$!
-for _ in $(seq 100); do [[ -s "$tmp/port" ]] && break; sleep 0.1; done
-port=$(head -1 "$tmp/port")
-remote_pattern="http://127.0.0.1:$port/shards/photos-{000000..$last}.tar"
-curl -s -X PUT -d "{\"latency_ms\": $latency}" "http://127.0.0.1:$port/__faults" >/dev/null
+. "$(dirname "$0")/remote_test_server.sh"
+serve_photo_shards "$first"
+faults "{\"latency_ms\": $latency}"
 
 server_cpu() { awk '{print $14 + $15}' "/proc/$server/stat"; }  # clock ticks
 turn() {  # $1 round, $2 name, $3 binary, $4 pattern, $5 cache limit
