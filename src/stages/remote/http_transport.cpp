@@ -429,18 +429,23 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     int running = 0;
     curl_multi_perform(multi.get(), &running);
     int left = 0;
+    bool ended = false;
     while (CURLMsg* msg = curl_multi_info_read(multi.get(), &left)) {
       if (msg->msg != CURLMSG_DONE) continue;
       Transfer* t = nullptr;
       curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
       end(*t, msg->data.result);
+      ended = true;
     }
     const auto stalled = std::find_if(active.begin(), active.end(), [&](const Transfer* t) { return Clock::now() - t->last_progress > deadline; });
     if (stalled != active.end()) {
       std::snprintf((*stalled)->curl_error, CURL_ERROR_SIZE, "no byte for %.1f s", limits.timeout_s);
       end(**stalled, CURLE_OPERATION_TIMEDOUT);
+      ended = true;
     }
-    if (next < transfers.size() || !active.empty() || !waiting.empty()) {
+    // A transfer that ended leaves its place to the next at once: the poll would first wait up to
+    // 50 ms for the other transfers' sockets (all of them silent while they wait out a latency).
+    if (!ended && (next < transfers.size() || !active.empty() || !waiting.empty())) {
       curl_multi_poll(multi.get(), nullptr, 0, active.empty() ? 10 : 50, nullptr);
     }
   }
