@@ -11,6 +11,7 @@
 #                          variant's: the whole cold start, so a stream started earlier in build()
 #                          is not counted as free
 #   cpu - local            user + sys seconds of the bench process, minus the local turns' mean
+#                          (the local turns' own medians are printed first)
 #   server cpu             user + sys seconds of the test server during the turn
 #
 #   bench/e2e/remote_cold_ab.sh LATENCY_MS ROUNDS NAME=BINARY[:CACHE_LIMIT] ...
@@ -60,6 +61,9 @@ rows = [l.split() for l in open(sys.argv[1])]
 med = statistics.median
 sums = {r[6] for r in rows}
 print("checksums:", "all equal" if len(sums) == 1 else f"DIFFER {sums}")
+loc = [r for r in rows if r[1] == "local"]
+print(f"local turns (medians): epoch 0 {med([float(r[2]) for r in loc]):.3f} s, build {med([float(r[3]) for r in loc]):.3f} s,"
+      f" user + sys {med([float(r[4]) for r in loc]):.2f} s")
 names = []
 for r in rows:
     if r[1] != "local" and r[1] not in names: names.append(r[1])
