@@ -11,6 +11,7 @@
 #                          variant's: the whole cold start, so a stream started earlier in build()
 #                          is not counted as free
 #   cpu - local            user + sys seconds of the bench process, minus the local turns' mean
+#                          (the local turns' own medians are printed first)
 #   server cpu             user + sys seconds of the test server during the turn
 #
 #   bench/e2e/remote_cold_ab.sh LATENCY_MS ROUNDS NAME=BINARY[:CACHE_LIMIT] ...
@@ -22,26 +23,11 @@ latency=${1:?usage: remote_cold_ab.sh LATENCY_MS ROUNDS NAME=BINARY[:CACHE_LIMIT
 rounds=${2:?rounds}
 shift 2
 variants=("$@")
-here=$(cd "$(dirname "$0")/../.." && pwd)
-data=${SLUICE_DATASETS:-/work/shared/datasets}/imagenet-photos
-tmp=$(mktemp -d)
-server=
-cleanup() { [[ -n "$server" ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 first=${variants[0]#*=}
 first=${first%%:*}
-
-"$first" prepare shards --data "$data" --out "$tmp/root/shards" --shard-size 8MiB --prefix photos >/dev/null
-count=$(ls "$tmp/root/shards"/photos-*.tar | wc -l)
-last=$(printf '%06d' $((count - 1)))
-local_pattern="$tmp/root/shards/photos-{000000..$last}.tar"
-"$first" inspect --shards "$local_pattern" >/dev/null
-/usr/bin/python3 "$here/tests/support/remote_server.py" --root "$tmp/root" >"$tmp/port" &
-server=$!
-for _ in $(seq 100); do [[ -s "$tmp/port" ]] && break; sleep 0.1; done
-port=$(head -1 "$tmp/port")
-remote_pattern="http://127.0.0.1:$port/shards/photos-{000000..$last}.tar"
-curl -s -X PUT -d "{\"latency_ms\": $latency}" "http://127.0.0.1:$port/__faults" >/dev/null
+. "$(dirname "$0")/remote_test_server.sh"
+serve_photo_shards "$first"
+faults "{\"latency_ms\": $latency}"
 
 server_cpu() { awk '{print $14 + $15}' "/proc/$server/stat"; }  # clock ticks
 turn() {  # $1 round, $2 name, $3 binary, $4 pattern, $5 cache limit
@@ -75,6 +61,9 @@ rows = [l.split() for l in open(sys.argv[1])]
 med = statistics.median
 sums = {r[6] for r in rows}
 print("checksums:", "all equal" if len(sums) == 1 else f"DIFFER {sums}")
+loc = [r for r in rows if r[1] == "local"]
+print(f"local turns (medians): epoch 0 {med([float(r[2]) for r in loc]):.3f} s, build {med([float(r[3]) for r in loc]):.3f} s,"
+      f" user + sys {med([float(r[4]) for r in loc]):.2f} s")
 names = []
 for r in rows:
     if r[1] != "local" and r[1] not in names: names.append(r[1])

@@ -14,31 +14,14 @@
 #
 # Data: shared/datasets/imagenet-photos written as 8 MiB shards (sluice prepare shards), indexed
 # once in place (sluice inspect writes each shard's index file beside it, which a rank that splits
-# by shards fetches instead of every shard), in a temporary folder removed at the end.
+# by shards fetches instead of every shard), in a temporary folder removed at the end
+# (remote_test_server.sh).
 set -euo pipefail
 sluice=${1:?usage: remote_ranks.sh SLUICE_BINARY [LATENCY_MS]}
 latency=${2:-40}
-here=$(cd "$(dirname "$0")/../.." && pwd)
-data=${SLUICE_DATASETS:-/work/shared/datasets}/imagenet-photos
-tmp=$(mktemp -d)
-server=
-cleanup() { [[ -n "$server" ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-
-"$sluice" prepare shards --data "$data" --out "$tmp/root/shards" --shard-size 8MiB --prefix photos >/dev/null
-count=$(ls "$tmp/root/shards"/photos-*.tar | wc -l)
-last=$(printf '%06d' $((count - 1)))
-local_pattern="$tmp/root/shards/photos-{000000..$last}.tar"
-"$sluice" inspect --shards "$local_pattern" >/dev/null
-set_bytes=$(cat "$tmp/root/shards"/photos-*.tar | wc -c)
-/usr/bin/python3 "$here/tests/support/remote_server.py" --root "$tmp/root" >"$tmp/port" &
-server=$!
-for _ in $(seq 100); do [[ -s "$tmp/port" ]] && break; sleep 0.1; done
-port=$(head -1 "$tmp/port")
-curl -s -X PUT -d "{\"latency_ms\": $latency}" "http://127.0.0.1:$port/__faults" >/dev/null
-remote_pattern="http://127.0.0.1:$port/shards/photos-{000000..$last}.tar"
-
-served() { curl -s "http://127.0.0.1:$port/__stats" | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['bytes'])"; }
+. "$(dirname "$0")/remote_test_server.sh"
+serve_photo_shards "$sluice"
+faults "{\"latency_ms\": $latency}"
 
 spec() {  # $1: pattern, $2: shard_by, $3: cache folder
   cat >"$tmp/spec.json" <<EOF
@@ -61,9 +44,9 @@ for mode in shards samples; do
   for world in 1 2 4; do
     for ((rank = 0; rank < world; rank++)); do
       read -r local_rate local_setup < <(run "$mode" "$world" "$rank" "$local_pattern" "$tmp/unused")
-      before=$(served)
+      before=$(served_bytes)
       read -r remote_rate remote_setup < <(run "$mode" "$world" "$rank" "$remote_pattern" "$tmp/cache-$mode-$world-$rank")
-      fetched=$(( $(served) - before ))
+      fetched=$(( $(served_bytes) - before ))
       echo "$mode $world $rank $local_rate $remote_rate $fetched $local_setup $remote_setup" >>"$tmp/rows"
     done
   done

@@ -21,32 +21,15 @@
 #
 # Data: shared/datasets/imagenet-photos written as 8 MiB shards (sluice prepare shards) with
 # their index files beside them (what `sluice inspect --shards` leaves, uploaded with the shards)
-# in a temporary folder, removed at the end with the server stopped.
+# in a temporary folder, removed at the end with the server stopped (remote_test_server.sh).
 set -euo pipefail
 sluice=${1:?usage: remote_vs_local.sh SLUICE_BINARY [LATENCY_MS] [CAP] [ROUNDS]}
 latency=${2:-40}
 cap=${3:-50000000}
 rounds=${4:-3}
-here=$(cd "$(dirname "$0")/../.." && pwd)
-data=${SLUICE_DATASETS:-/work/shared/datasets}/imagenet-photos
-tmp=$(mktemp -d)
-server=
-cleanup() { [[ -n "$server" ]] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+. "$(dirname "$0")/remote_test_server.sh"
+serve_photo_shards "$sluice"
 
-"$sluice" prepare shards --data "$data" --out "$tmp/root/shards" --shard-size 8MiB --prefix photos >/dev/null
-count=$(ls "$tmp/root/shards"/photos-*.tar | wc -l)
-last=$(printf '%06d' $((count - 1)))
-local_pattern="$tmp/root/shards/photos-{000000..$last}.tar"
-"$sluice" inspect --shards "$local_pattern" >/dev/null  # writes each shard's index file beside it
-set_bytes=$(cat "$tmp/root/shards"/photos-*.tar | wc -c)
-/usr/bin/python3 "$here/tests/support/remote_server.py" --root "$tmp/root" >"$tmp/port" &
-server=$!
-for _ in $(seq 100); do [[ -s "$tmp/port" ]] && break; sleep 0.1; done
-port=$(head -1 "$tmp/port")
-remote_pattern="http://127.0.0.1:$port/shards/photos-{000000..$last}.tar"
-
-faults() { curl -s -X PUT -d "$1" "http://127.0.0.1:$port/__faults" >/dev/null; }
 turn() {  # $1 round, $2 case, $3 turn name, $4 pattern, $5 cache folder
   "$sluice" bench --shards "$4" --remote-cache "$5" --remote-cache-limit 4GiB --transform eval --size 224 \
     --threads 2 --batch 64 --epochs 2 --json | tail -1 |

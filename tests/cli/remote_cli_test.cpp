@@ -2,13 +2,14 @@
 // checksum of the same shards on disk and reports what the transport did under "remote" (a cold
 // cache, then a warm one revalidated with 304s); `inspect --shards URL` reads them;
 // --remote-cache-limit that is not a size is refused; SIGINT while build() fetches ends the run
-// at once (exit 130, no temporary left in the cache). The shards are served on 127.0.0.1 by
-// tests/support/remote_server.py.
+// at once (exit 130, no temporary left in the cache); SLUICE_LOG=debug prints the stream's
+// timeline. The shards are served on 127.0.0.1 by tests/support/remote_server.py.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -75,6 +76,48 @@ TEST(RemoteCli, BenchAndInspectTakeUrls) {
   const CliRun bad = run_cli({"bench", "--shards", url, "--remote-cache-limit", "lots"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--remote-cache-limit"), std::string::npos) << bad.err;
+}
+
+// SLUICE_LOG=debug prints the stream's timeline (bench/e2e/remote_timeline.py reads it): each
+// shard's request, first body byte and end in that order, one line per read of a streamed shard
+// with its wait, and the stream thread's CPU.
+TEST(RemoteCli, DebugLogGivesTheStreamsTimeline) {
+  const TempDir dir;
+  make_image_folder(dir / "folder", 3, 20, 40, 30);
+  shard_folder(dir / "folder", dir / "root" / "shards", 10);
+  const std::string local = (dir / "root" / "shards" / "train-{000000..000005}.tar").string();
+  ASSERT_EQ(run_cli({"inspect", "--shards", local}).exit_code, 0);  // the index files beside the shards
+  const RemoteServer server(dir / "root");
+  ::setenv("SLUICE_LOG", "debug", 1);
+  const CliRun run = run_cli({"bench", "--shards", server.url("/shards/train-{000000..000005}.tar"), "--remote-cache",
+                              (dir / "cache").string(), "--transform", "pad-crop", "--size", "24", "--threads", "2",
+                              "--batch", "8", "--epochs", "1"});
+  ::unsetenv("SLUICE_LOG");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto at = [&](const std::string& event, const std::string& name) {
+    const std::string tail = " " + event + " " + name + " ";
+    for (std::size_t line = 0; line < run.err.size();) {
+      const std::size_t end = run.err.find('\n', line);
+      const std::string text = run.err.substr(line, end - line);
+      if (text.starts_with("sluice: remote timeline ") && text.find(tail) != std::string::npos) return std::stod(text.substr(24));
+      line = end == std::string::npos ? end : end + 1;
+    }
+    return -1.0;
+  };
+  for (int i = 0; i < 6; ++i) {
+    const std::string url = server.url("/shards/train-00000" + std::to_string(i) + ".tar");
+    const double request = at("request", url);
+    const double first = at("first_byte", url);
+    const double done = at("done", url);
+    EXPECT_GT(request, 0) << url << "\n" << run.err;
+    EXPECT_GE(first, request) << url;
+    EXPECT_GE(done, first) << url;
+  }
+  std::size_t reads = 0;
+  for (std::size_t p = run.err.find(" read http://"); p != std::string::npos; p = run.err.find(" read http://", p + 1)) ++reads;
+  EXPECT_GE(reads, 60u) << "a line per sample read";
+  EXPECT_NE(run.err.find(" waited_ms="), std::string::npos);
+  EXPECT_NE(run.err.find("stream_thread_cpu - user_ms="), std::string::npos);
 }
 
 TEST(RemoteCli, SigintWhileBuildFetchesEndsTheRunAtOnce) {

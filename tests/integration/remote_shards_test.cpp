@@ -235,6 +235,35 @@ TEST_F(RemoteShards, RevalidationsAreNotHeldBackByTheReadAheadDepth) {
   EXPECT_LT(seconds, 0.9) << "the revalidations went out a few at a time (2 at a time: 4 x 0.3 s at least)";
 }
 
+// A transfer that ends leaves its place to the next one at once, not after the transport's next
+// poll, which waits up to 50 ms for the other transfers' sockets: with one place taken by a
+// transfer 2 s from its first byte, 14 small ones go through the other place one after another
+// in a few ms each (50 ms each, 0.65 s in all, when each waited for the poll).
+TEST_F(RemoteShards, AFinishedTransfersPlaceIsTakenAtOnce) {
+  namespace remote = stages::remote;
+  const RemoteServer server(dir_ / "root");
+  server.faults(R"({"latency_ms": 2000, "only": "train-000007"})");
+  std::vector<remote::Download> downloads;
+  for (int i = 0; i < 15; ++i) {
+    remote::Download d;
+    const int shard = i == 0 ? 7 : i % 7;
+    d.name = d.http_url = server.url("/shards/train-00000" + std::to_string(shard) + ".tar");
+    d.path = (dir_ / ("copy-" + std::to_string(i))).string();
+    downloads.push_back(std::move(d));
+  }
+  remote::TransferLimits limits;
+  limits.connections = 2;
+  limits.timeout_s = 5;
+  const auto started = std::chrono::steady_clock::now();
+  double small_done_s = 0;
+  limits.finished = [&](std::size_t i, const remote::Downloaded&) {
+    if (i > 0) small_done_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  const std::vector<remote::Downloaded> got = remote::download_all(downloads, {}, limits);
+  for (const remote::Downloaded& r : got) EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_LT(small_done_s, 0.35) << "the small transfers waited for the poll between them";
+}
+
 struct Fault {
   const char* name;
   const char* json;

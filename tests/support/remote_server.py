@@ -79,6 +79,10 @@ def signature_ok(handler, path, query):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as web servers and object stores send: with Nagle's algorithm a body's last
+    # partial segment waited for the client's delayed ACK (up to 40 ms on loopback) after the
+    # response headers went out in a segment of their own.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass

@@ -3,6 +3,7 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <random>
 
 #include "sluice/core/error.hpp"
+#include "sluice/detail/core/log.hpp"
 #include "stages/remote/http_headers.hpp"
 #include "stages/remote/remote_stats.hpp"
 
@@ -63,6 +65,26 @@ struct Transfer {
   char curl_error[CURL_ERROR_SIZE] = {};
 };
 
+// SLUICE_LOG=debug: a line per transfer event, "remote timeline MS EVENT URL DETAIL", MS on the
+// steady clock in milliseconds, as the streamed reads' lines (stages/source/read_file.cpp), so a
+// stream's requests, first bytes and ends line up with when its members were read
+// (bench/e2e/remote_timeline.py reads them).
+void timeline(const char* event, const std::string& url, const std::string& detail) {
+  if (!log_enabled(LogLevel::kDebug)) return;
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.3f", std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count());
+  log(LogLevel::kDebug, std::string("remote timeline ") + ms + " " + event + " " + url + " " + detail);
+}
+
+// The calling thread's CPU so far, at the end of a stream (its thread's only work).
+void timeline_thread_cpu() {
+  if (!log_enabled(LogLevel::kDebug)) return;
+  rusage ru{};
+  ::getrusage(RUSAGE_THREAD, &ru);
+  const auto ms = [](const timeval& t) { return std::to_string(t.tv_sec * 1000 + t.tv_usec / 1000); };
+  timeline("stream_thread_cpu", "-", "user_ms=" + ms(ru.ru_utime) + " sys_ms=" + ms(ru.ru_stime));
+}
+
 long status_of(CURL* easy) {
   long status = 0;
   curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
@@ -100,6 +122,7 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
     // First bytes of this attempt. A 200 to a Range request is the whole object again.
     t->first_chunk = false;
     if (t->latency_s < 0) t->latency_s = std::chrono::duration<double>(t->last_progress - t->requested).count();
+    timeline("first_byte", t->download->name, "status=" + std::to_string(status));
     if (status == 200 && t->have > 0) {
       restart_from_zero(*t);
       t->requested_from = 0;
@@ -389,10 +412,12 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     remote_stats().add_request();
     if (counters != nullptr) counters->add_request(t.download->name);
     active.push_back(&t);
+    timeline("request", t.download->name, "in_flight=" + std::to_string(active.size()));
   };
   const auto end = [&](Transfer& t, CURLcode code) {
     curl_multi_remove_handle(multi.get(), t.easy);
     active.erase(std::find(active.begin(), active.end(), &t));
+    timeline("done", t.download->name, "bytes=" + std::to_string(t.have) + " curl=" + std::to_string(static_cast<int>(code)));
     const std::size_t retrying = waiting.size();
     finish_attempt(t, code, aws, limits, rng, waiting);
     if (limits.finished && waiting.size() == retrying) limits.finished(static_cast<std::size_t>(&t - transfers.data()), *t.result);
@@ -429,18 +454,23 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     int running = 0;
     curl_multi_perform(multi.get(), &running);
     int left = 0;
+    bool ended = false;
     while (CURLMsg* msg = curl_multi_info_read(multi.get(), &left)) {
       if (msg->msg != CURLMSG_DONE) continue;
       Transfer* t = nullptr;
       curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
       end(*t, msg->data.result);
+      ended = true;
     }
     const auto stalled = std::find_if(active.begin(), active.end(), [&](const Transfer* t) { return Clock::now() - t->last_progress > deadline; });
     if (stalled != active.end()) {
       std::snprintf((*stalled)->curl_error, CURL_ERROR_SIZE, "no byte for %.1f s", limits.timeout_s);
       end(**stalled, CURLE_OPERATION_TIMEDOUT);
+      ended = true;
     }
-    if (next < transfers.size() || !active.empty() || !waiting.empty()) {
+    // A transfer that ended leaves its place to the next at once: the poll would first wait up to
+    // 50 ms for the other transfers' sockets (all of them silent while they wait out a latency).
+    if (!ended && (next < transfers.size() || !active.empty() || !waiting.empty())) {
       curl_multi_poll(multi.get(), nullptr, 0, active.empty() ? 10 : 50, nullptr);
     }
   }
@@ -450,6 +480,7 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     t.easy = nullptr;
     t.headers_out = nullptr;
   }
+  if (limits.tune_depth) timeline_thread_cpu();
   const auto waited = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count());
   remote_stats().add_wait_ns(waited);
   if (counters != nullptr) {

@@ -10,11 +10,13 @@
 #include <cerrno>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
+#include "sluice/detail/core/log.hpp"
 #include "stages/tar/tar_format.hpp"
 
 namespace sluice::stages {
@@ -188,11 +190,36 @@ class ByteWait {
   std::chrono::microseconds pause_{200};
 };
 
+// SLUICE_LOG=debug: each read of a remote shard streamed on demand, when its bytes were there and
+// how long it waited for them, as "remote timeline MS read NAME waited_ms=W" on the transport's
+// clock (stages/remote/http_transport.cpp's timeline lines).
+class ReadTimeline {
+ public:
+  explicit ReadTimeline(const std::string& name)
+      : name_(name), asked_(log_enabled(LogLevel::kDebug) ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
+  ~ReadTimeline() {
+    if (asked_ == std::chrono::steady_clock::time_point{}) return;
+    const auto now = std::chrono::steady_clock::now();
+    char line[96];
+    std::snprintf(line, sizeof line, "%.3f read ", std::chrono::duration<double, std::milli>(now.time_since_epoch()).count());
+    char waited[48];
+    std::snprintf(waited, sizeof waited, " waited_ms=%.3f", std::chrono::duration<double, std::milli>(now - asked_).count());
+    log(LogLevel::kDebug, std::string("remote timeline ") + line + name_ + waited);
+  }
+  ReadTimeline(const ReadTimeline&) = delete;
+  ReadTimeline& operator=(const ReadTimeline&) = delete;
+
+ private:
+  const std::string& name_;
+  std::chrono::steady_clock::time_point asked_;
+};
+
 // A streamed shard (FetchFailure's comment): waits until bytes [0, end) of it have arrived and
 // says whether to read them from the partial file (true) or from the copy (false). Throws when
 // the fetch failed, or when the bytes are not there within the shard's wait limit.
 bool wait_for_bytes(const FetchFailure& f, std::uint64_t end, const std::string& name) {
   ByteWait wait(f, name);
+  const ReadTimeline line(name);
   for (;;) {
     if (f.failed.load(std::memory_order_acquire)) throw Error(ErrorCode::kIo, "the shard could not be fetched: " + f.cause, name);
     if (!f.arriving.load(std::memory_order_acquire)) return false;
