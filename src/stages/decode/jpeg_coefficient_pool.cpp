@@ -2,40 +2,23 @@
 // memory manager (jmemmgr.c), for arrays held whole in memory, in a buffer that outlives images.
 #include "stages/decode/jpeg_coefficient_pool.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <new>
 
 #include <jerror.h>
+
+#include "sluice/detail/memory/huge_mapping.hpp"
 
 namespace sluice::stages {
 namespace {
 
 constexpr std::uint64_t kPage = 4096;
-constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
-
-// `bytes` (whole pages), zero, 2 MiB-aligned and advised to transparent huge pages: the whole
-// 2 MiB pages inside fault in at once, not 512 times. (The mapping stages/tar/shard_buffer.cpp
-// makes for a shard, which this sub-module may not include.)
-JBLOCK* map_blocks(std::uint64_t bytes) {
-  void* whole = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (whole == MAP_FAILED) throw std::bad_alloc();
-  const auto begin = reinterpret_cast<std::uintptr_t>(whole);
-  const std::uintptr_t aligned = (begin + kHugePage - 1) & ~(kHugePage - 1);
-  if (aligned > begin) ::munmap(whole, aligned - begin);
-  const std::uintptr_t tail = begin + bytes + kHugePage - (aligned + bytes);
-  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
-  (void)::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
-  return reinterpret_cast<JBLOCK*>(aligned);
-}
 
 }  // namespace
 
 void JpegCoefficientPool::release() {
-  if (buffer_ != nullptr) ::munmap(buffer_, capacity_);
+  if (buffer_ != nullptr) unmap_huge_aligned(reinterpret_cast<std::uint8_t*>(buffer_), capacity_);
   buffer_ = nullptr;
   capacity_ = 0;
 }
@@ -59,7 +42,7 @@ bool JpegCoefficientPool::reserve(std::uint64_t bytes, std::uint64_t bound) {
   if (capacity_ < bytes) {
     release();
     const std::uint64_t mapped = std::max(bytes + kPage - 1, bound) / kPage * kPage;
-    buffer_ = map_blocks(mapped);  // not touched here: pages fault in as images use them
+    buffer_ = reinterpret_cast<JBLOCK*>(map_huge_aligned(mapped));  // not touched here: pages fault in as images use them
     capacity_ = mapped;
   }
   return true;

@@ -11,8 +11,8 @@
 // libjpeg-turbo 2.1's jmemmgr.c does for an array held whole in memory (its only case with the
 // default memory source): the rows are zeroed on first access where the array asks for it, so the
 // coefficients, and the pixels, are the same. The buffer is a mapping of its own, 2 MiB-aligned
-// and advised to transparent huge pages, so its first use faults whole 2 MiB pages in where it
-// can (where the kernel refuses, 4 KiB pages as before). Internal to src/stages.
+// and advised to transparent huge pages (sluice/detail/memory/huge_mapping.hpp), so its first use
+// faults whole 2 MiB pages in where it can (where the kernel refuses, 4 KiB pages as before). Internal to src/stages.
 #pragma once
 
 #include <cstddef>

@@ -12,10 +12,10 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/detail/core/log.hpp"
+#include "sluice/detail/memory/huge_mapping.hpp"
 #include "stages/remote/http_transport.hpp"
 #include "stages/remote/remote_shards.hpp"
 #include "stages/remote/remote_stats.hpp"
-#include "stages/tar/shard_buffer.hpp"
 
 namespace sluice::stages {
 
@@ -188,14 +188,14 @@ std::uint64_t OnDemandShards::reserve_window(std::int64_t positions) {
 }
 
 std::shared_ptr<std::uint8_t[]> OnDemandShards::allocate(std::uint64_t size) {
-  std::uint8_t* bytes = map_shard_buffer(size);  // before it is counted: it may throw
+  std::uint8_t* bytes = map_huge_aligned(size);  // before it is counted: it may throw
   const std::uint64_t held = memory_held_.fetch_add(size, std::memory_order_acq_rel) + size;
   std::uint64_t peak = memory_peak_.load(std::memory_order_relaxed);
   while (held > peak && !memory_peak_.compare_exchange_weak(peak, held, std::memory_order_acq_rel)) {
   }
   // Freed when both the shard's reads and its transfer have let go of it.
   return std::shared_ptr<std::uint8_t[]>(bytes, [this, size](std::uint8_t* p) {
-    unmap_shard_buffer(p, size);
+    unmap_huge_aligned(p, size);
     memory_held_.fetch_sub(size, std::memory_order_acq_rel);
   });
 }

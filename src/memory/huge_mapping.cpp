@@ -1,12 +1,12 @@
-// A remote shard's buffer in huge pages (shard_buffer.hpp).
-#include "stages/tar/shard_buffer.hpp"
+// Buffers 2 MiB-aligned and advised to transparent huge pages (huge_mapping.hpp).
+#include "sluice/detail/memory/huge_mapping.hpp"
 
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <new>
 
-namespace sluice::stages {
+namespace sluice {
 
 namespace {
 
@@ -17,7 +17,7 @@ std::uint64_t mapped_bytes(std::uint64_t size) { return std::max(kPage, (size + 
 
 }  // namespace
 
-std::uint8_t* map_shard_buffer(std::uint64_t size) {
+std::uint8_t* map_huge_aligned(std::uint64_t size) {
   const std::uint64_t bytes = mapped_bytes(size);
   // One huge page more than needed, then the unaligned head and the tail beyond the buffer go.
   void* whole = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -31,6 +31,6 @@ std::uint8_t* map_shard_buffer(std::uint64_t size) {
   return reinterpret_cast<std::uint8_t*>(aligned);
 }
 
-void unmap_shard_buffer(std::uint8_t* data, std::uint64_t size) { ::munmap(data, mapped_bytes(size)); }
+void unmap_huge_aligned(std::uint8_t* data, std::uint64_t size) { ::munmap(data, mapped_bytes(size)); }
 
-}  // namespace sluice::stages
+}  // namespace sluice

@@ -1,6 +1,6 @@
-// A remote shard's buffer under cache_limit 0 (stages/tar/shard_buffer.hpp): 2 MiB-aligned and,
-// where the kernel allows transparent huge pages, faulted in as 2 MiB pages.
-#include "stages/tar/shard_buffer.hpp"
+// map_huge_aligned (sluice/detail/memory/huge_mapping.hpp): 2 MiB-aligned and, where the kernel
+// allows transparent huge pages, faulted in as 2 MiB pages; unmapping gives back all it mapped.
+#include "sluice/detail/memory/huge_mapping.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-namespace sluice::stages {
+namespace sluice {
 namespace {
 
 constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
@@ -37,16 +37,16 @@ std::string thp_mode() {
   return s;
 }
 
-TEST(ShardBuffer, IsZeroAlignedTo2MiBAndFaultedInAsHugePages) {
+TEST(HugeMapping, IsZeroAlignedTo2MiBAndFaultedInAsHugePages) {
   const std::uint64_t size = 8 * kHugePage / 2 + 1000;  // 8 MiB and a part of a page
-  std::uint8_t* data = map_shard_buffer(size);
+  std::uint8_t* data = map_huge_aligned(size);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(data) % kHugePage, 0u);
   EXPECT_EQ(data[0], 0);
   EXPECT_EQ(data[size - 1], 0);
-  std::memset(data, 1, size);  // the stream's writes
+  std::memset(data, 1, size);  // the owner's first writes
   const long huge_kb = anon_huge_kb(data);
   const std::string mode = thp_mode();
-  unmap_shard_buffer(data, size);
+  unmap_huge_aligned(data, size);
   if (mode.empty() || mode.find("[never]") != std::string::npos) {
     GTEST_SKIP() << "transparent huge pages are off here ('" << mode << "'): the buffer has 4 KiB pages";
   }
@@ -54,7 +54,7 @@ TEST(ShardBuffer, IsZeroAlignedTo2MiBAndFaultedInAsHugePages) {
   EXPECT_GE(huge_kb, 2048) << "THP '" << mode << "'";
 }
 
-TEST(ShardBuffer, UnmappingGivesBackTheWholeMappingHeadAndTailIncluded) {
+TEST(HugeMapping, UnmappingGivesBackTheWholeMappingHeadAndTailIncluded) {
   // Each map takes one huge page more than the buffer and gives back what lies outside it: a
   // thousand 1 MiB buffers mapped and unmapped leave the address space as it was (leaking the
   // heads or tails would leave up to 2 GB of it mapped).
@@ -69,13 +69,13 @@ TEST(ShardBuffer, UnmappingGivesBackTheWholeMappingHeadAndTailIncluded) {
   const long before = vm_size_kb();
   ASSERT_GT(before, 0);
   for (int i = 0; i < 1000; ++i) {
-    std::uint8_t* data = map_shard_buffer(kHugePage / 2);
+    std::uint8_t* data = map_huge_aligned(kHugePage / 2);
     data[0] = 1;
-    unmap_shard_buffer(data, kHugePage / 2);
+    unmap_huge_aligned(data, kHugePage / 2);
   }
   // Under 512 MiB: a thread of the process may reserve a malloc arena (128 MiB) meanwhile.
   EXPECT_LT(vm_size_kb() - before, 512 * 1024);
 }
 
 }  // namespace
-}  // namespace sluice::stages
+}  // namespace sluice

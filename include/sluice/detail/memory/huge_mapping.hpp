@@ -1,0 +1,22 @@
+// A buffer of its own anonymous mapping, starting on a 2 MiB boundary and advised to transparent
+// huge pages, so that its first writes fault 2 MiB pages in rather than 4 KiB ones (512 faults per
+// 2 MiB, each 11-14 us on the VMs measured in docs/performance.md and docs/remote.md). For buffers
+// that are written whole soon after they are made and live a while: a remote shard's bytes under
+// cache_limit 0 (stages/tar/shard_fetcher.cpp), the progressive JPEG coefficient arrays a decoder
+// keeps between images (stages/decode/jpeg_coefficient_pool.cpp). Only the whole 2 MiB pages inside
+// the buffer can be huge: the part past the last one has 4 KiB pages. Advice only: where the
+// kernel refuses (THP "never", or no 2 MiB page free) the buffer gets 4 KiB pages. Not counted
+// against any budget here: the caller reserves `bytes` first.
+#pragma once
+
+#include <cstdint>
+
+namespace sluice {
+
+// `bytes` (rounded up to whole 4 KiB pages, at least one), zero, 2 MiB-aligned, not touched;
+// throws std::bad_alloc when the mapping fails.
+std::uint8_t* map_huge_aligned(std::uint64_t bytes);
+// Unmaps what map_huge_aligned(bytes) returned, with the same `bytes`.
+void unmap_huge_aligned(std::uint8_t* data, std::uint64_t bytes);
+
+}  // namespace sluice
