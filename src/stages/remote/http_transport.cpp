@@ -27,6 +27,7 @@ namespace sluice::stages::remote {
 namespace {
 
 std::atomic<bool (*)()> g_process_stop{nullptr};  // set_process_stop
+std::atomic<std::uint64_t> g_file_writes{0};       // file_writes
 
 using Clock = std::chrono::steady_clock;
 
@@ -50,6 +51,10 @@ struct Transfer {
   curl_slist* headers_out = nullptr;
   ResponseHeaders headers;
   std::uint64_t have = 0;           // body bytes kept so far (the resume point)
+  // A file sink's body bytes since the last write (flush_body): libcurl hands the body over in
+  // 16 KiB pieces; each receive's pieces go to the file in one pwrite instead of 16.
+  std::unique_ptr<char[]> gather;
+  std::size_t gathered = 0;
   std::uint64_t requested_from = 0; // the Range start of the current attempt
   std::string first_etag;           // the object's ETag when the first bytes were kept
   std::string error_body;           // a non-2xx response's body (S3's <Error> document)
@@ -104,9 +109,37 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
 // failed such a read as a short one). The file is cut to the new body's length when it is done.
 void restart_from_zero(Transfer& t) {
   t.have = 0;
+  t.gathered = 0;
   if (t.download != nullptr && t.download->arrived != nullptr) t.download->arrived->store(0, std::memory_order_release);
   t.first_etag.clear();
   if (t.text != nullptr) t.text->clear();
+}
+
+bool write_at(int fd, const char* data, std::size_t n, std::uint64_t at) {
+  std::size_t done = 0;
+  while (done < n) {
+    g_file_writes.fetch_add(1, std::memory_order_relaxed);
+    const ssize_t w = ::pwrite(fd, data + done, n - done, static_cast<off_t>(at + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    done += static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// Writes a file sink's gathered bytes (they end at `have`) and tells the reads they are there.
+// Called when the gather buffer is full, after each curl_multi_perform (so a read never waits
+// longer than the receive that brought its bytes) and before a transfer's attempt is judged.
+bool flush_body(Transfer& t) {
+  if (t.gathered == 0) return true;
+  const bool ok = write_at(t.fd, t.gather.get(), t.gathered, t.have - t.gathered);
+  t.gathered = 0;
+  if (!ok) {
+    t.write_failed = true;
+    return false;
+  }
+  if (t.download->arrived != nullptr) t.download->arrived->store(t.have, std::memory_order_release);
+  return true;
 }
 
 std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user) {
@@ -148,19 +181,21 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
     }
     std::memcpy(m.data + t->have, data, n);
   } else {
-    std::size_t done = 0;
-    while (done < n) {
-      const ssize_t w = ::pwrite(t->fd, data + done, n - done, static_cast<off_t>(t->have + done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
+    if (t->write_failed || (t->gathered + n > kWriteGatherBytes && !flush_body(*t))) return 0;
+    if (n >= kWriteGatherBytes) {
+      if (!write_at(t->fd, data, n, t->have)) {
         t->write_failed = true;
         return 0;
       }
-      done += static_cast<std::size_t>(w);
+    } else {
+      if (!t->gather) t->gather = std::make_unique<char[]>(kWriteGatherBytes);
+      std::memcpy(t->gather.get() + t->gathered, data, n);
+      t->gathered += n;
     }
   }
   t->have += n;
-  if (t->download->arrived != nullptr) t->download->arrived->store(t->have, std::memory_order_release);
+  // A file's bytes are there for the reads once written (flush_body says so for gathered ones).
+  if (t->download->arrived != nullptr && t->gathered == 0) t->download->arrived->store(t->have, std::memory_order_release);
   remote_stats().add_bytes(n);
   if (t->counters != nullptr) t->counters->add_bytes(t->download->name, n);
   return n;
@@ -416,6 +451,8 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   };
   const auto end = [&](Transfer& t, CURLcode code) {
     curl_multi_remove_handle(multi.get(), t.easy);
+    (void)flush_body(t);  // a failed write is judged (write_failed)
+    t.gather.reset();
     active.erase(std::find(active.begin(), active.end(), &t));
     timeline("done", t.download->name, "bytes=" + std::to_string(t.have) + " curl=" + std::to_string(static_cast<int>(code)));
     const std::size_t retrying = waiting.size();
@@ -453,6 +490,7 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     }
     int running = 0;
     curl_multi_perform(multi.get(), &running);
+    for (Transfer* t : active) (void)flush_body(*t);  // a failed write ends the transfer at its next piece
     int left = 0;
     bool ended = false;
     while (CURLMsg* msg = curl_multi_info_read(multi.get(), &left)) {
@@ -502,6 +540,8 @@ int read_ahead_depth(double latency_s, double bandwidth, double object_bytes, in
   const double depth = 1 + std::ceil(bandwidth * latency_s / object_bytes);
   return static_cast<int>(std::clamp(depth, std::min(2.0, static_cast<double>(most)), static_cast<double>(most)));
 }
+
+std::uint64_t file_writes() { return g_file_writes.load(std::memory_order_relaxed); }
 
 void set_process_stop(bool (*check)()) { g_process_stop.store(check, std::memory_order_release); }
 

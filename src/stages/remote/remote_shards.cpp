@@ -192,7 +192,9 @@ std::string remote_partial_path(const std::string& url, const RemoteOptions& opt
   return ShardCache(options.cache_dir, options.cache_limit).temp_path_of(url);
 }
 
-std::uint64_t remote_buffer_bytes() { return static_cast<std::uint64_t>(TransferLimits{}.connections) * kTransferBufferBytes; }
+std::uint64_t remote_buffer_bytes() {
+  return static_cast<std::uint64_t>(TransferLimits{}.connections) * (kTransferBufferBytes + kWriteGatherBytes);
+}
 
 std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls, const RemoteOptions& options) {
   const ShardCache cache(options.cache_dir, options.cache_limit);
