@@ -91,6 +91,8 @@ for name in names:
                 e0.append(le0 / float(r[2])); whole.append(lwhole / (float(r[2]) + float(r[3])))
                 cpu.append(float(r[4]) - lcpu); srv.append(float(r[5])); mach.append(float(r[7]) - lmach)
     f = lambda xs: f"{med(xs):.2f} ({', '.join(f'{x:.2f}' for x in xs)})"
+    mine = [r for r in rows if r[1] == name]
     print(f"{name:10s} epoch 0 / local {f(e0)}; build + epoch 0 {f(whole)}; cpu - local {f(cpu)} s; server cpu {f(srv)} s;"
-          f" machine cpu - local {f(mach)} s")
+          f" machine cpu - local {f(mach)} s; medians: epoch 0 {med([float(r[2]) for r in mine]):.3f} s,"
+          f" build {med([float(r[3]) for r in mine]):.3f} s")
 PY
