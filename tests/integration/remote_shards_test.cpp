@@ -295,6 +295,34 @@ TEST_F(RemoteShards, ABodyIsWrittenInFewWritesNotInLibcurlsPieces) {
   EXPECT_LE(writes, body.size() / (32 << 10)) << "the body went to its file in " << writes << " writes";
 }
 
+TEST_F(RemoteShards, ADownloadAheadOfItsNeedHasOneAttemptAndIsRefusedAboveItsSize) {
+  namespace remote = stages::remote;
+  const RemoteServer server(dir_ / "root");
+  const auto ahead = [&](const std::string& shard, std::uint64_t max_bytes) {
+    remote::Download d;
+    d.name = d.http_url = server.url("/shards/" + shard);
+    d.path = (dir_ / (shard + ".copy")).string();
+    d.ahead_max_bytes = max_bytes;
+    remote::TransferLimits limits;
+    limits.timeout_s = 5;
+    return remote::download_all({d}, {}, limits)[0];
+  };
+  const std::uint64_t size = fs::file_size(dir_ / "root" / "shards" / "train-000000.tar");
+  const auto failures = [] { return stages::remote::remote_stats().snapshot().failures; };
+  const std::uint64_t failed = failures();
+  const std::uint64_t refused = retries(RetryCause::kReset);
+  EXPECT_TRUE(ahead("train-000000.tar", size).ok);
+  const remote::Downloaded big = ahead("train-000001.tar", size / 2);
+  EXPECT_FALSE(big.ok);
+  EXPECT_NE(big.error.find("larger than"), std::string::npos) << big.error;
+  EXPECT_EQ(fs::file_size(dir_ / "train-000001.tar.copy"), 0u) << "the larger body was refused at its headers";
+  server.faults(R"({"reset_every": 1})");
+  EXPECT_FALSE(ahead("train-000002.tar", size).ok);
+  EXPECT_EQ(server.stat("object_gets"), 3) << "one attempt each";
+  EXPECT_EQ(retries(RetryCause::kReset), refused);
+  EXPECT_EQ(failures(), failed) << "not ok is an answer here, not a failure";
+}
+
 struct Fault {
   const char* name;
   const char* json;

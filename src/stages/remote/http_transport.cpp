@@ -19,6 +19,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/detail/core/log.hpp"
+#include "stages/remote/http_errors.hpp"
 #include "stages/remote/http_headers.hpp"
 #include "stages/remote/remote_stats.hpp"
 
@@ -220,6 +221,9 @@ void configure(Transfer& t, const AwsConfig& aws, const TransferLimits& limits, 
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+  if (t.download->ahead_max_bytes > 0) {
+    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(t.download->ahead_max_bytes));
+  }
   curl_easy_setopt(e, CURLOPT_PRIVATE, &t);
   curl_slist_free_all(t.headers_out);
   t.headers_out = nullptr;
@@ -251,31 +255,6 @@ void configure(Transfer& t, const AwsConfig& aws, const TransferLimits& limits, 
   t.curl_error[0] = '\0';
 }
 
-// S3's <Code> from an error document, else nothing: the body may be anything, never echoed whole.
-std::string s3_code(const std::string& body) {
-  const std::size_t a = body.find("<Code>");
-  const std::size_t b = body.find("</Code>");
-  if (a == std::string::npos || b == std::string::npos || b < a || b - a > 80) return {};
-  std::string code = body.substr(a + 6, b - a - 6);
-  for (char& c : code) {
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
-  }
-  return " (" + code + ")";
-}
-
-std::string what_to_check(long status, const Download& d, const AwsConfig& aws) {
-  const bool s3 = d.name.starts_with("s3://");
-  std::string out = "HTTP " + std::to_string(status);
-  if (status == 404) out += s3 ? ": no such bucket or key; check the URL, the region and the endpoint" : ": not found; check the URL";
-  if (status == 403 || status == 401) {
-    out += s3 ? ": access denied; check the credentials, the region and the endpoint, or use anonymous access for a public bucket"
-              : ": access denied; check that the URL is public or carries its token";
-  }
-  if (status == 400) out += ": bad request; check the region and the endpoint";
-  if (s3) out += " [" + aws.describe() + "]";
-  return out;
-}
-
 enum class Outcome : std::uint8_t { kDone, kRetry, kFail };
 
 struct Verdict {
@@ -288,6 +267,7 @@ Verdict judge(Transfer& t, CURLcode code, const AwsConfig& aws) {
   const long status = status_of(t.easy);
   if (t.write_failed) return {Outcome::kFail, RetryCause::kOther, std::string("cannot write the local copy: ") + std::strerror(errno)};
   if (t.too_large) return {Outcome::kFail, RetryCause::kOther, "larger than " + std::to_string(t.max_bytes) + " bytes"};
+  if (code == CURLE_FILESIZE_EXCEEDED) return {Outcome::kFail, RetryCause::kOther, "larger than " + std::to_string(t.max_bytes) + " bytes"};
   if (t.etag_changed) {
     restart_from_zero(t);
     return {Outcome::kRetry, RetryCause::kEtagChanged, "the object changed (its ETag) between requests"};
@@ -345,7 +325,8 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
                     std::vector<Transfer*>& waiting) {
   const Verdict v = judge(t, code, aws);
   ++t.attempts;
-  if (v.outcome == Outcome::kRetry && t.attempts <= limits.retries) {
+  const int retries = t.download->ahead_max_bytes > 0 ? 0 : limits.retries;
+  if (v.outcome == Outcome::kRetry && t.attempts <= retries) {
     remote_stats().add_retry(v.cause);
     if (t.counters != nullptr) t.counters->add_retry(t.download->name, v.cause);
     const double delay = backoff_s(t, limits, rng);
@@ -370,7 +351,8 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
     r.etag = r.not_modified ? t.download->cached_etag : t.first_etag;
     r.bytes = t.have;
   } else {
-    if (!(t.download->may_be_absent && status_of(t.easy) == 404)) {
+    const bool answer = (t.download->may_be_absent && status_of(t.easy) == 404) || t.download->ahead_max_bytes > 0;
+    if (!answer) {
       remote_stats().add_failure();
       if (t.counters != nullptr) t.counters->add_failure(t.download->name);
     }
@@ -485,7 +467,12 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     }
     if (limits.tune_depth) connections = tuned_depth(transfers, started, limits.connections);
     while (next < transfers.size() && static_cast<int>(active.size()) < limits.connections &&
-           bodies_in_flight(active) < connections && (!limits.may_start || limits.may_start(next))) {
+           bodies_in_flight(active) < connections) {
+      if (limits.skip && limits.skip(next)) {
+        ++next;
+        continue;
+      }
+      if (limits.may_start && !limits.may_start(next)) break;
       start(transfers[next++]);
     }
     int running = 0;
@@ -573,6 +560,7 @@ std::vector<Downloaded> download_all(const std::vector<Download>& downloads, con
       t.max_bytes = downloads[i].memory->size;
       continue;
     }
+    if (downloads[i].ahead_max_bytes > 0) t.max_bytes = downloads[i].ahead_max_bytes;
     t.fd = ::open(downloads[i].path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (t.fd < 0) {
       throw Error(ErrorCode::kIo, std::string("cannot create the shard's local copy: ") + std::strerror(errno), downloads[i].path);

@@ -48,6 +48,9 @@ struct TransferLimits {
   // Asked (may be empty) before download i first starts, in order: false holds it, and those
   // after it, back until it is asked again (a streamed shard waiting for memory to hold it).
   std::function<bool(std::size_t)> may_start;
+  // Asked (may be empty) before may_start: true drops download i, never requested (its result
+  // stays not ok, with no error and nothing counted).
+  std::function<bool(std::size_t)> skip;
   // Called (may be empty) as soon as download i is done or given up, with its result, on the
   // thread running the transfers: a streamed shard's end is known when it arrives, not when the
   // whole set has.
@@ -68,6 +71,11 @@ struct Download {
   std::string path;             // the file the body is written to (created or truncated)
   std::string cached_etag;      // non-empty: If-None-Match; a 304 leaves `path` untouched
   bool may_be_absent = false;   // a 404 is an answer (an optional object), not a failure in stats
+  // Non-zero: fetched ahead of its need (a shard before its stream), only while it is small and
+  // answers: a body larger than this is refused (at its headers when they give its length), and
+  // it has one attempt; a fault ends it not ok, as an answer, not a failure or a retry in stats
+  // (its stream fetches it later, as any other).
+  std::uint64_t ahead_max_bytes = 0;
   // Streaming (may be null): the body bytes written to `path` so far, stored (release) after each
   // write, reset to 0 when the transfer starts over; ~0 once a 304 said the cached copy is current.
   std::atomic<std::uint64_t>* arrived = nullptr;
