@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -262,6 +264,63 @@ TEST_F(RemoteShards, AFinishedTransfersPlaceIsTakenAtOnce) {
   const std::vector<remote::Downloaded> got = remote::download_all(downloads, {}, limits);
   for (const remote::Downloaded& r : got) EXPECT_TRUE(r.ok) << r.error;
   EXPECT_LT(small_done_s, 0.35) << "the small transfers waited for the poll between them";
+}
+
+TEST_F(RemoteShards, ABodyIsWrittenInFewWritesNotInLibcurlsPieces) {
+  namespace remote = stages::remote;
+  std::vector<char> body(6 << 20);
+  std::mt19937_64 rng(7);
+  for (char& c : body) c = static_cast<char>(rng());
+  {
+    std::ofstream out(dir_ / "root" / "big.bin", std::ios::binary);
+    out.write(body.data(), static_cast<std::streamsize>(body.size()));
+  }
+  const RemoteServer server(dir_ / "root");
+  remote::Download d;
+  d.name = d.http_url = server.url("/big.bin");
+  d.path = (dir_ / "big.copy").string();
+  std::atomic<std::uint64_t> arrived{0};
+  d.arrived = &arrived;
+  remote::TransferLimits limits;
+  limits.timeout_s = 5;
+  const std::uint64_t writes_before = remote::file_writes();
+  const std::vector<remote::Downloaded> got = remote::download_all({d}, {}, limits);
+  const std::uint64_t writes = remote::file_writes() - writes_before;
+  ASSERT_TRUE(got[0].ok) << got[0].error;
+  EXPECT_EQ(arrived.load(), body.size());
+  std::ifstream in(d.path, std::ios::binary);
+  const std::vector<char> copy((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(copy == body) << "the copy differs from the body";
+  // libcurl's pieces are at most 16 KiB: one write each would be at least 384 writes.
+  EXPECT_LE(writes, body.size() / (32 << 10)) << "the body went to its file in " << writes << " writes";
+}
+
+TEST_F(RemoteShards, ADownloadAheadOfItsNeedHasOneAttemptAndIsRefusedAboveItsSize) {
+  namespace remote = stages::remote;
+  const RemoteServer server(dir_ / "root");
+  const auto ahead = [&](const std::string& shard, std::uint64_t max_bytes) {
+    remote::Download d;
+    d.name = d.http_url = server.url("/shards/" + shard);
+    d.path = (dir_ / (shard + ".copy")).string();
+    d.ahead_max_bytes = max_bytes;
+    remote::TransferLimits limits;
+    limits.timeout_s = 5;
+    return remote::download_all({d}, {}, limits)[0];
+  };
+  const std::uint64_t size = fs::file_size(dir_ / "root" / "shards" / "train-000000.tar");
+  const auto failures = [] { return stages::remote::remote_stats().snapshot().failures; };
+  const std::uint64_t failed = failures();
+  const std::uint64_t refused = retries(RetryCause::kReset);
+  EXPECT_TRUE(ahead("train-000000.tar", size).ok);
+  const remote::Downloaded big = ahead("train-000001.tar", size / 2);
+  EXPECT_FALSE(big.ok);
+  EXPECT_NE(big.error.find("larger than"), std::string::npos) << big.error;
+  EXPECT_EQ(fs::file_size(dir_ / "train-000001.tar.copy"), 0u) << "the larger body was refused at its headers";
+  server.faults(R"({"reset_every": 1})");
+  EXPECT_FALSE(ahead("train-000002.tar", size).ok);
+  EXPECT_EQ(server.stat("object_gets"), 3) << "one attempt each";
+  EXPECT_EQ(retries(RetryCause::kReset), refused);
+  EXPECT_EQ(failures(), failed) << "not ok is an answer here, not a failure";
 }
 
 struct Fault {

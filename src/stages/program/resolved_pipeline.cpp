@@ -355,7 +355,16 @@ ResolvedPipeline resolve_pipeline(const PipelineSpec& spec, const BuildOptions& 
                                                std::to_string(options.memory_budget) + " bytes: raise memory_budget");
     }
   }
-  plan.dataset = load_dataset(spec.source, file_ops, on_demand);
+  // Epoch 0's first shard, where the order tells it from the shard count alone (one rank; rank
+  // 0 of several without a shuffle buffer, which could take its first reads from further on):
+  // a remote one comes with the index files.
+  FirstShard first;
+  if (spec.shard_world == 1 || (spec.shard_rank == 0 && !(shuffle && shuffle->buffer > 1))) {
+    first = [seed = spec.shuffle_files_seed](std::size_t shards) {
+      return static_cast<std::ptrdiff_t>(EpochOrder::first_group(seed, shards, 0));
+    };
+  }
+  plan.dataset = load_dataset(spec.source, file_ops, on_demand, first);
   plan.order = EpochOrderOptions{
       .items = plan.dataset.items.size(),
       .shard_rank = spec.shard_rank,

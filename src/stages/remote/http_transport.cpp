@@ -19,6 +19,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/detail/core/log.hpp"
+#include "stages/remote/http_errors.hpp"
 #include "stages/remote/http_headers.hpp"
 #include "stages/remote/remote_stats.hpp"
 
@@ -27,6 +28,7 @@ namespace sluice::stages::remote {
 namespace {
 
 std::atomic<bool (*)()> g_process_stop{nullptr};  // set_process_stop
+std::atomic<std::uint64_t> g_file_writes{0};       // file_writes
 
 using Clock = std::chrono::steady_clock;
 
@@ -50,6 +52,10 @@ struct Transfer {
   curl_slist* headers_out = nullptr;
   ResponseHeaders headers;
   std::uint64_t have = 0;           // body bytes kept so far (the resume point)
+  // A file sink's body bytes since the last write (flush_body): libcurl hands the body over in
+  // 16 KiB pieces; each receive's pieces go to the file in one pwrite instead of 16.
+  std::unique_ptr<char[]> gather;
+  std::size_t gathered = 0;
   std::uint64_t requested_from = 0; // the Range start of the current attempt
   std::string first_etag;           // the object's ETag when the first bytes were kept
   std::string error_body;           // a non-2xx response's body (S3's <Error> document)
@@ -104,9 +110,37 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
 // failed such a read as a short one). The file is cut to the new body's length when it is done.
 void restart_from_zero(Transfer& t) {
   t.have = 0;
+  t.gathered = 0;
   if (t.download != nullptr && t.download->arrived != nullptr) t.download->arrived->store(0, std::memory_order_release);
   t.first_etag.clear();
   if (t.text != nullptr) t.text->clear();
+}
+
+bool write_at(int fd, const char* data, std::size_t n, std::uint64_t at) {
+  std::size_t done = 0;
+  while (done < n) {
+    g_file_writes.fetch_add(1, std::memory_order_relaxed);
+    const ssize_t w = ::pwrite(fd, data + done, n - done, static_cast<off_t>(at + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    done += static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// Writes a file sink's gathered bytes (they end at `have`) and tells the reads they are there.
+// Called when the gather buffer is full, after each curl_multi_perform (so a read never waits
+// longer than the receive that brought its bytes) and before a transfer's attempt is judged.
+bool flush_body(Transfer& t) {
+  if (t.gathered == 0) return true;
+  const bool ok = write_at(t.fd, t.gather.get(), t.gathered, t.have - t.gathered);
+  t.gathered = 0;
+  if (!ok) {
+    t.write_failed = true;
+    return false;
+  }
+  if (t.download->arrived != nullptr) t.download->arrived->store(t.have, std::memory_order_release);
+  return true;
 }
 
 std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user) {
@@ -148,19 +182,21 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
     }
     std::memcpy(m.data + t->have, data, n);
   } else {
-    std::size_t done = 0;
-    while (done < n) {
-      const ssize_t w = ::pwrite(t->fd, data + done, n - done, static_cast<off_t>(t->have + done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
+    if (t->write_failed || (t->gathered + n > kWriteGatherBytes && !flush_body(*t))) return 0;
+    if (n >= kWriteGatherBytes) {
+      if (!write_at(t->fd, data, n, t->have)) {
         t->write_failed = true;
         return 0;
       }
-      done += static_cast<std::size_t>(w);
+    } else {
+      if (!t->gather) t->gather = std::make_unique<char[]>(kWriteGatherBytes);
+      std::memcpy(t->gather.get() + t->gathered, data, n);
+      t->gathered += n;
     }
   }
   t->have += n;
-  if (t->download->arrived != nullptr) t->download->arrived->store(t->have, std::memory_order_release);
+  // A file's bytes are there for the reads once written (flush_body says so for gathered ones).
+  if (t->download->arrived != nullptr && t->gathered == 0) t->download->arrived->store(t->have, std::memory_order_release);
   remote_stats().add_bytes(n);
   if (t->counters != nullptr) t->counters->add_bytes(t->download->name, n);
   return n;
@@ -185,6 +221,9 @@ void configure(Transfer& t, const AwsConfig& aws, const TransferLimits& limits, 
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+  if (t.download->ahead_max_bytes > 0) {
+    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(t.download->ahead_max_bytes));
+  }
   curl_easy_setopt(e, CURLOPT_PRIVATE, &t);
   curl_slist_free_all(t.headers_out);
   t.headers_out = nullptr;
@@ -216,31 +255,6 @@ void configure(Transfer& t, const AwsConfig& aws, const TransferLimits& limits, 
   t.curl_error[0] = '\0';
 }
 
-// S3's <Code> from an error document, else nothing: the body may be anything, never echoed whole.
-std::string s3_code(const std::string& body) {
-  const std::size_t a = body.find("<Code>");
-  const std::size_t b = body.find("</Code>");
-  if (a == std::string::npos || b == std::string::npos || b < a || b - a > 80) return {};
-  std::string code = body.substr(a + 6, b - a - 6);
-  for (char& c : code) {
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
-  }
-  return " (" + code + ")";
-}
-
-std::string what_to_check(long status, const Download& d, const AwsConfig& aws) {
-  const bool s3 = d.name.starts_with("s3://");
-  std::string out = "HTTP " + std::to_string(status);
-  if (status == 404) out += s3 ? ": no such bucket or key; check the URL, the region and the endpoint" : ": not found; check the URL";
-  if (status == 403 || status == 401) {
-    out += s3 ? ": access denied; check the credentials, the region and the endpoint, or use anonymous access for a public bucket"
-              : ": access denied; check that the URL is public or carries its token";
-  }
-  if (status == 400) out += ": bad request; check the region and the endpoint";
-  if (s3) out += " [" + aws.describe() + "]";
-  return out;
-}
-
 enum class Outcome : std::uint8_t { kDone, kRetry, kFail };
 
 struct Verdict {
@@ -253,6 +267,7 @@ Verdict judge(Transfer& t, CURLcode code, const AwsConfig& aws) {
   const long status = status_of(t.easy);
   if (t.write_failed) return {Outcome::kFail, RetryCause::kOther, std::string("cannot write the local copy: ") + std::strerror(errno)};
   if (t.too_large) return {Outcome::kFail, RetryCause::kOther, "larger than " + std::to_string(t.max_bytes) + " bytes"};
+  if (code == CURLE_FILESIZE_EXCEEDED) return {Outcome::kFail, RetryCause::kOther, "larger than " + std::to_string(t.max_bytes) + " bytes"};
   if (t.etag_changed) {
     restart_from_zero(t);
     return {Outcome::kRetry, RetryCause::kEtagChanged, "the object changed (its ETag) between requests"};
@@ -310,7 +325,8 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
                     std::vector<Transfer*>& waiting) {
   const Verdict v = judge(t, code, aws);
   ++t.attempts;
-  if (v.outcome == Outcome::kRetry && t.attempts <= limits.retries) {
+  const int retries = t.download->ahead_max_bytes > 0 ? 0 : limits.retries;
+  if (v.outcome == Outcome::kRetry && t.attempts <= retries) {
     remote_stats().add_retry(v.cause);
     if (t.counters != nullptr) t.counters->add_retry(t.download->name, v.cause);
     const double delay = backoff_s(t, limits, rng);
@@ -335,7 +351,8 @@ void finish_attempt(Transfer& t, CURLcode code, const AwsConfig& aws, const Tran
     r.etag = r.not_modified ? t.download->cached_etag : t.first_etag;
     r.bytes = t.have;
   } else {
-    if (!(t.download->may_be_absent && status_of(t.easy) == 404)) {
+    const bool answer = (t.download->may_be_absent && status_of(t.easy) == 404) || t.download->ahead_max_bytes > 0;
+    if (!answer) {
       remote_stats().add_failure();
       if (t.counters != nullptr) t.counters->add_failure(t.download->name);
     }
@@ -416,6 +433,8 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   };
   const auto end = [&](Transfer& t, CURLcode code) {
     curl_multi_remove_handle(multi.get(), t.easy);
+    (void)flush_body(t);  // a failed write is judged (write_failed)
+    t.gather.reset();
     active.erase(std::find(active.begin(), active.end(), &t));
     timeline("done", t.download->name, "bytes=" + std::to_string(t.have) + " curl=" + std::to_string(static_cast<int>(code)));
     const std::size_t retrying = waiting.size();
@@ -448,11 +467,17 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
     }
     if (limits.tune_depth) connections = tuned_depth(transfers, started, limits.connections);
     while (next < transfers.size() && static_cast<int>(active.size()) < limits.connections &&
-           bodies_in_flight(active) < connections && (!limits.may_start || limits.may_start(next))) {
+           bodies_in_flight(active) < connections) {
+      if (limits.skip && limits.skip(next)) {
+        ++next;
+        continue;
+      }
+      if (limits.may_start && !limits.may_start(next)) break;
       start(transfers[next++]);
     }
     int running = 0;
     curl_multi_perform(multi.get(), &running);
+    for (Transfer* t : active) (void)flush_body(*t);  // a failed write ends the transfer at its next piece
     int left = 0;
     bool ended = false;
     while (CURLMsg* msg = curl_multi_info_read(multi.get(), &left)) {
@@ -503,6 +528,8 @@ int read_ahead_depth(double latency_s, double bandwidth, double object_bytes, in
   return static_cast<int>(std::clamp(depth, std::min(2.0, static_cast<double>(most)), static_cast<double>(most)));
 }
 
+std::uint64_t file_writes() { return g_file_writes.load(std::memory_order_relaxed); }
+
 void set_process_stop(bool (*check)()) { g_process_stop.store(check, std::memory_order_release); }
 
 std::vector<Downloaded> download_all(const std::vector<Download>& downloads, const AwsConfig& aws,
@@ -533,6 +560,7 @@ std::vector<Downloaded> download_all(const std::vector<Download>& downloads, con
       t.max_bytes = downloads[i].memory->size;
       continue;
     }
+    if (downloads[i].ahead_max_bytes > 0) t.max_bytes = downloads[i].ahead_max_bytes;
     t.fd = ::open(downloads[i].path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (t.fd < 0) {
       throw Error(ErrorCode::kIo, std::string("cannot create the shard's local copy: ") + std::strerror(errno), downloads[i].path);

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -51,6 +54,26 @@ std::string size_text(std::uint64_t bytes) {
   char out[32];
   std::snprintf(out, sizeof out, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
   return out;
+}
+
+// fetch_remote_indexes' early shard: committed into the cache (or found current) and counted as
+// a cache hit or miss once, as the stream counts the shards it fetches; else its temporary goes.
+void keep_early_shard(ShardCache& cache, const Download& d, const Downloaded& r, bool* current) {
+  if (!r.ok) {
+    ::unlink(d.path.c_str());
+    return;
+  }
+  remote_stats().add_cache(r.not_modified);
+  if (const RemoteScope* scope = RemoteScope::current(); scope != nullptr && scope->counters()) {
+    scope->counters()->add_cache(d.name, r.not_modified);
+  }
+  if (r.not_modified) {
+    ::unlink(d.path.c_str());
+  } else {
+    cache.commit(d.name, d.path, r.etag, r.bytes);
+  }
+  cache.touch(d.name);
+  if (current != nullptr) *current = true;
 }
 
 }  // namespace
@@ -192,7 +215,9 @@ std::string remote_partial_path(const std::string& url, const RemoteOptions& opt
   return ShardCache(options.cache_dir, options.cache_limit).temp_path_of(url);
 }
 
-std::uint64_t remote_buffer_bytes() { return static_cast<std::uint64_t>(TransferLimits{}.connections) * kTransferBufferBytes; }
+std::uint64_t remote_buffer_bytes() {
+  return static_cast<std::uint64_t>(TransferLimits{}.connections) * (kTransferBufferBytes + kWriteGatherBytes);
+}
 
 std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls, const RemoteOptions& options) {
   const ShardCache cache(options.cache_dir, options.cache_limit);
@@ -203,7 +228,8 @@ std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls,
 }
 
 std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<std::string>& urls,
-                                                            const RemoteOptions& options) {
+                                                            const RemoteOptions& options, std::ptrdiff_t early,
+                                                            bool* early_current) {
   const bool any_s3 = std::any_of(urls.begin(), urls.end(), [](const std::string& u) { return is_s3_url(u); });
   const AwsConfig aws = any_s3 ? load_aws_config(options.anonymous) : AwsConfig{.anonymous = true};
   // Kept in the cache folder as copies of their own URLs, revalidated with If-None-Match (a
@@ -215,10 +241,17 @@ std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<st
     cache.emplace(options.cache_dir, options.cache_limit);
     cache->lock();
   }
+  if (early_current != nullptr) *early_current = false;
+  const bool with_early = !in_memory && early >= 0 && static_cast<std::size_t>(early) < urls.size();
+  // Download j is the index file of urls[order[j]]: the early shard's first, so that its body
+  // can start as soon as a connection is free once its index file has come.
+  std::vector<std::size_t> order(urls.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (with_early) std::rotate(order.begin(), order.begin() + early, order.begin() + early + 1);
   std::vector<std::string> texts(in_memory ? urls.size() : 0);
   std::vector<Download> downloads;
-  downloads.reserve(urls.size());
-  for (std::size_t i = 0; i < urls.size(); ++i) {
+  downloads.reserve(urls.size() + 1);
+  for (const std::size_t i : order) {
     Download d = request_for(urls[i] + kIndexSuffix, aws);
     if (in_memory) {
       d.text = &texts[i];
@@ -230,32 +263,51 @@ std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<st
     d.may_be_absent = true;
     downloads.push_back(std::move(d));
   }
+  TransferLimits limits = limits_of(options);
+  if (with_early) {
+    // Last, and only once its index file has come (a shard without one is fetched whole after
+    // this, with the others): the index files go out first where they outnumber the connections.
+    Download d = request_for(urls[static_cast<std::size_t>(early)], aws);
+    d.path = cache->temp_path_of(d.name);
+    d.cached_etag = cache->cached_etag(d.name);
+    d.ahead_max_bytes = kEarlyShardBytes;
+    downloads.push_back(std::move(d));
+    auto index = std::make_shared<std::atomic<int>>(0);  // 0: on its way, 1: here, 2: not
+    limits.finished = [index](std::size_t j, const Downloaded& r) {
+      if (j == 0) index->store(r.ok ? 1 : 2);
+    };
+    const std::size_t last = downloads.size() - 1;
+    limits.skip = [index, last](std::size_t j) { return j == last && index->load() == 2; };
+    limits.may_start = [index, last](std::size_t j) { return j != last || index->load() == 1; };
+  }
   std::vector<Downloaded> got;
   try {
-    got = download_all(downloads, aws, limits_of(options));
+    got = download_all(downloads, aws, limits);
   } catch (...) {
     for (const Download& d : downloads) {
       if (!d.path.empty()) ::unlink(d.path.c_str());
     }
     throw;
   }
+  if (with_early) keep_early_shard(*cache, downloads.back(), got.back(), early_current);
   std::vector<std::vector<std::uint8_t>> out(urls.size());
-  for (std::size_t i = 0; i < urls.size(); ++i) {
+  for (std::size_t j = 0; j < urls.size(); ++j) {
+    const std::size_t i = order[j];
     if (in_memory) {
-      if (got[i].ok) out[i].assign(texts[i].begin(), texts[i].end());
+      if (got[j].ok) out[i].assign(texts[i].begin(), texts[i].end());
       continue;
     }
     const std::string index_url = urls[i] + kIndexSuffix;
-    if (got[i].ok && got[i].bytes <= kMaxIndexBytes) {
+    if (got[j].ok && got[j].bytes <= kMaxIndexBytes) {
       try {
-        if (!got[i].not_modified) cache->commit(index_url, downloads[i].path, got[i].etag, got[i].bytes);
+        if (!got[j].not_modified) cache->commit(index_url, downloads[j].path, got[j].etag, got[j].bytes);
         cache->touch(index_url);
         out[i] = core::read_regular_file(cache->path_of(index_url), kMaxIndexBytes, "shard index");
       } catch (const Error&) {
         out[i].clear();  // unreadable: the shard is fetched whole
       }
     }
-    ::unlink(downloads[i].path.c_str());  // gone already when committed
+    ::unlink(downloads[j].path.c_str());  // gone already when committed
   }
   return out;
 }

@@ -71,8 +71,16 @@ std::vector<std::string> remote_copy_paths(const std::vector<std::string>& urls,
 // fetched into memory up to eight at a time: what a rank that reads some shards only needs to
 // know of every one. An element is empty where the server has none (a 404, not counted as a
 // failure) or it could not be fetched: that shard is then fetched whole.
+//
+// `early` (may be -1) names one of `urls` by its place: the shard an epoch reads first, fetched
+// into the cache (or revalidated) with the index files, in the same round trips, so its first
+// byte's latency passes while they arrive and not when the epoch starts; only a shard of at most
+// kEarlyShardBytes (a larger one is refused at its headers and streams as the others do), and
+// not under cache_limit 0. `early_current` says whether its copy is current in the cache.
+inline constexpr std::uint64_t kEarlyShardBytes = std::uint64_t{32} << 20;
 std::vector<std::vector<std::uint8_t>> fetch_remote_indexes(const std::vector<std::string>& urls,
-                                                            const RemoteOptions& options);
+                                                            const RemoteOptions& options, std::ptrdiff_t early = -1,
+                                                            bool* early_current = nullptr);
 
 // The in-flight download buffers of one loader's transfers (every transfer in flight holds
 // libcurl's receive buffer): what it reserves from its memory budget as MemoryUse::kRemote.

@@ -24,6 +24,18 @@ void shuffle(Index* order, std::int64_t n, CounterRng rng) {
     std::swap(order[i], order[j]);
   }
 }
+
+// The shards' order in `epoch`: a permutation keyed on (seed, epoch), or theirs without a seed.
+void permute_groups(std::vector<std::uint32_t>& order, std::size_t groups, std::optional<std::uint64_t> file_seed,
+                    std::int64_t epoch) {
+  order.resize(groups);
+  std::iota(order.begin(), order.end(), 0u);
+  if (file_seed && groups > 0) {
+    shuffle(order.data(), static_cast<std::int64_t>(groups),
+            CounterRng(derive_key(*file_seed, kShardStream), static_cast<std::uint64_t>(epoch), 0));
+  }
+}
+
 }  // namespace
 
 EpochOrder::EpochOrder(const EpochOrderOptions& options) : options_(options) {
@@ -91,14 +103,14 @@ void EpochOrder::fill_all(std::int64_t epoch, Index* order) const {
   }
 }
 
+std::uint32_t EpochOrder::first_group(std::optional<std::uint64_t> file_seed, std::size_t groups, std::int64_t epoch) {
+  std::vector<std::uint32_t> order;
+  permute_groups(order, groups, file_seed, epoch);
+  return order.empty() ? 0 : order.front();
+}
+
 void EpochOrder::permute(std::int64_t epoch) {
-  const std::size_t groups = options_.groups.empty() ? 0 : options_.groups.size() - 1;
-  group_order_.resize(groups);
-  std::iota(group_order_.begin(), group_order_.end(), 0u);
-  if (options_.file_seed && groups > 0) {
-    shuffle(group_order_.data(), static_cast<std::int64_t>(groups),
-            CounterRng(derive_key(*options_.file_seed, kShardStream), static_cast<std::uint64_t>(epoch), 0));
-  }
+  permute_groups(group_order_, options_.groups.empty() ? 0 : options_.groups.size() - 1, options_.file_seed, epoch);
 }
 
 // tf.data's bounded shuffle over the whole order: the buffer starts with the first k inputs; each

@@ -93,6 +93,10 @@ class EpochOrder {
   // The bytes compute() holds at most, in its scratch and in `out`: what the runtime reserves.
   static std::uint64_t memory_bytes(const EpochOrderOptions& options);
 
+  // The shard (group) first in `epoch`'s order of `groups` shards, before the shuffle buffer and
+  // the split: what compute() starts from, known from the shard count alone.
+  static std::uint32_t first_group(std::optional<std::uint64_t> file_seed, std::size_t groups, std::int64_t epoch);
+
  private:
   void permute(std::int64_t epoch);
   template <class Index>

@@ -354,16 +354,17 @@ Dataset load_items(const spec::Items& items) {
 
 }  // namespace
 
-Dataset load_dataset(const spec::Source& source, FileOps* ops, bool fetch_on_demand) {
+Dataset load_dataset(const spec::Source& source, FileOps* ops, bool fetch_on_demand, const FirstShard& first) {
   struct Visitor {
     FileOps* ops;
     bool on_demand;
+    const FirstShard& first;
     Dataset operator()(const spec::Folder& f) const { return load_folder(f); }
     Dataset operator()(const spec::ListFile& l) const { return load_list(l); }
     Dataset operator()(const spec::Items& i) const { return load_items(i); }
-    Dataset operator()(const spec::Shards& s) const { return load_shards(s, ops, on_demand); }
+    Dataset operator()(const spec::Shards& s) const { return load_shards(s, ops, on_demand, first); }
   };
-  Dataset dataset = std::visit(Visitor{ops, fetch_on_demand}, source);
+  Dataset dataset = std::visit(Visitor{ops, fetch_on_demand, first}, source);
   dataset.items.finish();
   return dataset;
 }

@@ -57,6 +57,10 @@ struct Dataset {
   std::shared_ptr<ShardFetcher> fetcher;
 };
 
+// The shard (by its place among a shards source's names) the loader's first epoch reads first,
+// given their count, where its order tells it without the item table; -1 where it does not.
+using FirstShard = std::function<std::ptrdiff_t(std::size_t shards)>;
+
 // Folder: labels are the indices of the sorted class sub-folder names; files are taken
 // recursively within each class folder, sorted by path; only .jpg/.jpeg/.jpe/.jfif names
 // (any case), hidden files skipped. A folder without sub-folders is one class, label 0. Only
@@ -68,8 +72,10 @@ struct Dataset {
 // ListFile::allow_outside_root. A regular file under 256 MiB only. Throws sluice::Error naming the path (and line).
 // Shards: see stages/tar/tar_source.hpp. `ops` (null: the real file system) is what shards and their
 // index files are opened through. `fetch_on_demand` (a rank of several splitting tar shards by
-// shards): remote shards whose index file the server has are fetched when read, not in here.
-Dataset load_dataset(const spec::Source& source, FileOps* ops = nullptr, bool fetch_on_demand = false);
+// shards): remote shards whose index file the server has are fetched when read, not in here;
+// the one `first` names, if remote, comes with the index files (stages/tar/tar_source.hpp).
+Dataset load_dataset(const spec::Source& source, FileOps* ops = nullptr, bool fetch_on_demand = false,
+                     const FirstShard& first = {});
 
 // Whether the name ends in an image extension the decode stage reads (any case): .jpg, .jpeg,
 // .png, .webp, .bmp, .gif, .tif, .tiff, .ppm, .pgm, .pbm and their kin (image_format.hpp). The

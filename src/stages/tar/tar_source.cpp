@@ -310,8 +310,9 @@ void resolve_labels(Dataset& dataset, const Labels& labels) {
 // The index files of the remote shards in `urls` that the server has beside them and that
 // decode (an index checks its own size and mtime fields against the shard's, which here are
 // only known from the index itself: each read checks the member's header anyway).
-std::vector<std::optional<IndexedShard>> remote_indexes(const std::vector<std::string>& urls, const RemoteOptions& options) {
-  std::vector<std::vector<std::uint8_t>> files = remote::fetch_remote_indexes(urls, options);
+std::vector<std::optional<IndexedShard>> remote_indexes(const std::vector<std::string>& urls, const RemoteOptions& options,
+                                                        std::ptrdiff_t early, bool* early_current) {
+  std::vector<std::vector<std::uint8_t>> files = remote::fetch_remote_indexes(urls, options, early, early_current);
   std::vector<std::optional<IndexedShard>> out(urls.size());
   for (std::size_t i = 0; i < urls.size(); ++i) {
     const std::vector<std::uint8_t>& bytes = files[i];
@@ -344,7 +345,7 @@ std::vector<std::string> expand_shard_patterns(const std::vector<std::string>& p
 
 std::string shard_index_path(const std::string& shard) { return shard + ".sluice-idx"; }
 
-Dataset load_shards(const spec::Shards& shards, FileOps* ops_or_null, bool fetch_on_demand) {
+Dataset load_shards(const spec::Shards& shards, FileOps* ops_or_null, bool fetch_on_demand, const FirstShard& first) {
   FileOps& ops = ops_or_null != nullptr ? *ops_or_null : real_file_ops();
   const std::vector<std::string> names = expand_shard_patterns(shards.patterns, shards.remote);
   std::vector<std::string> urls;
@@ -356,8 +357,14 @@ Dataset load_shards(const spec::Shards& shards, FileOps* ops_or_null, bool fetch
   // on demand, those the server has an index file for wait until an epoch reads them.
   std::vector<std::optional<IndexedShard>> deferred(urls.size());
   std::vector<std::string> copies;
+  std::ptrdiff_t early = -1;  // among urls
+  bool early_current = false;
   if (fetch_on_demand && !urls.empty()) {
-    deferred = remote_indexes(urls, shards.remote);
+    const std::ptrdiff_t at = first ? first(names.size()) : -1;
+    if (at >= 0 && static_cast<std::size_t>(at) < names.size() && remote::is_remote_url(names[static_cast<std::size_t>(at)])) {
+      early = std::find(urls.begin(), urls.end(), names[static_cast<std::size_t>(at)]) - urls.begin();
+    }
+    deferred = remote_indexes(urls, shards.remote, early, &early_current);
     // Under cache_limit 0 a shard streams through memory and has no copy (nor cache folder).
     copies = shards.remote.cache_limit == 0 ? urls : remote::remote_copy_paths(urls, shards.remote);
   }
@@ -378,9 +385,12 @@ Dataset load_shards(const spec::Shards& shards, FileOps* ops_or_null, bool fetch
     const std::size_t r = is_url ? next_remote++ : 0;
     std::optional<IndexedShard>* index = is_url ? &deferred[r] : nullptr;
     if (index != nullptr && index->has_value()) {
+      // The early shard's copy, fetched with the index files, is current (the stream still
+      // fetches it when it is not the size its index says).
       OnDemandShards::Shard later{.url = name, .copy = copies[r],
                                   .size = (*index)->shard_size, .first = dataset.items.size(),
-                                  .failure = std::make_shared<FetchFailure>()};
+                                  .failure = std::make_shared<FetchFailure>(),
+                                  .validated = early_current && static_cast<std::ptrdiff_t>(r) == early};
       const std::int32_t shard = dataset.items.add_shard(
           ItemTable::Shard{later.copy, later.size, ItemTable::Shard::kAnyMtime, name, later.failure});
       add_samples(dataset.items, shard, name, **index, labels);

@@ -44,7 +44,10 @@ std::string shard_index_path(const std::string& shard);
 
 // `fetch_on_demand`: remote shards whose index file ("<url>.sluice-idx") the server has are
 // indexed from it and fetched only when an epoch reads them (stages/tar/shard_fetcher.hpp);
-// the others are fetched here, as every remote shard is without it.
-Dataset load_shards(const spec::Shards& shards, FileOps* ops, bool fetch_on_demand = false);
+// the others are fetched here, as every remote shard is without it. The shard `first` names (the
+// first epoch's first), when it is one of those, is fetched with the index files
+// (remote::fetch_remote_indexes' `early`), so the epoch does not start by waiting for its first
+// byte; its reads then find its copy current.
+Dataset load_shards(const spec::Shards& shards, FileOps* ops, bool fetch_on_demand = false, const FirstShard& first = {});
 
 }  // namespace sluice::stages

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "sluice/core/error.hpp"
@@ -43,6 +44,31 @@ TEST(EpochOrder, ShardsAreDisjointAndCoverEveryEpoch) {
       for (int count : seen) ASSERT_EQ(count, 1) << "world " << world << " epoch " << epoch;
     }
   }
+}
+
+TEST(EpochOrder, FirstGroupIsTheGroupOfTheEpochsFirstItem_ForRankZeroOfAnyWorld) {
+  // 13 shards of uneven sizes (one empty): the first item's shard, from the shard count alone.
+  const std::vector<std::int64_t> groups = {0, 5, 9, 9, 20, 21, 30, 44, 50, 51, 60, 70, 77, 80};
+  const auto group_of = [&](std::int64_t item) {
+    return static_cast<std::uint32_t>(std::upper_bound(groups.begin(), groups.end(), item) - groups.begin() - 1);
+  };
+  std::set<std::uint32_t> firsts;
+  for (const std::optional<std::uint64_t> seed : {std::optional<std::uint64_t>{}, std::optional<std::uint64_t>{3},
+                                                  std::optional<std::uint64_t>{5}, std::optional<std::uint64_t>{77}}) {
+    for (const std::int64_t epoch : {0, 1, 4}) {
+      for (const int world : {1, 2, 3}) {
+        const auto out = order_of({.items = 80, .shard_rank = 0, .shard_world = world, .file_seed = seed, .groups = groups,
+                                   .split = ShardSplit::kShards},
+                                  epoch);
+        ASSERT_FALSE(out.empty());
+        EXPECT_EQ(EpochOrder::first_group(seed, groups.size() - 1, epoch), group_of(out.front()))
+            << "seed " << seed.value_or(0) << " epoch " << epoch << " world " << world;
+      }
+      firsts.insert(EpochOrder::first_group(seed, groups.size() - 1, epoch));
+    }
+  }
+  EXPECT_GT(firsts.size(), 2u) << "the first shard follows the seed and the epoch";
+  EXPECT_EQ(EpochOrder::first_group({}, groups.size() - 1, 0), 0u);
 }
 
 TEST(EpochOrder, FileShuffleIsSeededAndChangesEachEpoch) {
