@@ -2,6 +2,8 @@
 // allocation-counting test) sees every byte sluice allocates.
 #include "sluice/detail/memory/aligned_buffer.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
 #include <new>
@@ -11,6 +13,12 @@
 #include "sluice/core/units.hpp"
 
 namespace sluice {
+
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+}  // namespace
 
 AlignedBuffer::~AlignedBuffer() { reset(); }
 
@@ -81,14 +89,24 @@ void AlignedBuffer::grow_to(std::size_t rounded) {
 }
 
 void AlignedBuffer::allocate(std::size_t rounded) {
-  auto* p = static_cast<std::uint8_t*>(::operator new(rounded, std::align_val_t{kAlignment}));
-  if (data_ != nullptr) ::operator delete(data_, std::align_val_t{kAlignment});
+  // From 2 MiB on: one huge page more, so the buffer can start on a 2 MiB boundary (the head below
+  // it and the tail past the buffer are never touched, so they take address space, not memory).
+  const bool huge = rounded >= kHugePage;
+  auto* p = static_cast<std::uint8_t*>(::operator new(huge ? rounded + kHugePage : rounded, std::align_val_t{kAlignment}));
+  if (base_ != nullptr) ::operator delete(base_, std::align_val_t{kAlignment});
+  base_ = p;
   data_ = p;
+  if (huge) {
+    data_ = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(p) + kHugePage - 1) & ~(kHugePage - 1));
+    // Advice only: where the kernel refuses (THP "never", no 2 MiB page free) the pages are 4 KiB.
+    (void)::madvise(data_, rounded & ~(kHugePage - 1), MADV_HUGEPAGE);
+  }
   capacity_ = rounded;
 }
 
 void AlignedBuffer::reset() {
-  if (data_ != nullptr) ::operator delete(data_, std::align_val_t{kAlignment});
+  if (base_ != nullptr) ::operator delete(base_, std::align_val_t{kAlignment});
+  base_ = nullptr;
   data_ = nullptr;
   capacity_ = 0;
   reservation_.shrink(reservation_.bytes());

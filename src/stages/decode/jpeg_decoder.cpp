@@ -127,11 +127,19 @@ void JpegDecoder::attach(MemoryBudget& budget, MemoryUse use, const DecoderShare
   }
 }
 
+std::uint64_t JpegDecoder::kept_coefficient_bytes(std::uint64_t bytes) {
+  constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
+  return bytes >= kHugePage / 2 ? (bytes + kHugePage - 1) / kHugePage * kHugePage : bytes;
+}
+
 std::optional<Reservation> JpegDecoder::reserve_coefficients(const JpegHeader& header) {
   State& s = *state_;
   if (s.budget == nullptr || header.coefficient_bytes <= s.coefficients.bytes()) return std::nullopt;
+  // Kept in whole 2 MiB where the budget has them free, else as much as this image needs.
+  const std::uint64_t whole = kept_coefficient_bytes(header.coefficient_bytes) - s.coefficients.bytes();
+  if (s.budget->try_grow(s.coefficients, whole, Reclaim::kYes)) return std::nullopt;  // kept: it fitted
   const std::uint64_t more = header.coefficient_bytes - s.coefficients.bytes();
-  if (s.budget->try_grow(s.coefficients, more, Reclaim::kYes)) return std::nullopt;  // kept: it fitted
+  if (s.budget->try_grow(s.coefficients, more, Reclaim::kYes)) return std::nullopt;
   std::optional<Reservation> transient = s.budget->reserve_transient(more, s.use);
   if (!transient) {
     throw Error(ErrorCode::kTooLarge,
@@ -417,7 +425,10 @@ bool JpegDecoder::decode_spliced(std::span<const std::uint8_t> jpeg, const JpegH
     if (!splice_at(jpeg, s.layout, r, points[static_cast<std::size_t>(r)], s.splice)) continue;
     const std::size_t head = s.splice.head.size();
     const std::size_t size = head + (jpeg.size() - s.splice.tail_offset);
-    if (!s.spliced.try_reserve(size)) return false;
+    // The first splice takes one 2 MiB huge page at once where the budget has it free (AlignedBuffer),
+    // rather than growing a power of two at a time through 4 KiB pages, each step faulted in again.
+    constexpr std::size_t kSpliceFloor = std::size_t{2} << 20;
+    if (!s.spliced.try_reserve(std::max(size, kSpliceFloor)) && !s.spliced.try_reserve(size)) return false;
     std::memcpy(s.spliced.data(), s.splice.head.data(), head);
     std::memcpy(s.spliced.data() + head, jpeg.data() + s.splice.tail_offset, size - head);
     const std::span<const std::uint8_t> cut(s.spliced.data(), size);

@@ -197,8 +197,10 @@ WorkspaceShare SampleProgram::workspace_requirements(const SampleProgramConfig& 
   share.augment = augment > 0 ? AlignedBuffer::rounded_capacity(augment) : 0;
   share.scratch = AlignedBuffer::rounded_capacity(Resampler::workspace_requirements(out_row));
   share.decoder = probes.decoder;
-  // Coefficients are accounted, not allocated by us: the same headroom, no power-of-two rounding.
-  share.decoder.coefficients = static_cast<std::uint64_t>(static_cast<double>(probes.decoder.coefficients) * kHeadroom);
+  // Coefficients: the same headroom, no power-of-two rounding, but whole 2 MiB from 1 MiB on
+  // (JpegDecoder::kept_coefficient_bytes: the buffer kept for them is then all huge pages).
+  share.decoder.coefficients = JpegDecoder::kept_coefficient_bytes(
+      static_cast<std::uint64_t>(static_cast<double>(probes.decoder.coefficients) * kHeadroom));
   share.formats = probes.formats > 0 ? with_headroom(probes.formats) : 0;
   return share;
 }

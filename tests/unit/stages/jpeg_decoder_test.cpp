@@ -206,6 +206,57 @@ TEST(JpegDecoderMemory, ProgressiveCoefficientsComeFromTheBufferKeptBetweenImage
   EXPECT_EQ(decoder.pooled_coefficient_images(), pooled + 2);
 }
 
+// A file spliced at a resume point is copied into a buffer the decoder keeps: its first splice
+// takes 2 MiB at once where the budget has it free (one huge page, not a power-of-two growth whose
+// every step is faulted in again), and only what the file needs where it has not.
+TEST(JpegDecoderMemory, TheSpliceBufferTakes2MiBAtOnceWhereTheBudgetHasIt) {
+  const Bytes jpeg = encode_jpeg(make_pattern(640, 480, 3, 7), 640, 480, 3, {.subsampling = 2});
+  ASSERT_LT(jpeg.size(), 1'000'000u);
+  const JpegRequest request{1, {64, 320, 256, 128}};
+  const Image whole = turbo_decode(jpeg, 1, TJPF_RGB, 0);
+  for (const std::uint64_t limit : {std::uint64_t{64} << 20, std::uint64_t{1} << 20}) {
+    MemoryBudget budget(limit);
+    JpegDecoder decoder(options(Color::kRGB));
+    decoder.attach(budget, MemoryUse::kDecodeBuffers, {.planes = 0, .coefficients = 0});
+    const JpegHeader header = decoder.read_header(jpeg);
+    const Rect r = decoder.decoded_region(header, request);
+    Image region{r.width, r.height, 3, std::vector<std::uint8_t>(static_cast<std::size_t>(r.width) * r.height * 3)};
+    std::vector<ResumePoint> points;
+    decoder.decode(jpeg, header, request, ImageView{region.pixels.data(), r.width, r.height, 3, r.width * 3}, points);
+    EXPECT_GT(points.size(), 1u) << "spliced";
+    if (limit > (std::uint64_t{2} << 20)) {
+      EXPECT_EQ(budget.used(), std::uint64_t{2} << 20);
+    } else {
+      // The spliced file's size (below the whole file's), rounded to a power of two: the splice ran.
+      EXPECT_GT(budget.used(), 0u);
+      EXPECT_LT(budget.used(), jpeg.size() * 2);
+    }
+    for (int y = 0; y < 128; ++y) {
+      ASSERT_EQ(std::memcmp(region.at(64 - r.x, 320 - r.y + y), whole.at(64, 320 + y), 256 * 3), 0) << "row " << y;
+    }
+  }
+}
+
+// From 1 MiB on, the coefficient reservation a decoder keeps grows in whole 2 MiB where the budget
+// has them free (the buffer it maps for them is then all huge pages), else by what the image needs.
+TEST(JpegDecoderMemory, TheKeptCoefficientReservationGrowsInWhole2MiB) {
+  const Bytes jpeg = encode_jpeg(make_pattern(800, 600, 3, 3), 800, 600, 3, {.subsampling = 2, .progressive = true});
+  const Image want = turbo_decode(jpeg, 1, TJPF_RGB, 0);
+  EXPECT_EQ(JpegDecoder::kept_coefficient_bytes(1'000'000), 1'000'000u);
+  EXPECT_EQ(JpegDecoder::kept_coefficient_bytes(1'100'000), 2u << 20);
+  for (const std::uint64_t limit : {std::uint64_t{64} << 20, std::uint64_t{1'700'000}}) {
+    MemoryBudget budget(limit);
+    JpegDecoder decoder(options(Color::kRGB));
+    decoder.attach(budget, MemoryUse::kDecodeBuffers, {.planes = 0, .coefficients = 0});
+    const std::uint64_t needs = decoder.read_header(jpeg).coefficient_bytes;
+    ASSERT_GT(needs, 1u << 20);
+    ASSERT_LT(needs, 1'700'000u);
+    EXPECT_TRUE(decode(decoder, jpeg).pixels == want.pixels);
+    EXPECT_EQ(decoder.pooled_coefficient_images(), 1u);
+    EXPECT_EQ(budget.used(), limit > (2u << 20) ? std::uint64_t{2} << 20 : needs);
+  }
+}
+
 // Attached to a budget, the buffer holds at most the reservation kept for the coefficients: it
 // follows that reservation as it grows, and an image that needs a transient reservation beyond it
 // takes libjpeg's own allocation, the buffer freed first, with the same pixels.

@@ -1,6 +1,9 @@
 // AlignedBuffer: an owning, growable, 64-byte aligned byte buffer. It only grows, so a buffer that
 // has seen the largest sample of a data set never allocates again: the basis of "no allocation
-// per sample in steady state".
+// per sample in steady state". A buffer of 2 MiB or more starts on a 2 MiB boundary and its whole
+// 2 MiB pages are advised to transparent huge pages, so its first writes fault 2 MiB pages in
+// rather than 4 KiB ones (a worker's read and splice buffers meet a data set's largest files in
+// its first epoch); the 2 MiB more it allocates to get there are address space, never touched.
 #pragma once
 
 #include <chrono>
@@ -59,6 +62,7 @@ class AlignedBuffer {
 
   void swap(AlignedBuffer& other) noexcept {
     std::swap(data_, other.data_);
+    std::swap(base_, other.base_);
     std::swap(capacity_, other.capacity_);
     std::swap(reservation_, other.reservation_);
     std::swap(budget_, other.budget_);
@@ -73,6 +77,7 @@ class AlignedBuffer {
   void allocate(std::size_t capacity);
 
   std::uint8_t* data_ = nullptr;
+  std::uint8_t* base_ = nullptr;  // what operator new returned: data_, or below it for a huge buffer
   std::size_t capacity_ = 0;
   MemoryBudget* budget_ = nullptr;
   Reservation reservation_;
