@@ -2,8 +2,9 @@
 include(CMakePackageConfigHelpers)
 
 # An installed libsluice finds the external libraries it was linked with where they were (CUDA's
-# runtime in /usr/local/cuda, OpenBLAS's variant folder) without LD_LIBRARY_PATH; the build tree's
-# own folders are never among them.
+# runtime in /usr/local/cuda) without LD_LIBRARY_PATH; the build tree's own folders are never among
+# them. OpenBLAS and cuBLAS are dlopen()ed by name (src/train/cpu/openblas_api.hpp,
+# src/train/cuda/cublas_api.hpp): the loader's own path finds them.
 set_target_properties(sluice PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS sluice EXPORT sluiceTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

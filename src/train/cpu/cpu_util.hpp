@@ -171,7 +171,8 @@ class WorkerPool {
 // OpenBLAS's own threads set to one: the workers above parallelise around it).
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc);
-// Sets OpenBLAS to one thread of its own (once per process) and says which library it is.
+// Loads OpenBLAS (dlopen, train/cpu/openblas_api.hpp), sets it to one thread of its own (once per
+// process) and says which library it is. Throws sluice::Error when OpenBLAS cannot be loaded.
 const char* blas_init();
 
 }  // namespace sluice::train::cpu

@@ -1,7 +1,6 @@
-// WorkerPool over a oneTBB arena, and the GEMM wrapper over OpenBLAS: the only two places the
-// CPU backend touches a third-party threading or BLAS header.
-#include <cblas.h>
-
+// WorkerPool over a oneTBB arena, and the GEMM wrapper over OpenBLAS (dlopen()ed on first use
+// through openblas_api.hpp, the only other file that sees <cblas.h>): the only places the CPU
+// backend touches a third-party threading or BLAS library.
 #include <algorithm>
 #include <mutex>
 
@@ -11,6 +10,7 @@
 #include <tbb/task_arena.h>
 
 #include "train/cpu/cpu_util.hpp"
+#include "train/cpu/openblas_api.hpp"
 
 namespace sluice::train::cpu {
 
@@ -53,8 +53,11 @@ void WorkerPool::for_each(std::int64_t n, std::int64_t min_per_chunk, FunctionRe
 const char* blas_init() {
   static std::once_flag once;
   // OpenBLAS's own pool would compete with the workers (and spin after each call), so it runs
-  // each GEMM on the calling worker. Process-wide, as OpenBLAS's setting is.
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+  // each GEMM on the calling worker. Process-wide, as OpenBLAS's setting is. This is what loads
+  // the library: CpuBackend's constructor calls it, so a process that never trains on the CPU
+  // never maps OpenBLAS (nor starts its thread pool). A missing library throws here, and the
+  // next call tries again.
+  std::call_once(once, [] { cpu_detail::openblas_api().set_num_threads(1); });
   return "OpenBLAS";
 }
 
@@ -67,8 +70,8 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
     }
     return;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-              alpha, a, lda, b, ldb, beta, c, ldc);
+  cpu_detail::openblas_api().sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                                   trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace sluice::train::cpu
