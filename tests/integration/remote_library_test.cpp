@@ -413,7 +413,8 @@ TEST_F(RemoteStreaming, EpochZerosFirstShardComesWithTheIndexFiles) {
   EXPECT_LT(first_batch_s, 0.6);
   expect_every_shard_fetched_once(loader, server, origin);
   EXPECT_EQ(server.stat("object_gets"), 16);  // 8 index files, 8 shards: none fetched twice
-  const SourceStats* s = source_named(loader.stats(), origin);
+  const Stats stats = loader.stats();  // kept: `s` points into it
+  const SourceStats* s = source_named(stats, origin);
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->failures, 0);
 }
