@@ -1,6 +1,7 @@
 // AlignedBuffer's allocation: operator new with alignment, so a replaced global operator new (the
 // allocation-counting test) sees every byte sluice allocates.
 #include "sluice/detail/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/huge_mapping.hpp"
 
 #include <sys/mman.h>
 
@@ -16,7 +17,7 @@ namespace sluice {
 
 namespace {
 
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kHugePage = kHugePageBytes;
 
 }  // namespace
 

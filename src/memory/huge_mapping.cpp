@@ -11,7 +11,7 @@ namespace sluice {
 namespace {
 
 constexpr std::uint64_t kPage = 4096;
-constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
+constexpr std::uint64_t kHugePage = kHugePageBytes;
 
 std::uint64_t mapped_bytes(std::uint64_t size) { return std::max(kPage, (size + kPage - 1) & ~(kPage - 1)); }
 

@@ -23,6 +23,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
 #include "sluice/detail/memory/aligned_buffer.hpp"
+#include "sluice/detail/memory/huge_mapping.hpp"
 #include "stages/decode/jpeg_coefficient_pool.hpp"
 #include "stages/decode/jpeg_errors.hpp"
 #include "stages/decode/jpeg_rows.hpp"
@@ -128,7 +129,7 @@ void JpegDecoder::attach(MemoryBudget& budget, MemoryUse use, const DecoderShare
 }
 
 std::uint64_t JpegDecoder::kept_coefficient_bytes(std::uint64_t bytes) {
-  constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
+  constexpr std::uint64_t kHugePage = kHugePageBytes;
   return bytes >= kHugePage / 2 ? (bytes + kHugePage - 1) / kHugePage * kHugePage : bytes;
 }
 
@@ -427,7 +428,7 @@ bool JpegDecoder::decode_spliced(std::span<const std::uint8_t> jpeg, const JpegH
     const std::size_t size = head + (jpeg.size() - s.splice.tail_offset);
     // The first splice takes one 2 MiB huge page at once where the budget has it free (AlignedBuffer),
     // rather than growing a power of two at a time through 4 KiB pages, each step faulted in again.
-    constexpr std::size_t kSpliceFloor = std::size_t{2} << 20;
+    constexpr std::size_t kSpliceFloor = kHugePageBytes;
     if (!s.spliced.try_reserve(std::max(size, kSpliceFloor)) && !s.spliced.try_reserve(size)) return false;
     std::memcpy(s.spliced.data(), s.splice.head.data(), head);
     std::memcpy(s.spliced.data() + head, jpeg.data() + s.splice.tail_offset, size - head);

@@ -13,6 +13,10 @@
 
 namespace sluice {
 
+// The transparent huge page's size on x86-64 and arm64 with 4 KiB pages: what the buffers that
+// want huge pages (this mapping, AlignedBuffer from 2 MiB on, the decoder's kept buffers) align to.
+inline constexpr std::uint64_t kHugePageBytes = std::uint64_t{2} << 20;
+
 // `bytes` (rounded up to whole 4 KiB pages, at least one), zero, 2 MiB-aligned, not touched;
 // throws std::bad_alloc when the mapping fails.
 std::uint8_t* map_huge_aligned(std::uint64_t bytes);
