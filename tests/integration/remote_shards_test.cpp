@@ -295,6 +295,40 @@ TEST_F(RemoteShards, ABodyIsWrittenInFewWritesNotInLibcurlsPieces) {
   EXPECT_LE(writes, body.size() / (32 << 10)) << "the body went to its file in " << writes << " writes";
 }
 
+// The transfers of one download_all() take turns with `connections` libcurl handles and gather
+// buffers instead of making each its own (each a fresh 256 KiB of pages to fault in).
+TEST_F(RemoteShards, TransfersInTurnShareTheirConnectionsBuffers) {
+  namespace remote = stages::remote;
+  std::vector<std::vector<char>> bodies;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 9; ++i) {
+    std::vector<char>& body = bodies.emplace_back(static_cast<std::size_t>(600 << 10) + static_cast<std::size_t>(i) * 4099);
+    for (char& c : body) c = static_cast<char>(rng());
+    std::ofstream out(dir_ / "root" / ("part-" + std::to_string(i) + ".bin"), std::ios::binary);
+    out.write(body.data(), static_cast<std::streamsize>(body.size()));
+  }
+  const RemoteServer server(dir_ / "root");
+  std::vector<remote::Download> downloads(bodies.size());
+  for (std::size_t i = 0; i < downloads.size(); ++i) {
+    downloads[i].name = downloads[i].http_url = server.url("/part-" + std::to_string(i) + ".bin");
+    downloads[i].path = (dir_ / ("part-" + std::to_string(i) + ".copy")).string();
+  }
+  remote::TransferLimits limits;
+  limits.timeout_s = 5;
+  limits.connections = 2;
+  const std::uint64_t made_before = remote::gather_buffers_made();
+  const std::vector<remote::Downloaded> got = remote::download_all(downloads, {}, limits);
+  const std::uint64_t made = remote::gather_buffers_made() - made_before;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].ok) << got[i].error;
+    std::ifstream in(downloads[i].path, std::ios::binary);
+    const std::vector<char> copy((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_TRUE(copy == bodies[i]) << "copy " << i << " differs from its body";
+  }
+  EXPECT_GE(made, 1u);
+  EXPECT_LE(made, 2u) << "9 transfers over 2 connections made " << made << " gather buffers";
+}
+
 TEST_F(RemoteShards, ADownloadAheadOfItsNeedHasOneAttemptAndIsRefusedAboveItsSize) {
   namespace remote = stages::remote;
   const RemoteServer server(dir_ / "root");

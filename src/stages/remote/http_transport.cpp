@@ -16,6 +16,8 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/detail/core/log.hpp"
@@ -29,6 +31,7 @@ namespace {
 
 std::atomic<bool (*)()> g_process_stop{nullptr};  // set_process_stop
 std::atomic<std::uint64_t> g_file_writes{0};       // file_writes
+std::atomic<std::uint64_t> g_gather_buffers{0};    // gather_buffers_made
 
 using Clock = std::chrono::steady_clock;
 
@@ -53,9 +56,11 @@ struct Transfer {
   ResponseHeaders headers;
   std::uint64_t have = 0;           // body bytes kept so far (the resume point)
   // A file sink's body bytes since the last write (flush_body): libcurl hands the body over in
-  // 16 KiB pieces; each receive's pieces go to the file in one pwrite instead of 16.
+  // 16 KiB pieces; each receive's pieces go to the file in one pwrite instead of 16. Taken from
+  // `spares` at the first piece, given back when the attempt ends.
   std::unique_ptr<char[]> gather;
   std::size_t gathered = 0;
+  std::vector<std::unique_ptr<char[]>>* spare_gather = nullptr;  // run_transfers' (Spares)
   std::uint64_t requested_from = 0; // the Range start of the current attempt
   std::string first_etag;           // the object's ETag when the first bytes were kept
   std::string error_body;           // a non-2xx response's body (S3's <Error> document)
@@ -189,7 +194,15 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
         return 0;
       }
     } else {
-      if (!t->gather) t->gather = std::make_unique<char[]>(kWriteGatherBytes);
+      if (!t->gather) {
+        if (t->spare_gather != nullptr && !t->spare_gather->empty()) {
+          t->gather = std::move(t->spare_gather->back());
+          t->spare_gather->pop_back();
+        } else {
+          t->gather = std::make_unique_for_overwrite<char[]>(kWriteGatherBytes);
+          g_gather_buffers.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
       std::memcpy(t->gather.get() + t->gathered, data, n);
       t->gathered += n;
     }
@@ -401,10 +414,25 @@ int bodies_in_flight(const std::vector<Transfer*>& active) {
 // transfer that receives nothing (not a header, not a body byte) for timeout_s is cut here: the
 // low-speed check of libcurl averages over seconds of history, this is the "no byte for N
 // seconds" deadline itself.
+//
+// The transfers in turn share `limits.connections` easy handles and gather buffers (Spares): an
+// easy handle and a gather buffer of its own for every transfer faulted in fresh pages for each
+// (libcurl's 256 KiB receive buffer and ours; about 1,000 page faults in a cold epoch over 13
+// shards) and handed them back with munmap's TLB shootdowns (docs/remote.md).
 void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const TransferLimits& limits) {
   global_init();
   const std::unique_ptr<CURLM, MultiDeleter> multi(curl_multi_init());
   if (!multi) throw Error(ErrorCode::kIo, "libcurl: cannot create a transfer pool");
+  struct Spares {  // after `multi`: its handles are out of the pool and cleaned up before it goes
+    std::vector<CURL*> easy;
+    std::vector<std::unique_ptr<char[]>> gather;
+    Spares() = default;
+    Spares(const Spares&) = delete;
+    Spares& operator=(const Spares&) = delete;
+    ~Spares() {
+      for (CURL* e : easy) curl_easy_cleanup(e);
+    }
+  } spares;
   curl_multi_setopt(multi.get(), CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(limits.connections));
   const std::string sigv4 = "aws:amz:" + aws.region + ":s3";
   const auto deadline = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.timeout_s));
@@ -415,11 +443,19 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   SourceCounters* const counters = scope != nullptr ? scope->counters().get() : nullptr;
   const std::function<bool()> no_stop;
   const std::function<bool()>& scope_stop = scope != nullptr ? scope->stop() : no_stop;
-  for (Transfer& t : transfers) t.counters = counters;
+  for (Transfer& t : transfers) {
+    t.counters = counters;
+    t.spare_gather = &spares.gather;
+  }
   std::size_t next = 0;
   std::vector<Transfer*> active;
   std::vector<Transfer*> waiting;  // retries waiting out their delay
   const auto start = [&](Transfer& t) {
+    if (t.easy == nullptr && !spares.easy.empty()) {
+      t.easy = spares.easy.back();
+      spares.easy.pop_back();
+      curl_easy_reset(t.easy);  // configure() sets what this transfer needs
+    }
     if (t.easy == nullptr) t.easy = curl_easy_init();
     if (t.easy == nullptr) throw Error(ErrorCode::kIo, "libcurl: cannot create a transfer");
     configure(t, aws, limits, sigv4);
@@ -434,11 +470,12 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   const auto end = [&](Transfer& t, CURLcode code) {
     curl_multi_remove_handle(multi.get(), t.easy);
     (void)flush_body(t);  // a failed write is judged (write_failed)
-    t.gather.reset();
+    if (t.gather) spares.gather.push_back(std::move(t.gather));
     active.erase(std::find(active.begin(), active.end(), &t));
     timeline("done", t.download->name, "bytes=" + std::to_string(t.have) + " curl=" + std::to_string(static_cast<int>(code)));
     const std::size_t retrying = waiting.size();
     finish_attempt(t, code, aws, limits, rng, waiting);
+    spares.easy.push_back(std::exchange(t.easy, nullptr));  // judged: the handle serves the next
     if (limits.finished && waiting.size() == retrying) limits.finished(static_cast<std::size_t>(&t - transfers.data()), *t.result);
   };
   int connections = limits.tune_depth ? std::min(2, limits.connections) : limits.connections;
@@ -529,6 +566,8 @@ int read_ahead_depth(double latency_s, double bandwidth, double object_bytes, in
 }
 
 std::uint64_t file_writes() { return g_file_writes.load(std::memory_order_relaxed); }
+
+std::uint64_t gather_buffers_made() { return g_gather_buffers.load(std::memory_order_relaxed); }
 
 void set_process_stop(bool (*check)()) { g_process_stop.store(check, std::memory_order_release); }
 
