@@ -136,8 +136,13 @@ std::uint64_t JpegDecoder::kept_coefficient_bytes(std::uint64_t bytes) {
 std::optional<Reservation> JpegDecoder::reserve_coefficients(const JpegHeader& header) {
   State& s = *state_;
   if (s.budget == nullptr || header.coefficient_bytes <= s.coefficients.bytes()) return std::nullopt;
-  // Kept in whole 2 MiB where the budget has them free, else as much as this image needs.
-  const std::uint64_t whole = kept_coefficient_bytes(header.coefficient_bytes) - s.coefficients.bytes();
+  // Kept in whole 2 MiB where the budget has them free, whatever the image needs (below 1 MiB
+  // too, unlike the plan's share): a worker whose share the plan could not size (remote shards
+  // not yet fetched when build() probed their headers) otherwise grew it image by image, each
+  // larger image mapping a new buffer of 4 KiB pages (500-630 faults in a cold remote epoch 0 of
+  // imagenet-photos, docs/remote.md). Else as much as this image needs.
+  const std::uint64_t whole = (header.coefficient_bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes -
+                              s.coefficients.bytes();
   if (s.budget->try_grow(s.coefficients, whole, Reclaim::kYes)) return std::nullopt;  // kept: it fitted
   const std::uint64_t more = header.coefficient_bytes - s.coefficients.bytes();
   if (s.budget->try_grow(s.coefficients, more, Reclaim::kYes)) return std::nullopt;

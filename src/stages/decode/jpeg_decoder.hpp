@@ -109,9 +109,10 @@ class JpegDecoder {
   // (rounded as AlignedBuffer rounds them) and libjpeg's coefficient buffers. The memory plan
   // adds this up over the probed headers (runtime/loader_memory_plan.cpp).
   static DecoderShare workspace_requirements(const JpegHeader& header);
-  // The coefficient bytes a decoder keeps a reservation of, for images needing `bytes`: from 1 MiB
-  // on, whole 2 MiB, so the buffer it maps for them (huge_mapping.hpp) is all 2 MiB pages and
-  // never faults in a tail of 4 KiB ones; below, `bytes`.
+  // The plan's coefficient share for images needing `bytes`: from 1 MiB on, whole 2 MiB, so the
+  // buffer mapped for them (huge_mapping.hpp) is all 2 MiB pages and never faults in a tail of
+  // 4 KiB ones; below, `bytes`. (A reservation grown at run time takes whole 2 MiB at any size
+  // where the budget has them free: reserve_coefficients.)
   static std::uint64_t kept_coefficient_bytes(std::uint64_t bytes);
 
   // Decodes into out (decoded_region() size, channels() channels, any stride). Throws

@@ -237,8 +237,9 @@ TEST(JpegDecoderMemory, TheSpliceBufferTakes2MiBAtOnceWhereTheBudgetHasIt) {
   }
 }
 
-// From 1 MiB on, the coefficient reservation a decoder keeps grows in whole 2 MiB where the budget
-// has them free (the buffer it maps for them is then all huge pages), else by what the image needs.
+// The coefficient reservation a decoder keeps grows in whole 2 MiB where the budget has them free
+// (the buffer it maps for them is then all huge pages), else by what the image needs; the plan's
+// share (kept_coefficient_bytes) is rounded so only from 1 MiB on.
 TEST(JpegDecoderMemory, TheKeptCoefficientReservationGrowsInWhole2MiB) {
   const Bytes jpeg = encode_jpeg(make_pattern(800, 600, 3, 3), 800, 600, 3, {.subsampling = 2, .progressive = true});
   const Image want = turbo_decode(jpeg, 1, TJPF_RGB, 0);
@@ -252,6 +253,20 @@ TEST(JpegDecoderMemory, TheKeptCoefficientReservationGrowsInWhole2MiB) {
     ASSERT_GT(needs, 1u << 20);
     ASSERT_LT(needs, 1'700'000u);
     EXPECT_TRUE(decode(decoder, jpeg).pixels == want.pixels);
+    EXPECT_EQ(decoder.pooled_coefficient_images(), 1u);
+    EXPECT_EQ(budget.used(), limit > (2u << 20) ? std::uint64_t{2} << 20 : needs);
+  }
+  // Below 1 MiB too: a worker whose share the plan could not size grows it once, not image by
+  // image (each larger image a new buffer of 4 KiB pages).
+  const Bytes small = encode_jpeg(make_pattern(320, 240, 3, 5), 320, 240, 3, {.subsampling = 2, .progressive = true});
+  for (const std::uint64_t limit : {std::uint64_t{64} << 20, std::uint64_t{1'000'000}}) {
+    MemoryBudget budget(limit);
+    JpegDecoder decoder(options(Color::kRGB));
+    decoder.attach(budget, MemoryUse::kDecodeBuffers, {.planes = 0, .coefficients = 0});
+    const std::uint64_t needs = decoder.read_header(small).coefficient_bytes;
+    ASSERT_GT(needs, 0u);
+    ASSERT_LT(needs, 1'000'000u);
+    EXPECT_TRUE(decode(decoder, small).pixels == turbo_decode(small, 1, TJPF_RGB, 0).pixels);
     EXPECT_EQ(decoder.pooled_coefficient_images(), 1u);
     EXPECT_EQ(budget.used(), limit > (2u << 20) ? std::uint64_t{2} << 20 : needs);
   }
