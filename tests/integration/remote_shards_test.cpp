@@ -24,6 +24,7 @@
 #include "sluice/pipeline/json_spec.hpp"
 #include "sluice/sluice.hpp"
 #include "stages/remote/http_transport.hpp"
+#include "stages/remote/transfer_spares.hpp"
 #include "stages/remote/remote_stats.hpp"
 #include "stages/source/source.hpp"
 #include "batch_hashes.hpp"

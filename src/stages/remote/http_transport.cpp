@@ -3,7 +3,6 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +23,8 @@
 #include "stages/remote/http_errors.hpp"
 #include "stages/remote/http_headers.hpp"
 #include "stages/remote/remote_stats.hpp"
+#include "stages/remote/remote_timeline.hpp"
+#include "stages/remote/transfer_spares.hpp"
 
 namespace sluice::stages::remote {
 
@@ -31,7 +32,6 @@ namespace {
 
 std::atomic<bool (*)()> g_process_stop{nullptr};  // set_process_stop
 std::atomic<std::uint64_t> g_file_writes{0};       // file_writes
-std::atomic<std::uint64_t> g_gather_buffers{0};    // gather_buffers_made
 
 using Clock = std::chrono::steady_clock;
 
@@ -60,7 +60,7 @@ struct Transfer {
   // `spares` at the first piece, given back when the attempt ends.
   std::unique_ptr<char[]> gather;
   std::size_t gathered = 0;
-  std::vector<std::unique_ptr<char[]>>* spare_gather = nullptr;  // run_transfers' (Spares)
+  TransferSpares* spares = nullptr;  // run_transfers'
   std::uint64_t requested_from = 0; // the Range start of the current attempt
   std::string first_etag;           // the object's ETag when the first bytes were kept
   std::string error_body;           // a non-2xx response's body (S3's <Error> document)
@@ -75,26 +75,6 @@ struct Transfer {
   double latency_s = -1;              // request to first body byte, once seen
   char curl_error[CURL_ERROR_SIZE] = {};
 };
-
-// SLUICE_LOG=debug: a line per transfer event, "remote timeline MS EVENT URL DETAIL", MS on the
-// steady clock in milliseconds, as the streamed reads' lines (stages/source/read_file.cpp), so a
-// stream's requests, first bytes and ends line up with when its members were read
-// (bench/e2e/remote_timeline.py reads them).
-void timeline(const char* event, const std::string& url, const std::string& detail) {
-  if (!log_enabled(LogLevel::kDebug)) return;
-  char ms[32];
-  std::snprintf(ms, sizeof ms, "%.3f", std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count());
-  log(LogLevel::kDebug, std::string("remote timeline ") + ms + " " + event + " " + url + " " + detail);
-}
-
-// The calling thread's CPU so far, at the end of a stream (its thread's only work).
-void timeline_thread_cpu() {
-  if (!log_enabled(LogLevel::kDebug)) return;
-  rusage ru{};
-  ::getrusage(RUSAGE_THREAD, &ru);
-  const auto ms = [](const timeval& t) { return std::to_string(t.tv_sec * 1000 + t.tv_usec / 1000); };
-  timeline("stream_thread_cpu", "-", "user_ms=" + ms(ru.ru_utime) + " sys_ms=" + ms(ru.ru_stime));
-}
 
 long status_of(CURL* easy) {
   long status = 0;
@@ -194,15 +174,7 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
         return 0;
       }
     } else {
-      if (!t->gather) {
-        if (t->spare_gather != nullptr && !t->spare_gather->empty()) {
-          t->gather = std::move(t->spare_gather->back());
-          t->spare_gather->pop_back();
-        } else {
-          t->gather = std::make_unique_for_overwrite<char[]>(kWriteGatherBytes);
-          g_gather_buffers.fetch_add(1, std::memory_order_relaxed);
-        }
-      }
+      if (!t->gather) t->gather = t->spares->take_gather(kWriteGatherBytes);
       std::memcpy(t->gather.get() + t->gathered, data, n);
       t->gathered += n;
     }
@@ -404,6 +376,16 @@ int tuned_depth(const std::vector<Transfer>& transfers, Clock::time_point starte
 // The transfers in flight that tune_depth's rule counts: a revalidation (If-None-Match) that has
 // had no body byte yet is mostly a 304 with no body, a round trip that brings no bytes to wait
 // behind, so it does not hold back the next request (`limits.connections` still bounds them all).
+// Each origin the transfers fetched from waited as long as their call did.
+void add_wait(SourceCounters& counters, const std::vector<Transfer>& transfers, std::uint64_t waited_ns) {
+  std::vector<std::string> origins;
+  for (const Transfer& t : transfers) {
+    std::string o = origin_of(t.download->name);
+    if (std::find(origins.begin(), origins.end(), o) == origins.end()) origins.push_back(std::move(o));
+  }
+  for (const std::string& o : origins) counters.add_wait_ns(o, waited_ns);
+}
+
 int bodies_in_flight(const std::vector<Transfer*>& active) {
   int n = 0;
   for (const Transfer* t : active) n += t->download->cached_etag.empty() || t->have > 0 ? 1 : 0;
@@ -414,25 +396,13 @@ int bodies_in_flight(const std::vector<Transfer*>& active) {
 // transfer that receives nothing (not a header, not a body byte) for timeout_s is cut here: the
 // low-speed check of libcurl averages over seconds of history, this is the "no byte for N
 // seconds" deadline itself.
-//
-// The transfers in turn share `limits.connections` easy handles and gather buffers (Spares): an
-// easy handle and a gather buffer of its own for every transfer faulted in fresh pages for each
-// (libcurl's 256 KiB receive buffer and ours; about 1,000 page faults in a cold epoch over 13
-// shards) and handed them back with munmap's TLB shootdowns (docs/remote.md).
+// The transfers take turns with `limits.connections` easy handles and gather buffers
+// (TransferSpares).
 void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const TransferLimits& limits) {
   global_init();
   const std::unique_ptr<CURLM, MultiDeleter> multi(curl_multi_init());
   if (!multi) throw Error(ErrorCode::kIo, "libcurl: cannot create a transfer pool");
-  struct Spares {  // after `multi`: its handles are out of the pool and cleaned up before it goes
-    std::vector<CURL*> easy;
-    std::vector<std::unique_ptr<char[]>> gather;
-    Spares() = default;
-    Spares(const Spares&) = delete;
-    Spares& operator=(const Spares&) = delete;
-    ~Spares() {
-      for (CURL* e : easy) curl_easy_cleanup(e);
-    }
-  } spares;
+  TransferSpares spares;  // after `multi`: its handles are out of the pool and cleaned up before it goes
   curl_multi_setopt(multi.get(), CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(limits.connections));
   const std::string sigv4 = "aws:amz:" + aws.region + ":s3";
   const auto deadline = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.timeout_s));
@@ -445,18 +415,13 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   const std::function<bool()>& scope_stop = scope != nullptr ? scope->stop() : no_stop;
   for (Transfer& t : transfers) {
     t.counters = counters;
-    t.spare_gather = &spares.gather;
+    t.spares = &spares;
   }
   std::size_t next = 0;
   std::vector<Transfer*> active;
   std::vector<Transfer*> waiting;  // retries waiting out their delay
   const auto start = [&](Transfer& t) {
-    if (t.easy == nullptr && !spares.easy.empty()) {
-      t.easy = spares.easy.back();
-      spares.easy.pop_back();
-      curl_easy_reset(t.easy);  // configure() sets what this transfer needs
-    }
-    if (t.easy == nullptr) t.easy = curl_easy_init();
+    if (t.easy == nullptr) t.easy = spares.take_handle();  // configure() sets what this transfer needs
     if (t.easy == nullptr) throw Error(ErrorCode::kIo, "libcurl: cannot create a transfer");
     configure(t, aws, limits, sigv4);
     t.last_progress = Clock::now();
@@ -470,12 +435,12 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   const auto end = [&](Transfer& t, CURLcode code) {
     curl_multi_remove_handle(multi.get(), t.easy);
     (void)flush_body(t);  // a failed write is judged (write_failed)
-    if (t.gather) spares.gather.push_back(std::move(t.gather));
+    spares.give_gather(std::move(t.gather));
     active.erase(std::find(active.begin(), active.end(), &t));
     timeline("done", t.download->name, "bytes=" + std::to_string(t.have) + " curl=" + std::to_string(static_cast<int>(code)));
     const std::size_t retrying = waiting.size();
     finish_attempt(t, code, aws, limits, rng, waiting);
-    spares.easy.push_back(std::exchange(t.easy, nullptr));  // judged: the handle serves the next
+    spares.give_handle(std::exchange(t.easy, nullptr));  // judged: the handle serves the next
     if (limits.finished && waiting.size() == retrying) limits.finished(static_cast<std::size_t>(&t - transfers.data()), *t.result);
   };
   int connections = limits.tune_depth ? std::min(2, limits.connections) : limits.connections;
@@ -545,15 +510,7 @@ void run_transfers(std::vector<Transfer>& transfers, const AwsConfig& aws, const
   if (limits.tune_depth) timeline_thread_cpu();
   const auto waited = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - started).count());
   remote_stats().add_wait_ns(waited);
-  if (counters != nullptr) {
-    // Each origin this call fetched from waited as long as the call did.
-    std::vector<std::string> origins;
-    for (const Transfer& t : transfers) {
-      std::string o = origin_of(t.download->name);
-      if (std::find(origins.begin(), origins.end(), o) == origins.end()) origins.push_back(std::move(o));
-    }
-    for (const std::string& o : origins) counters->add_wait_ns(o, waited);
-  }
+  if (counters != nullptr) add_wait(*counters, transfers, waited);
   if (stopped) throw Error(ErrorCode::kCancelled, "stopped while fetching from the network");
 }
 
@@ -566,8 +523,6 @@ int read_ahead_depth(double latency_s, double bandwidth, double object_bytes, in
 }
 
 std::uint64_t file_writes() { return g_file_writes.load(std::memory_order_relaxed); }
-
-std::uint64_t gather_buffers_made() { return g_gather_buffers.load(std::memory_order_relaxed); }
 
 void set_process_stop(bool (*check)()) { g_process_stop.store(check, std::memory_order_release); }
 

@@ -106,10 +106,6 @@ int read_ahead_depth(double latency_s, double bandwidth, double object_bytes, in
 // over in pieces of at most 16 KiB, which are gathered into one write per receive (up to
 // kWriteGatherBytes), 6,584 writes against 432 for 107 MB (docs/remote.md).
 std::uint64_t file_writes();
-// The gather buffers made so far, process-wide: the transfers of one download_all() share at most
-// `connections` of them, as they share that many libcurl handles (a buffer and a handle of its own
-// per transfer faulted fresh pages in for each, docs/remote.md).
-std::uint64_t gather_buffers_made();
 
 // A stop for every transfer of the process (null: none), asked as TransferLimits::stop is: the
 // command line's signal guard sets it, so Ctrl-C ends build()'s fetch too, before any loader

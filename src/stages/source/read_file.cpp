@@ -16,7 +16,7 @@
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
-#include "sluice/detail/core/log.hpp"
+#include "stages/remote/remote_timeline.hpp"
 #include "stages/tar/tar_format.hpp"
 
 namespace sluice::stages {
@@ -191,20 +191,17 @@ class ByteWait {
 };
 
 // SLUICE_LOG=debug: each read of a remote shard streamed on demand, when its bytes were there and
-// how long it waited for them, as "remote timeline MS read NAME waited_ms=W" on the transport's
-// clock (stages/remote/http_transport.cpp's timeline lines).
+// how long it waited for them, as a "read" line of the remote timeline (remote_timeline.hpp).
 class ReadTimeline {
  public:
   explicit ReadTimeline(const std::string& name)
-      : name_(name), asked_(log_enabled(LogLevel::kDebug) ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
+      : name_(name), asked_(remote::timeline_enabled() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
   ~ReadTimeline() {
     if (asked_ == std::chrono::steady_clock::time_point{}) return;
-    const auto now = std::chrono::steady_clock::now();
-    char line[96];
-    std::snprintf(line, sizeof line, "%.3f read ", std::chrono::duration<double, std::milli>(now.time_since_epoch()).count());
     char waited[48];
-    std::snprintf(waited, sizeof waited, " waited_ms=%.3f", std::chrono::duration<double, std::milli>(now - asked_).count());
-    log(LogLevel::kDebug, std::string("remote timeline ") + line + name_ + waited);
+    std::snprintf(waited, sizeof waited, "waited_ms=%.3f",
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - asked_).count());
+    remote::timeline("read", name_, waited);
   }
   ReadTimeline(const ReadTimeline&) = delete;
   ReadTimeline& operator=(const ReadTimeline&) = delete;
