@@ -129,8 +129,7 @@ void JpegDecoder::attach(MemoryBudget& budget, MemoryUse use, const DecoderShare
 }
 
 std::uint64_t JpegDecoder::kept_coefficient_bytes(std::uint64_t bytes) {
-  constexpr std::uint64_t kHugePage = kHugePageBytes;
-  return bytes >= kHugePage / 2 ? (bytes + kHugePage - 1) / kHugePage * kHugePage : bytes;
+  return bytes >= kHugePageBytes / 2 ? whole_huge_pages(bytes) : bytes;
 }
 
 std::optional<Reservation> JpegDecoder::reserve_coefficients(const JpegHeader& header) {
@@ -141,8 +140,7 @@ std::optional<Reservation> JpegDecoder::reserve_coefficients(const JpegHeader& h
   // not yet fetched when build() probed their headers) otherwise grew it image by image, each
   // larger image mapping a new buffer of 4 KiB pages (500-630 faults in a cold remote epoch 0 of
   // imagenet-photos, docs/remote.md). Else as much as this image needs.
-  const std::uint64_t whole = (header.coefficient_bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes -
-                              s.coefficients.bytes();
+  const std::uint64_t whole = whole_huge_pages(header.coefficient_bytes) - s.coefficients.bytes();
   if (s.budget->try_grow(s.coefficients, whole, Reclaim::kYes)) return std::nullopt;  // kept: it fitted
   const std::uint64_t more = header.coefficient_bytes - s.coefficients.bytes();
   if (s.budget->try_grow(s.coefficients, more, Reclaim::kYes)) return std::nullopt;

@@ -17,6 +17,11 @@ namespace sluice {
 // want huge pages (this mapping, AlignedBuffer from 2 MiB on, the decoder's kept buffers) align to.
 inline constexpr std::uint64_t kHugePageBytes = std::uint64_t{2} << 20;
 
+// `bytes` rounded up to whole huge pages: what a buffer kept for huge pages reserves.
+constexpr std::uint64_t whole_huge_pages(std::uint64_t bytes) {
+  return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+}
+
 // `bytes` (rounded up to whole 4 KiB pages, at least one), zero, 2 MiB-aligned, not touched;
 // throws std::bad_alloc when the mapping fails.
 std::uint8_t* map_huge_aligned(std::uint64_t bytes);
