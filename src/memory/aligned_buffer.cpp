@@ -105,6 +105,8 @@ void AlignedBuffer::allocate(std::size_t rounded) {
   capacity_ = rounded;
 }
 
+void AlignedBuffer::prefault() { prefault_pages(data_, capacity_); }
+
 void AlignedBuffer::reset() {
   if (base_ != nullptr) ::operator delete(base_, std::align_val_t{kAlignment});
   base_ = nullptr;

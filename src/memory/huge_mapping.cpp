@@ -1,10 +1,16 @@
-// Buffers 2 MiB-aligned and advised to transparent huge pages (huge_mapping.hpp).
+// Buffers 2 MiB-aligned and advised to transparent huge pages, and pages faulted in ahead of use
+// (huge_mapping.hpp).
 #include "sluice/detail/memory/huge_mapping.hpp"
 
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <new>
+
+// Linux 5.14's MADV_POPULATE_WRITE, for headers older than the kernel.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 namespace sluice {
 
@@ -32,5 +38,16 @@ std::uint8_t* map_huge_aligned(std::uint64_t size) {
 }
 
 void unmap_huge_aligned(std::uint8_t* data, std::uint64_t size) { ::munmap(data, mapped_bytes(size)); }
+
+void prefault_pages(std::uint8_t* data, std::uint64_t bytes) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  // Only the buffer's own whole pages: the allocator's header and a neighbour's bytes share the
+  // partial pages at either end, and the fallback below writes.
+  const std::uintptr_t first = (begin + kPage - 1) & ~(kPage - 1);
+  const std::uintptr_t last = (begin + bytes) & ~(kPage - 1);
+  if (data == nullptr || last <= first) return;
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE) == 0) return;
+  for (std::uintptr_t p = first; p < last; p += kPage) *reinterpret_cast<volatile std::uint8_t*>(p) = 0;
+}
 
 }  // namespace sluice

@@ -1,8 +1,6 @@
 // The batch ring's slots, its free queue and the epoch's issue and hand-out order.
 #include "runtime/batch_ring.hpp"
 
-#include <sys/mman.h>
-
 #include <boost/lockfree/queue.hpp>
 #include <algorithm>
 #include <chrono>
@@ -16,39 +14,6 @@ struct BatchRing::FreeSlots {
   FreeSlots() : queue(kMaxSlots) {}
   boost::lockfree::queue<int, boost::lockfree::fixed_sized<true>> queue;
 };
-
-namespace {
-
-// Linux 5.14's MADV_POPULATE_WRITE, for headers older than the kernel.
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-
-// Faults a new slot's pages in now, in set-up, instead of in the first epoch's workers, and backs
-// it with transparent huge pages where the kernel allows them (docs/decisions/batch-ring-memory.md):
-// 38 MB of f32 slot is 9,400 4 KiB page faults, which cost the first epoch a tenth or more of its
-// time; as 2 MiB pages it is 19 faults and the zeroing. Both calls are advice: a kernel that
-// refuses huge pages (THP "never") leaves 4 KiB pages, and one without MADV_POPULATE_WRITE gets a
-// write per page instead. Only the slot's own whole pages are touched (the allocator's header and
-// a neighbour's bytes are not), and the bytes written are zeros the workers overwrite.
-void prefault(std::uint8_t* data, std::size_t bytes) {
-  constexpr std::uintptr_t kPage = 4096;
-  constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
-  const auto begin = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t end = begin + bytes;
-  const std::uintptr_t huge_begin = (begin + kHugePage - 1) & ~(kHugePage - 1);
-  const std::uintptr_t huge_end = end & ~(kHugePage - 1);
-  if (huge_end > huge_begin) {
-    (void)::madvise(reinterpret_cast<void*>(huge_begin), huge_end - huge_begin, MADV_HUGEPAGE);
-  }
-  const std::uintptr_t page_begin = (begin + kPage - 1) & ~(kPage - 1);
-  const std::uintptr_t page_end = end & ~(kPage - 1);
-  if (page_end <= page_begin) return;
-  if (::madvise(reinterpret_cast<void*>(page_begin), page_end - page_begin, MADV_POPULATE_WRITE) == 0) return;
-  for (std::uintptr_t p = page_begin; p < page_end; p += kPage) *reinterpret_cast<volatile std::uint8_t*>(p) = 0;
-}
-
-}  // namespace
 
 BatchRing::BatchRing(BatchRingOptions options, MemoryBudget& budget)
     : options_(options), budget_(budget), free_(std::make_unique<FreeSlots>()) {}
@@ -75,7 +40,11 @@ bool BatchRing::add_slot(Reclaim reclaim) {
   } catch (const Error&) {
     return false;  // another reservation took the room in between
   }
-  prefault(slot->data.data(), slot->data.capacity());
+  // Faulted in now, in set-up, instead of in the first epoch's workers, on transparent huge pages
+  // where the kernel allows them (AlignedBuffer; docs/decisions/batch-ring-memory.md): 38 MB of
+  // f32 slot is 9,400 4 KiB page faults, which cost the first epoch a tenth or more of its time;
+  // as 2 MiB pages it is 19 faults and the zeroing.
+  slot->data.prefault();
   slot->labels.resize(static_cast<std::size_t>(options_.batch_size));
   slot->data_ptr = slot->data.data();
   if (options_.mix_bytes != 0) slot->mix_ptr = reinterpret_cast<std::byte*>(slot->data.data() + batch_area());

@@ -48,6 +48,11 @@ bool JpegCoefficientPool::reserve(std::uint64_t bytes, std::uint64_t bound) {
   return true;
 }
 
+void JpegCoefficientPool::prefault(std::uint64_t bound) {
+  if (!reserve(bound, bound)) return;
+  prefault_pages(reinterpret_cast<std::uint8_t*>(buffer_), capacity_);
+}
+
 JpegCoefficientPool& JpegCoefficientPool::of(j_common_ptr cinfo) {
   return *static_cast<JpegCoefficientPool*>(cinfo->client_data);
 }

@@ -54,6 +54,11 @@ std::string rect_string(const Rect& r) {
 
 }  // namespace
 
+// The splice buffer's first size: one 2 MiB huge page at once where the budget has it free
+// (AlignedBuffer), rather than growing a power of two at a time through 4 KiB pages, each step
+// faulted in again.
+constexpr std::size_t kSpliceFloor = kHugePageBytes;
+
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo{};
   JpegErrorManager err{};
@@ -126,6 +131,12 @@ void JpegDecoder::attach(MemoryBudget& budget, MemoryUse use, const DecoderShare
     throw Error(ErrorCode::kOutOfBudget,
                 "a decoder's coefficient share of " + format_bytes(share.coefficients) + " does not fit the memory budget");
   }
+}
+
+void JpegDecoder::prefault(bool splices) {
+  State& s = *state_;
+  if (splices && s.spliced.try_reserve(kSpliceFloor)) s.spliced.prefault();
+  s.pool.prefault(s.budget != nullptr ? s.coefficients.bytes() : 0);
 }
 
 std::uint64_t JpegDecoder::kept_coefficient_bytes(std::uint64_t bytes) {
@@ -429,9 +440,6 @@ bool JpegDecoder::decode_spliced(std::span<const std::uint8_t> jpeg, const JpegH
     if (!splice_at(jpeg, s.layout, r, points[static_cast<std::size_t>(r)], s.splice)) continue;
     const std::size_t head = s.splice.head.size();
     const std::size_t size = head + (jpeg.size() - s.splice.tail_offset);
-    // The first splice takes one 2 MiB huge page at once where the budget has it free (AlignedBuffer),
-    // rather than growing a power of two at a time through 4 KiB pages, each step faulted in again.
-    constexpr std::size_t kSpliceFloor = kHugePageBytes;
     if (!s.spliced.try_reserve(std::max(size, kSpliceFloor)) && !s.spliced.try_reserve(size)) return false;
     std::memcpy(s.spliced.data(), s.splice.head.data(), head);
     std::memcpy(s.spliced.data() + head, jpeg.data() + s.splice.tail_offset, size - head);

@@ -161,9 +161,9 @@ std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBu
   ws->resized.attach_share(budget, MemoryUse::kDecodeBuffers, share.resized);
   ws->scratch.attach_share(budget, MemoryUse::kDecodeBuffers, share.scratch);
   ws->augment.attach_share(budget, MemoryUse::kDecodeBuffers, share.augment);
-  // Each buffer at its whole share at once (reserved just above, so this takes no budget;
-  // allocated, not touched): one grown a power of two at a time faults in again every page of
-  // each size it passes through, in the epoch that first meets the larger samples.
+  // Each buffer at its whole share at once (reserved just above, so this takes no budget): one
+  // grown a power of two at a time faults in again every page of each size it passes through, in
+  // the epoch that first meets the larger samples.
   ws->file.reserve(share.file);
   ws->decoded.reserve(share.decoded);
   ws->stored.reserve(share.stored);
@@ -172,6 +172,12 @@ std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBu
   ws->augment.reserve(share.augment);
   ws->decoder.attach(budget, MemoryUse::kDecodeBuffers, share.decoder);
   ws->formats.attach(budget, MemoryUse::kDecodeBuffers, share.formats);
+  // And faulted in here, in set-up (as the batch ring's slots are), not by the first samples: on
+  // the VMs measured a fresh 2 MiB page took about 3 ms to clear where the host had to back it,
+  // and these buffers' first touch put 5-33 ms of page clearing into epoch 0 of imagenet-photos,
+  // most of it before its first batch (docs/performance.md).
+  for (AlignedBuffer* b : {&ws->file, &ws->decoded, &ws->stored, &ws->resized, &ws->scratch, &ws->augment}) b->prefault();
+  ws->decoder.prefault(keeps_resume_points(config_));
   return ws;
 }
 

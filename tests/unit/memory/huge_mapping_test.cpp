@@ -1,14 +1,19 @@
 // map_huge_aligned (sluice/detail/memory/huge_mapping.hpp): 2 MiB-aligned and, where the kernel
-// allows transparent huge pages, faulted in as 2 MiB pages; unmapping gives back all it mapped.
+// allows transparent huge pages, faulted in as 2 MiB pages; unmapping gives back all it mapped;
+// prefault_pages faults a buffer's whole pages in ahead of use.
 #include "sluice/detail/memory/huge_mapping.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include "resident_pages.hpp"
 
 namespace sluice {
 namespace {
@@ -52,6 +57,31 @@ TEST(HugeMapping, IsZeroAlignedTo2MiBAndFaultedInAsHugePages) {
   }
   // Four whole 2 MiB pages fit; at least one must be huge (a fragmented machine may lack the rest).
   EXPECT_GE(huge_kb, 2048) << "THP '" << mode << "'";
+}
+
+// prefault_pages faults a buffer in ahead of its first use (in set-up, not in the first epoch):
+// a fresh mapping has no page in memory, and after the call every whole one is, the part of a
+// page past the buffer's end left alone; a buffer that does not start on a page leaves its first
+// partial page (a neighbour's) alone too.
+TEST(HugeMapping, PrefaultPagesLeavesEveryWholePageOfTheBufferResident) {
+  const std::uint64_t size = 6 * kHugePage / 2 + 5000;  // 6 MiB, a page and a part of one
+  std::uint8_t* data = map_huge_aligned(size);
+  EXPECT_EQ(test::nonresident_pages(data, size), test::whole_pages(data, size)) << "a fresh mapping";
+  prefault_pages(data, size);
+  EXPECT_EQ(test::nonresident_pages(data, size), 0) << "of " << test::whole_pages(data, size);
+  EXPECT_EQ(data[0], 0);  // zero, as mapped
+  EXPECT_EQ(data[size - 1], 0);
+  unmap_huge_aligned(data, size);
+
+  std::uint8_t* other = map_huge_aligned(4 * 4096);
+  prefault_pages(other + 100, 2 * 4096);  // pages 1 (whole) and parts of 0 and 2
+  std::vector<unsigned char> resident(4);
+  ASSERT_EQ(::mincore(other, 4 * 4096, resident.data()), 0);
+  EXPECT_EQ(resident[1] & 1, 1);
+  EXPECT_EQ(resident[3] & 1, 0);
+  prefault_pages(nullptr, 0);  // nothing to do
+  prefault_pages(other + 10, 100);  // no whole page inside: nothing
+  unmap_huge_aligned(other, 4 * 4096);
 }
 
 TEST(HugeMapping, UnmappingGivesBackTheWholeMappingHeadAndTailIncluded) {

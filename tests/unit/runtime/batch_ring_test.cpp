@@ -3,8 +3,6 @@
 // recycling from another thread, abandon() waiting for slots still filling, and slot memory that
 // is resident from set-up on.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -12,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "resident_pages.hpp"
 #include "runtime/batch_ring.hpp"
 #include "sluice/core/error.hpp"
 
@@ -58,15 +57,9 @@ TEST(BatchRing, AddSlotLeavesTheSlotsPagesResident) {
                                   .slot_reservation = kBigSample * kBatch, .ordered = true},
                  budget);
   ASSERT_TRUE(ring.add_slot(Reclaim::kNo));
-  const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<std::uintptr_t>(ring.slot(0).data_ptr);
-  const std::uintptr_t first = (begin + page - 1) & ~(page - 1);
-  const std::uintptr_t last = (begin + kBigSample * kBatch) & ~(page - 1);
-  std::vector<unsigned char> resident((last - first) / page);
-  ASSERT_EQ(::mincore(reinterpret_cast<void*>(first), last - first, resident.data()), 0);
-  std::size_t missing = 0;
-  for (unsigned char r : resident) missing += (r & 1) == 0 ? 1 : 0;
-  EXPECT_EQ(missing, 0u) << "of " << resident.size() << " pages";
+  const std::size_t bytes = kBigSample * kBatch;
+  EXPECT_EQ(test::nonresident_pages(ring.slot(0).data_ptr, bytes), 0)
+      << "of " << test::whole_pages(ring.slot(0).data_ptr, bytes) << " pages";
 }
 
 TEST(BatchRing, AddSlotStopsAtTheBudgetAndAtTheMostSlots) {

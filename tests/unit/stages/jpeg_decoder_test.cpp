@@ -237,6 +237,38 @@ TEST(JpegDecoderMemory, TheSpliceBufferTakes2MiBAtOnceWhereTheBudgetHasIt) {
   }
 }
 
+// prefault (in set-up) takes what the first images would: the splice buffer's first 2 MiB where
+// the budget has them free, and the coefficient buffer at the share attach() holds, so a crop
+// spliced at a resume point and an image in several scans afterwards take no more memory (and
+// fault nothing new in), with the same pixels. Without splices, no splice buffer.
+TEST(JpegDecoderMemory, PrefaultTakesWhatTheFirstSpliceAndCoefficientsWould) {
+  const Bytes jpeg = encode_jpeg(make_pattern(640, 480, 3, 7), 640, 480, 3, {.subsampling = 2});
+  const Bytes progressive = encode_jpeg(make_pattern(800, 600, 3, 3), 800, 600, 3, {.subsampling = 2, .progressive = true});
+  const JpegRequest request{1, {64, 320, 256, 128}};
+  for (const bool splices : {true, false}) {
+    MemoryBudget budget(64 << 20);
+    JpegDecoder decoder(options(Color::kRGB));
+    decoder.attach(budget, MemoryUse::kDecodeBuffers, {.planes = 0, .coefficients = std::uint64_t{2} << 20});
+    decoder.prefault(splices);
+    const std::uint64_t taken = (std::uint64_t{2} << 20) + (splices ? std::uint64_t{2} << 20 : 0);
+    EXPECT_EQ(budget.used(), taken);
+    if (!splices) continue;
+    const JpegHeader header = decoder.read_header(jpeg);
+    const Rect r = decoder.decoded_region(header, request);
+    Image region{r.width, r.height, 3, std::vector<std::uint8_t>(static_cast<std::size_t>(r.width) * r.height * 3)};
+    std::vector<ResumePoint> points;
+    decoder.decode(jpeg, header, request, ImageView{region.pixels.data(), r.width, r.height, 3, r.width * 3}, points);
+    EXPECT_GT(points.size(), 1u) << "spliced";
+    const Image whole = turbo_decode(jpeg, 1, TJPF_RGB, 0);
+    for (int y = 0; y < 128; ++y) {
+      ASSERT_EQ(std::memcmp(region.at(64 - r.x, 320 - r.y + y), whole.at(64, 320 + y), 256 * 3), 0) << "row " << y;
+    }
+    EXPECT_TRUE(decode(decoder, progressive).pixels == turbo_decode(progressive, 1, TJPF_RGB, 0).pixels);
+    EXPECT_EQ(decoder.pooled_coefficient_images(), 1u);
+    EXPECT_EQ(budget.used(), taken);
+  }
+}
+
 // The coefficient reservation a decoder keeps grows in whole 2 MiB where the budget has them free
 // (the buffer it maps for them is then all huge pages), else by what the image needs; the plan's
 // share (kept_coefficient_bytes) is rounded so only from 1 MiB on.
