@@ -2,6 +2,8 @@
 #include "runtime/loader_memory_plan.hpp"
 
 #include <algorithm>
+#include <span>
+#include <vector>
 
 #include "sluice/core/error.hpp"
 #include "sluice/core/units.hpp"
@@ -22,6 +24,57 @@ namespace {
 constexpr int kSizeProbes = 1024;
 constexpr int kHeaderProbes = 32;
 constexpr std::uint64_t kDiskIndexEntryBytes = 136;
+
+// The header probes: each reads one item's header into the plan's WorkspaceProbes, and counts
+// its decoded-cache entry for the decoded set's estimate.
+class HeaderProber {
+ public:
+  HeaderProber(const stages::ItemTable& items, const stages::SampleProgramConfig& config, stages::WorkspaceProbes& probes)
+      : items_(items), config_(config), probes_(probes), reader_(config.file_ops), decoder_(config.decode),
+        others_(config.decode), channels_(config.decode.color == Color::kGrey ? 1 : 3) {}
+
+  // False where item i cannot be read now: a bad or missing file says nothing about memory (the
+  // run will report it), and a remote shard not fetched yet has no bytes here.
+  bool probe(std::int64_t i) {
+    try {
+      const std::span<const std::uint8_t> file = reader_.read(items_, i, bytes_, config_.read.max_file_size);
+      if (stages::ImageDecoder::handles(file)) {
+        const stages::ImageProbe p = others_.probe(file);
+        count(p.width, p.height);
+        probes_.formats = std::max(probes_.formats, others_.workspace_requirements(p));
+        return true;
+      }
+      const stages::JpegHeader h = decoder_.read_header(file);
+      count(h.width, h.height);
+      probes_.decoder.include(stages::JpegDecoder::workspace_requirements(h));
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+  int probed() const { return probed_; }
+  std::uint64_t entry_sum() const { return entry_sum_; }
+
+ private:
+  void count(int width, int height) {
+    const auto w = static_cast<std::uint64_t>(width), h = static_cast<std::uint64_t>(height);
+    probes_.largest_image = std::max<std::uint64_t>(probes_.largest_image, w * h * static_cast<std::uint64_t>(channels_));
+    entry_sum_ += stages::SampleProgram::decoded_entry_bytes(w, h, channels_);
+    ++probed_;
+  }
+
+  const stages::ItemTable& items_;
+  const stages::SampleProgramConfig& config_;
+  stages::WorkspaceProbes& probes_;
+  stages::ItemReader reader_;
+  AlignedBuffer bytes_;
+  stages::JpegDecoder decoder_;
+  stages::ImageDecoder others_;
+  int channels_;
+  int probed_ = 0;
+  std::uint64_t entry_sum_ = 0;  // the decoded-cache entries of the probed items
+};
+
 }  // namespace
 
 std::string LoaderMemoryPlan::explain() const {
@@ -62,12 +115,10 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
   }
 
   const stages::SampleProgramConfig& config = plan.program;
-  const int channels = config.decode.color == Color::kGrey ? 1 : 3;
   stages::WorkspaceProbes probes;
   probes.kind = items.kind();
   std::uint64_t file_sum = 0;   // of the size probes, for the encoded set
   std::int64_t files = 0;
-  std::uint64_t entry_sum = 0;  // decoded-cache entries of the header probes, for the decoded set
   stages::ItemReader reader(plan.program.file_ops);
   const std::int64_t size_step = std::max<std::int64_t>(1, n / kSizeProbes);
   for (std::int64_t i = 0; i < n; i += size_step) {
@@ -80,34 +131,29 @@ LoaderMemoryPlan plan_memory(const stages::ResolvedPipeline& plan, std::size_t s
       // A missing file says nothing about memory; the run will report it.
     }
   }
-  AlignedBuffer bytes;
-  stages::JpegDecoder decoder(config.decode);
-  stages::ImageDecoder others(config.decode);
+  HeaderProber headers(items, config, probes);
+  std::vector<std::int64_t> readable;
+  bool missed = false;
   const std::int64_t header_step = std::max<std::int64_t>(1, n / kHeaderProbes);
-  for (std::int64_t i = 0; i < n && m.probed < kHeaderProbes; i += header_step) {
-    try {
-      const std::span<const std::uint8_t> file = reader.read(items, i, bytes, config.read.max_file_size);
-      if (stages::ImageDecoder::handles(file)) {
-        const stages::ImageProbe p = others.probe(file);
-        probes.largest_image =
-            std::max<std::uint64_t>(probes.largest_image, static_cast<std::uint64_t>(p.width) * p.height * channels);
-        entry_sum += stages::SampleProgram::decoded_entry_bytes(static_cast<std::uint64_t>(p.width),
-                                                                static_cast<std::uint64_t>(p.height), channels);
-        probes.formats = std::max(probes.formats, others.workspace_requirements(p));
-        ++m.probed;
-        continue;
-      }
-      const stages::JpegHeader h = decoder.read_header(file);
-      probes.largest_image =
-          std::max<std::uint64_t>(probes.largest_image, static_cast<std::uint64_t>(h.width) * h.height * channels);
-      entry_sum += stages::SampleProgram::decoded_entry_bytes(static_cast<std::uint64_t>(h.width),
-                                                              static_cast<std::uint64_t>(h.height), channels);
-      probes.decoder.include(stages::JpegDecoder::workspace_requirements(h));
-      ++m.probed;
-    } catch (const Error&) {
-      // A bad file says nothing about memory; the run will report it.
+  for (std::int64_t i = 0; i < n && headers.probed() < kHeaderProbes; i += header_step) {
+    if (headers.probe(i)) {
+      readable.push_back(i);
+    } else {
+      missed = true;
     }
   }
+  // Remote shards not fetched yet (on a cold cache all but epoch 0's first, which build() fetches
+  // with the index files) cannot be read here: the probes they missed are taken from the items
+  // after those that could be read (the same shard's: a shard's items are contiguous), so the
+  // plan still sees kHeaderProbes headers and sizes a worker's buffers, faulted in at set-up
+  // (SampleProgram::make_workspace), as it does for the same set on a local disk.
+  for (std::size_t k = 0; missed && k < readable.size() && headers.probed() < kHeaderProbes; ++k) {
+    const std::int64_t end = k + 1 < readable.size() ? readable[k + 1] : n;
+    for (std::int64_t i = readable[k] + 1; i < end && headers.probed() < kHeaderProbes && headers.probe(i); ++i) {
+    }
+  }
+  m.probed = headers.probed();
+  const std::uint64_t entry_sum = headers.entry_sum();
   // Each buffer's size is said beside the code that uses it; the plan only adds them up.
   m.share = stages::SampleProgram::workspace_requirements(config, probes);
   // Means times the items, rounded up: a cache sized so holds every item when the probes are

@@ -292,6 +292,23 @@ TEST_F(RemoteStreaming, StreamedShardsGiveTheLocalBatches_1And2Threads_AndResume
   EXPECT_EQ(got, expected);
 }
 
+// On a cold cache the memory plan can read only epoch 0's first shard (fetched with the index
+// files); the header probes the other shards miss are taken from that shard's items instead, so
+// the plan sizes (and set-up faults in) a worker's buffers from as many headers as the shard
+// has (15 here), not from the few of its items that the evenly spread probes fall on (5).
+TEST_F(RemoteStreaming, OnAColdCacheTheMemoryPlanProbesTheFetchedShardInTheOthersPlace) {
+  const RemoteServer server(dir_ / "root");
+  Pipeline local_p = Pipeline::from_shards(local_pattern(), {.index = ShardIndex::kMemoryOnly});
+  EXPECT_EQ(augment(local_p.shuffle_files(5)).plan_memory({.threads = 2}).probed, 32);
+  Pipeline remote_p = Pipeline::from_shards(http_pattern(server), {.index = ShardIndex::kMemoryOnly, .remote = remote("plan")});
+  const PipelineMemoryPlan plan = augment(remote_p.shuffle_files(5)).plan_memory({.threads = 2});
+  EXPECT_EQ(plan.probed, 15);
+  const PipelineMemoryPlan local = local_p.plan_memory({.threads = 2});
+  for (const MemoryUse use : {MemoryUse::kReadBuffers, MemoryUse::kDecodeBuffers}) {  // the same images: the same shares
+    EXPECT_EQ(plan.minimum[static_cast<std::size_t>(use)], local.minimum[static_cast<std::size_t>(use)]) << to_string(use);
+  }
+}
+
 // Each shard's first GET cut half-way and its resumed GET finding a new ETag: every shard starts
 // over while the epoch reads it, and the epoch still gives the local batches. (A read racing the
 // restart is shown alone by RemoteShards.AnEtagChangeMidStreamKeepsTheBytesAReadSawArrived.)
