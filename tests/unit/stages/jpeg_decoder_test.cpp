@@ -206,6 +206,22 @@ TEST(JpegDecoderMemory, ProgressiveCoefficientsComeFromTheBufferKeptBetweenImage
   EXPECT_EQ(decoder.pooled_coefficient_images(), pooled + 2);
 }
 
+// decode() with resume points (the crop spliced at one where it can): the decoded region and the
+// points recorded.
+struct PointsDecode {
+  Image region;
+  Rect r;
+  std::vector<ResumePoint> points;
+};
+PointsDecode decode_with_points(JpegDecoder& decoder, const Bytes& jpeg, const JpegRequest& request) {
+  const JpegHeader header = decoder.read_header(jpeg);
+  PointsDecode d;
+  d.r = decoder.decoded_region(header, request);
+  d.region = Image{d.r.width, d.r.height, 3, std::vector<std::uint8_t>(static_cast<std::size_t>(d.r.width) * d.r.height * 3)};
+  decoder.decode(jpeg, header, request, ImageView{d.region.pixels.data(), d.r.width, d.r.height, 3, d.r.width * 3}, d.points);
+  return d;
+}
+
 // A file spliced at a resume point is copied into a buffer the decoder keeps: its first splice
 // takes 2 MiB at once where the budget has it free (one huge page, not a power-of-two growth whose
 // every step is faulted in again), and only what the file needs where it has not.
@@ -218,11 +234,7 @@ TEST(JpegDecoderMemory, TheSpliceBufferTakes2MiBAtOnceWhereTheBudgetHasIt) {
     MemoryBudget budget(limit);
     JpegDecoder decoder(options(Color::kRGB));
     decoder.attach(budget, MemoryUse::kDecodeBuffers, {.planes = 0, .coefficients = 0});
-    const JpegHeader header = decoder.read_header(jpeg);
-    const Rect r = decoder.decoded_region(header, request);
-    Image region{r.width, r.height, 3, std::vector<std::uint8_t>(static_cast<std::size_t>(r.width) * r.height * 3)};
-    std::vector<ResumePoint> points;
-    decoder.decode(jpeg, header, request, ImageView{region.pixels.data(), r.width, r.height, 3, r.width * 3}, points);
+    const auto [region, r, points] = decode_with_points(decoder, jpeg, request);
     EXPECT_GT(points.size(), 1u) << "spliced";
     if (limit > (std::uint64_t{2} << 20)) {
       EXPECT_EQ(budget.used(), std::uint64_t{2} << 20);
@@ -253,11 +265,7 @@ TEST(JpegDecoderMemory, PrefaultTakesWhatTheFirstSpliceAndCoefficientsWould) {
     const std::uint64_t taken = (std::uint64_t{2} << 20) + (splices ? std::uint64_t{2} << 20 : 0);
     EXPECT_EQ(budget.used(), taken);
     if (!splices) continue;
-    const JpegHeader header = decoder.read_header(jpeg);
-    const Rect r = decoder.decoded_region(header, request);
-    Image region{r.width, r.height, 3, std::vector<std::uint8_t>(static_cast<std::size_t>(r.width) * r.height * 3)};
-    std::vector<ResumePoint> points;
-    decoder.decode(jpeg, header, request, ImageView{region.pixels.data(), r.width, r.height, 3, r.width * 3}, points);
+    const auto [region, r, points] = decode_with_points(decoder, jpeg, request);
     EXPECT_GT(points.size(), 1u) << "spliced";
     const Image whole = turbo_decode(jpeg, 1, TJPF_RGB, 0);
     for (int y = 0; y < 128; ++y) {
