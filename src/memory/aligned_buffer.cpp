@@ -105,7 +105,7 @@ void AlignedBuffer::allocate(std::size_t rounded) {
   capacity_ = rounded;
 }
 
-void AlignedBuffer::prefault() { prefault_pages(data_, capacity_); }
+void AlignedBuffer::prefault(std::size_t most) { prefault_pages(data_, std::min(capacity_, most)); }
 
 void AlignedBuffer::reset() {
   if (base_ != nullptr) ::operator delete(base_, std::align_val_t{kAlignment});

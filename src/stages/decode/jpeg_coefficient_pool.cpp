@@ -48,9 +48,9 @@ bool JpegCoefficientPool::reserve(std::uint64_t bytes, std::uint64_t bound) {
   return true;
 }
 
-void JpegCoefficientPool::prefault(std::uint64_t bound) {
+void JpegCoefficientPool::prefault(std::uint64_t bound, std::uint64_t most) {
   if (!reserve(bound, bound)) return;
-  prefault_pages(reinterpret_cast<std::uint8_t*>(buffer_), capacity_);
+  prefault_pages(reinterpret_cast<std::uint8_t*>(buffer_), std::min(capacity_, most));
 }
 
 JpegCoefficientPool& JpegCoefficientPool::of(j_common_ptr cinfo) {

@@ -40,10 +40,10 @@ class JpegCoefficientPool {
   // arrays, gets false, and a buffer above what the bound allows is freed, so libjpeg's own
   // allocation stays within the reservation. May throw std::bad_alloc: call outside libjpeg.
   bool reserve(std::uint64_t bytes, std::uint64_t bound);
-  // Maps the buffer for up to `bound` bytes now and faults it in (prefault_pages), in set-up
-  // rather than at the first image in several scans; nothing where bound is 0. May throw
-  // std::bad_alloc.
-  void prefault(std::uint64_t bound);
+  // Maps the buffer for up to `bound` bytes now and faults its first `most` bytes in
+  // (prefault_pages), in set-up rather than at the first image in several scans; nothing where
+  // bound is 0. May throw std::bad_alloc.
+  void prefault(std::uint64_t bound, std::uint64_t most);
   // The next image's arrays come from the buffer (after a reserve() that said true for it),
   // until its pool ends (jpeg_finish_decompress, jpeg_abort_*: free_pool(JPOOL_IMAGE)).
   void open() { open_ = true; }

@@ -133,10 +133,10 @@ void JpegDecoder::attach(MemoryBudget& budget, MemoryUse use, const DecoderShare
   }
 }
 
-void JpegDecoder::prefault(bool splices) {
+void JpegDecoder::prefault(bool splices, std::uint64_t most) {
   State& s = *state_;
-  if (splices && s.spliced.try_reserve(kSpliceFloor)) s.spliced.prefault();
-  s.pool.prefault(s.budget != nullptr ? s.coefficients.bytes() : 0);
+  if (splices && s.spliced.try_reserve(kSpliceFloor)) s.spliced.prefault(most);
+  s.pool.prefault(s.budget != nullptr ? s.coefficients.bytes() : 0, most);
 }
 
 std::uint64_t JpegDecoder::kept_coefficient_bytes(std::uint64_t bytes) {

@@ -103,10 +103,11 @@ class JpegDecoder {
   void attach(MemoryBudget& budget, MemoryUse use, const DecoderShare& share);
   // After attach(), in set-up: the memory the first images would fault in, faulted in now, so the
   // first epoch does not pay for it (on the VMs measured a fresh 2 MiB page cost about 3 ms):
-  // the coefficient buffer at the share attach() holds, and with `splices` (a program that
-  // decodes crops from resume points) the splice buffer's first 2 MiB where the budget has them
-  // free, as the first splice would take them. The planes, small, fault in on use.
-  void prefault(bool splices);
+  // the first `most` bytes of the coefficient buffer mapped at the share attach() holds, and with
+  // `splices` (a program that decodes crops from resume points) the splice buffer's first 2 MiB
+  // where the budget has them free, as the first splice would take them. The planes, small,
+  // fault in on use.
+  void prefault(bool splices, std::uint64_t most);
 
   // Working memory this decoder keeps for a whole-image decode of a width x height image beyond
   // libjpeg-turbo's own: the component planes of a small image (see jpeg_decoder.cpp), else 0.

@@ -40,6 +40,11 @@ bool is_identity(const AxisMap& a) {
 constexpr std::int64_t kRegionMinImagePixels = 64 * 64;
 constexpr double kRegionMaxShare = 0.85;
 
+// How much of each worker buffer make_workspace faults in: what an ImageNet-sized sample writes
+// (on imagenet-photos every share but the coefficients' was 2 MiB or less, those 4 MiB), so set-up
+// stays bounded however large the largest probed image makes a share.
+constexpr std::uint64_t kPrefaultBytes = std::uint64_t{4} << 20;
+
 bool worth_a_region(const Rect& needed, Size2 image) {
   const std::int64_t image_pixels = static_cast<std::int64_t>(image.width) * image.height;
   const std::int64_t needed_pixels = static_cast<std::int64_t>(needed.width) * needed.height;
@@ -172,12 +177,17 @@ std::unique_ptr<SampleProgram::Workspace> SampleProgram::make_workspace(MemoryBu
   ws->augment.reserve(share.augment);
   ws->decoder.attach(budget, MemoryUse::kDecodeBuffers, share.decoder);
   ws->formats.attach(budget, MemoryUse::kDecodeBuffers, share.formats);
-  // And faulted in here, in set-up (as the batch ring's slots are), not by the first samples: on
-  // the VMs measured a fresh 2 MiB page took about 3 ms to clear where the host had to back it,
-  // and these buffers' first touch put 5-33 ms of page clearing into epoch 0 of imagenet-photos,
-  // most of it before its first batch (docs/performance.md).
-  for (AlignedBuffer* b : {&ws->file, &ws->decoded, &ws->stored, &ws->resized, &ws->scratch, &ws->augment}) b->prefault();
-  ws->decoder.prefault(keeps_resume_points(config_));
+  // And their first kPrefaultBytes faulted in here, in set-up (as the batch ring's slots are), not
+  // by the first samples: on the VMs measured a fresh 2 MiB page took about 3 ms to clear where
+  // the host had to back it, and these buffers' first touch put 5-33 ms of page clearing into
+  // epoch 0 of imagenet-photos, most of it before its first batch (docs/performance.md). Only
+  // the start of each: a share is sized for the largest probed image, and one 121-megapixel file
+  // among photographs made every worker's decoded buffer 512 MiB, which faulted in whole took a
+  // set-up of 17 s and 1 GB of resident memory the crops of later samples never wrote.
+  for (AlignedBuffer* b : {&ws->file, &ws->decoded, &ws->stored, &ws->resized, &ws->scratch, &ws->augment}) {
+    b->prefault(kPrefaultBytes);
+  }
+  ws->decoder.prefault(keeps_resume_points(config_), kPrefaultBytes);
   return ws;
 }
 

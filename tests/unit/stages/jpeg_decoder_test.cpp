@@ -261,7 +261,7 @@ TEST(JpegDecoderMemory, PrefaultTakesWhatTheFirstSpliceAndCoefficientsWould) {
     MemoryBudget budget(64 << 20);
     JpegDecoder decoder(options(Color::kRGB));
     decoder.attach(budget, MemoryUse::kDecodeBuffers, {.planes = 0, .coefficients = std::uint64_t{2} << 20});
-    decoder.prefault(splices);
+    decoder.prefault(splices, std::uint64_t{4} << 20);
     const std::uint64_t taken = (std::uint64_t{2} << 20) + (splices ? std::uint64_t{2} << 20 : 0);
     EXPECT_EQ(budget.used(), taken);
     if (!splices) continue;

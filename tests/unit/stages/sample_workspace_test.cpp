@@ -86,5 +86,29 @@ TEST(SampleWorkspace, MakeWorkspaceFaultsItsBuffersIn) {
   }
 }
 
+// Only the start of each buffer is faulted in: a share sized for one very large probed image (a
+// 128 MiB decoded buffer, 60 MiB of coefficients) leaves set-up with a few MiB resident per buffer,
+// not the whole share.
+TEST(SampleWorkspace, MakeWorkspaceFaultsInOnlyTheStartOfALargeShare) {
+  WorkspaceProbes probes;
+  probes.largest_file = 1'500'000;
+  probes.largest_image = 6000 * 4000 * 3;
+  probes.decoder.coefficients = 50'000'000;
+  SampleProgramConfig config;
+  config.output = {224, 224};
+  config.geometry = {{spec::ResizeShorter{256, {}}, 1}, {spec::CenterCrop{224, 224}, 2}};
+  const SampleProgram program(config);
+  const WorkspaceShare share = SampleProgram::workspace_requirements(config, probes);
+  ASSERT_GE(share.decoded, 64 * kMiB);
+  ASSERT_GE(share.decoder.coefficients, 60 * kMiB);
+  MemoryBudget budget(1024 * kMiB);
+  const std::uint64_t before = resident_bytes();
+  const auto ws = program.make_workspace(budget, share);
+  const std::uint64_t grew = resident_bytes() - before;
+  EXPECT_LT(grew, 32 * kMiB) << "of a share of " << share.total();
+  EXPECT_EQ(test::nonresident_pages(ws->decoded.data(), 4 * kMiB), 0);
+  EXPECT_EQ(budget.used(), share.total() + 2 * kMiB);  // the shares are held whole all the same
+}
+
 }  // namespace
 }  // namespace sluice::stages

@@ -52,9 +52,10 @@ class AlignedBuffer {
   // The same for a buffer whose size is known and fixed (a batch slot): capacity is `bytes`
   // rounded up to a page, not to a power of two.
   void reserve_exact(std::size_t bytes);
-  // Faults the capacity's whole pages in now (prefault_pages, huge_mapping.hpp): for a buffer made
-  // in set-up whose first use would otherwise fault it in during the first epoch.
-  void prefault();
+  // Faults the first `most` bytes of the capacity (all of it by default) in now (prefault_pages,
+  // huge_mapping.hpp): for a buffer made in set-up whose first use would otherwise fault it in
+  // during the first epoch.
+  void prefault(std::size_t most = SIZE_MAX);
   // Frees the memory (and its reservation).
   void reset();
 
