@@ -11,6 +11,8 @@
 //   rows_scan:          scan_resume_points from the top, tables built per file
 //   rows_libjpeg_skip:  jpeg_start_decompress, jpeg_skip_scanlines over the same rows, abort
 //   rows_libjpeg_start: jpeg_start_decompress and abort (the skip's set-up, to subtract)
+//   rows_splice, rows_splice_table_only: splice_at at every row, with and without appending a DC
+//                       code (counters: the share of rows spliced, of splices that appended one)
 // and the floor under any loader that decodes these crops with libjpeg-turbo, against the decode
 // limit's work:
 //   tj_full:         tjDecompress2 of the whole file, fast IDCT (what the limit does per image)
@@ -43,7 +45,6 @@
 #include <turbojpeg.h>
 
 #include "stages/decode/jpeg_decoder.hpp"
-#include "stages/decode/jpeg_huffman.hpp"
 #include "stages/decode/jpeg_huffman.hpp"
 #include "stages/decode/jpeg_resume.hpp"
 
@@ -126,7 +127,9 @@ void run(benchmark::State& state, bool train, Mode mode, bool own_huffman = true
         scan_resume_points(jpeg, f.layout, row, points);
         at = &points;
       }
-      if (splice_at(jpeg, f.layout, row, (*at)[static_cast<std::size_t>(row)], splice)) {
+      // As JpegDecoder splices: a DC code appended only where sluice's entropy decoder runs.
+      const DcCodes codes = own_huffman ? DcCodes::kMayAppend : DcCodes::kTableOnly;
+      if (splice_at(jpeg, f.layout, row, (*at)[static_cast<std::size_t>(row)], splice, codes)) {
         spliced.assign(splice.head.begin(), splice.head.end());
         spliced.insert(spliced.end(), f.bytes.begin() + splice.tail_offset, f.bytes.end());
         jpeg = spliced;
@@ -278,6 +281,28 @@ void needed_entropy(benchmark::State& state, bool train) {
   state.counters["scan_share"] = share / static_cast<double>(state.iterations());
 }
 
+// splice_at at every MCU row of each file but the first: its time per row, and the share of rows
+// it splices and of splices that append a DC code (jpeg_resume.hpp, AppendedDcCode).
+void splice_rows(benchmark::State& state, DcCodes codes) {
+  const auto& all = files();
+  if (all.empty()) return state.SkipWithError("no baseline JPEGs (SLUICE_BENCH_DATA)");
+  Splice splice;
+  std::size_t i = 0;
+  std::int64_t rows = 0, spliced = 0, appended = 0;
+  for (auto _ : state) {
+    const File& f = all[i++ % all.size()];
+    for (int row = 1; row < f.layout.mcu_rows; ++row) {
+      ++rows;
+      if (!splice_at(f.bytes, f.layout, row, f.points[static_cast<std::size_t>(row)], splice, codes)) continue;
+      ++spliced;
+      appended += splice.appended.any() ? 1 : 0;
+    }
+  }
+  state.SetItemsProcessed(rows);
+  state.counters["spliced"] = static_cast<double>(spliced) / static_cast<double>(std::max<std::int64_t>(rows, 1));
+  state.counters["appended"] = static_cast<double>(appended) / static_cast<double>(std::max<std::int64_t>(spliced, 1));
+}
+
 std::int64_t passes() { return static_cast<std::int64_t>(std::max<std::size_t>(files().size(), 1)); }
 
 void BM_eval_skip(benchmark::State& s) { run(s, false, Mode::kSkip); }
@@ -297,6 +322,8 @@ void BM_tj_full(benchmark::State& s) { tj_decode(s, false); }
 void BM_tj_eval_scaled(benchmark::State& s) { tj_decode(s, true); }
 void BM_eval_needed_entropy(benchmark::State& s) { needed_entropy(s, false); }
 void BM_train_needed_entropy(benchmark::State& s) { needed_entropy(s, true); }
+void BM_rows_splice(benchmark::State& s) { splice_rows(s, DcCodes::kMayAppend); }
+void BM_rows_splice_table_only(benchmark::State& s) { splice_rows(s, DcCodes::kTableOnly); }
 BENCHMARK(BM_tj_full)->Iterations(passes());
 BENCHMARK(BM_full_own_huffman)->Iterations(passes());
 BENCHMARK(BM_full_libjpeg_huffman)->Iterations(passes());
@@ -308,6 +335,8 @@ BENCHMARK(BM_train_needed_entropy)->Iterations(passes());
 BENCHMARK(BM_rows_scan)->Iterations(passes());
 BENCHMARK(BM_rows_libjpeg_skip)->Iterations(passes());
 BENCHMARK(BM_rows_libjpeg_start)->Iterations(passes());
+BENCHMARK(BM_rows_splice)->Iterations(passes());
+BENCHMARK(BM_rows_splice_table_only)->Iterations(passes());
 BENCHMARK(BM_eval_skip)->Iterations(passes());
 BENCHMARK(BM_eval_splice)->Iterations(passes());
 BENCHMARK(BM_eval_first_read)->Iterations(passes());

@@ -26,6 +26,7 @@
 #include "sluice/detail/memory/huge_mapping.hpp"
 #include "stages/decode/jpeg_coefficient_pool.hpp"
 #include "stages/decode/jpeg_errors.hpp"
+#include "stages/decode/jpeg_huffman.hpp"
 #include "stages/decode/jpeg_rows.hpp"
 #include "stages/decode/ycc_planes.hpp"
 
@@ -362,6 +363,11 @@ void JpegDecoder::check_rows(RowStatus status, const RowJob& job, const JpegHead
 
 void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& header,
                          const JpegRequest& request, ImageView out) {
+  decode_image(jpeg, header, request, out, nullptr);
+}
+
+bool JpegDecoder::decode_image(std::span<const std::uint8_t> jpeg, const JpegHeader& header,
+                               const JpegRequest& request, ImageView out, const Splice* splice) {
   const Rect region = decoded_region(header, request);
   const int ch = channels();
   if (out.data == nullptr || out.width != region.width || out.height != region.height ||
@@ -375,7 +381,7 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
   // Accounted before libjpeg allocates it; a transient part is given back when the decode ends.
   const std::optional<Reservation> coefficients = reserve_coefficients(header);
   const bool pooled = s.pool.reserve(header.coefficient_bytes, coefficient_bound());
-  const bool planes = header.components != 4 && region.width == header.width && region.height == header.height &&
+  const bool planes = splice == nullptr && header.components != 4 && region.width == header.width && region.height == header.height &&
                       working_bytes(header.width, header.height) > 0 &&
                       s.planes.try_reserve(planes_bytes(header.width, header.height));
   RowJob job = prepare(jpeg, header, request, region);
@@ -386,7 +392,15 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
   // sluice's entropy decoder where it applies (jpeg_huffman.hpp); where it gives up, the image is
   // decoded again from its header with libjpeg's, so the pixels, errors and warnings are libjpeg's.
   job.own_huffman = true;
+  if (splice != nullptr) {
+    // The original's region starts below its top: its decode stops after the region's last row and
+    // never reads the markers after the scan (whose damage a whole decode reports), so neither
+    // does the spliced file's, whose region is whole from its first row to the bottom.
+    job.whole = false;
+    job.appended = splice->appended;
+  }
   RowStatus status = run_rows(job, out, pooled);
+  if (status == RowStatus::kLibjpegFailed && s.err.own_huffman_gave_up && job.appended.any()) return false;
   if (status == RowStatus::kLibjpegFailed && s.err.own_huffman_gave_up) {
     job.own_huffman = false;
     job.header_read = false;
@@ -402,6 +416,7 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
   } else if (job.plane_count > 0) {
     luma_to_output(job.plane[0], out);
   }
+  return true;
 }
 
 RowStatus JpegDecoder::run_rows(RowJob& job, ImageView out, bool pooled) {
@@ -420,8 +435,10 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
 
 // The file spliced at the last resume point at or above the region's first MCU row (one row
 // higher where fancy upsampling reads the chroma row above), decoded from there: the same
-// coefficients, so the same pixels, without the rows above Huffman-decoded again. False, with
-// nothing decoded, where it does not apply.
+// coefficients, so the same pixels, without the rows above Huffman-decoded again. False where it
+// does not apply (nothing decoded), or where sluice's entropy decoder gave up on a spliced file
+// with an appended DC code (damaged data below the splice; out partly written): the caller then
+// decodes the original, as it does for a file without points.
 bool JpegDecoder::decode_spliced(std::span<const std::uint8_t> jpeg, const JpegHeader& header,
                                  const JpegRequest& request, ImageView out, std::vector<ResumePoint>& points) {
   if (header.progressive || header.components == 4 || request.region.width == 0) return false;
@@ -434,10 +451,15 @@ bool JpegDecoder::decode_spliced(std::span<const std::uint8_t> jpeg, const JpegH
   const int row = region.y * denom / s.layout.mcu_height - (fancy && s.layout.mcu_height > 8 ? 1 : 0);
   if (row < 1) return false;
   scan_resume_points(jpeg, s.layout, row, points);
+  // A DC code appended for the first block needs sluice's entropy decoder on the spliced file
+  // (AppendedDcCode), which takes only files ending with EOI.
+  const bool own = own_huffman_enabled() && jpeg.size() >= 2 && jpeg[jpeg.size() - 2] == 0xFF &&
+                   jpeg[jpeg.size() - 1] == 0xD9;
+  const DcCodes codes = own ? DcCodes::kMayAppend : DcCodes::kTableOnly;
   // splice_at refuses a row now and then (jpeg_resume.hpp): the rows above are tried too.
   constexpr int kTries = 4;
   for (int r = std::min(row, static_cast<int>(points.size()) - 1), tries = 0; r >= 1 && tries < kTries; --r, ++tries) {
-    if (!splice_at(jpeg, s.layout, r, points[static_cast<std::size_t>(r)], s.splice)) continue;
+    if (!splice_at(jpeg, s.layout, r, points[static_cast<std::size_t>(r)], s.splice, codes)) continue;
     const std::size_t head = s.splice.head.size();
     const std::size_t size = head + (jpeg.size() - s.splice.tail_offset);
     if (!s.spliced.try_reserve(std::max(size, kSpliceFloor)) && !s.spliced.try_reserve(size)) return false;
@@ -447,8 +469,7 @@ bool JpegDecoder::decode_spliced(std::span<const std::uint8_t> jpeg, const JpegH
     const JpegHeader cut_header = read_header(cut);
     JpegRequest cut_request = request;
     cut_request.region.y -= s.splice.first_row / denom;
-    decode(cut, cut_header, cut_request, out);
-    return true;
+    return decode_image(cut, cut_header, cut_request, out, &s.splice);
   }
   return false;
 }

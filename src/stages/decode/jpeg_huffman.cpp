@@ -11,7 +11,11 @@
 //   reads it (read_restart_marker), the DC predictors restart at zero.
 // - The end of the scan: after the last MCU's bits and the padding to the byte, the next bytes
 //   must be FF and a marker; the source is left there, where libjpeg reads the markers on.
-// Anything else gives up (the decode runs again with libjpeg's decoder).
+// - A spliced file with an appended DC code (jpeg_resume.hpp): the first MCU's first block takes
+//   its DC code from the table with that code (decode_first_mcu), every other block from the
+//   table without it, where those bits are a code no table has, as in the original file.
+// Anything else gives up (the decode runs again with libjpeg's decoder, or, for a spliced file
+// with an appended code, the original file is decoded instead).
 #include "stages/decode/jpeg_huffman.hpp"
 
 #include <algorithm>
@@ -60,13 +64,23 @@ struct DecodeTable {
   std::int32_t offset[18];
   std::uint8_t values[256];
 
-  bool build(const JHUFF_TBL& src, bool ac) {
+  // `drop`: the length of an appended DC code (AppendedDcCode), left out: it must be the table's
+  // one longest code, so its last value; 0 keeps every code.
+  bool build(const JHUFF_TBL& src, bool ac, int drop = 0) {
     ScanLayout::Huffman t;
     for (int l = 1; l <= 16; ++l) {
       t.bits[l] = src.bits[l];
       t.count += src.bits[l];
     }
     if (t.count > 256) return false;
+    if (drop != 0) {
+      if (drop < 1 || drop > 16 || t.bits[drop] != 1) return false;
+      for (int l = drop + 1; l <= 16; ++l) {
+        if (t.bits[l] != 0) return false;
+      }
+      t.bits[drop] = 0;
+      --t.count;
+    }
     for (int i = 0; i < t.count && !ac; ++i) {
       if (src.huffval[i] > 15) return false;  // libjpeg refuses such a DC table before this
     }
@@ -127,17 +141,22 @@ struct OwnEntropy {
   const DecodeTable* dc[D_MAX_BLOCKS_IN_MCU];
   const DecodeTable* ac[D_MAX_BLOCKS_IN_MCU];
   DecodeTable tables[2 * NUM_HUFF_TBLS];
+  // A spliced file's first block: its DC table with the appended code (AppendedDcCode), and the
+  // table block 0 goes back to after the first MCU (decode_first_mcu).
+  DecodeTable first_dc;
+  const DecodeTable* later_dc;
   JBLOCK scratch;  // where the blocks of components the output does not use go
 };
 
 OwnEntropy& state_of(j_decompress_ptr cinfo) { return *reinterpret_cast<OwnEntropy*>(cinfo->entropy); }
 
-[[noreturn]] void give_up(j_decompress_ptr cinfo) {
-  JpegErrorManager& err = *state_of(cinfo).err;
+[[noreturn]] void give_up(JpegErrorManager& err) {
   err.own_huffman_gave_up = true;
   gave_up_count.fetch_add(1, std::memory_order_relaxed);
   std::longjmp(err.jump, 1);
 }
+
+[[noreturn]] void give_up(j_decompress_ptr cinfo) { give_up(*state_of(cinfo).err); }
 
 // A second scan (a damaged single-scan file): not vouched for.
 void start_pass(j_decompress_ptr cinfo) { give_up(cinfo); }
@@ -313,6 +332,16 @@ boolean decode_mcu(j_decompress_ptr cinfo, JBLOCKROW* MCU_data) {
   return TRUE;
 }
 
+// A spliced file's first MCU: block 0 takes its DC code from the table with the appended code;
+// every later block, from the table without it (a later use of that code gives up).
+boolean decode_first_mcu(j_decompress_ptr cinfo, JBLOCKROW* MCU_data) {
+  OwnEntropy& e = state_of(cinfo);
+  decode_mcu(cinfo, MCU_data);
+  e.dc[0] = e.later_dc;
+  e.pub.decode_mcu = decode_mcu;
+  return TRUE;
+}
+
 // The scan is one this decoder vouches for (jpeg_huffman.hpp), the data all in memory.
 bool qualifies(const jpeg_decompress_struct& cinfo, std::span<const std::uint8_t> jpeg) {
   if (cinfo.progressive_mode || cinfo.arith_code || cinfo.data_precision != 8 || cinfo.entropy == nullptr) return false;
@@ -342,8 +371,15 @@ OwnHuffmanCounts own_huffman_counts() {
   return {installed_count.load(std::memory_order_relaxed), gave_up_count.load(std::memory_order_relaxed)};
 }
 
-bool install_own_huffman(jpeg_decompress_struct& cinfo, JpegErrorManager& err, std::span<const std::uint8_t> jpeg) {
-  if (!own_huffman_enabled() || !qualifies(cinfo, jpeg)) return false;
+bool install_own_huffman(jpeg_decompress_struct& cinfo, JpegErrorManager& err, std::span<const std::uint8_t> jpeg,
+                         AppendedDcCode appended) {
+  // Without this decoder a file with an appended code is not decoded at all (the caller decodes
+  // the original).
+  const auto refuse = [&] {
+    if (appended.any()) give_up(err);
+    return false;
+  };
+  if (!own_huffman_enabled() || !qualifies(cinfo, jpeg)) return refuse();
   auto* e = static_cast<OwnEntropy*>(
       (*cinfo.mem->alloc_large)(reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE, sizeof(OwnEntropy)));
   bool built_dc[NUM_HUFF_TBLS] = {}, built_ac[NUM_HUFF_TBLS] = {};
@@ -352,12 +388,16 @@ bool install_own_huffman(jpeg_decompress_struct& cinfo, JpegErrorManager& err, s
     const int ci = cinfo.MCU_membership[b];
     const jpeg_component_info* comp = cinfo.cur_comp_info[ci];
     const int d = comp->dc_tbl_no, a = comp->ac_tbl_no;
-    if (d < 0 || d >= NUM_HUFF_TBLS || a < 0 || a >= NUM_HUFF_TBLS) return false;
+    if (d < 0 || d >= NUM_HUFF_TBLS || a < 0 || a >= NUM_HUFF_TBLS) return refuse();
     const JHUFF_TBL* dt = cinfo.dc_huff_tbl_ptrs[d];
     const JHUFF_TBL* at = cinfo.ac_huff_tbl_ptrs[a];
-    if (dt == nullptr || at == nullptr) return false;
-    if (!built_dc[d] && !e->tables[d].build(*dt, false)) return false;
-    if (!built_ac[a] && !e->tables[NUM_HUFF_TBLS + a].build(*at, true)) return false;
+    if (dt == nullptr || at == nullptr) return refuse();
+    const int drop = d == appended.table ? appended.length : 0;
+    if (!built_dc[d] && !e->tables[d].build(*dt, false, drop)) return refuse();
+    if (!built_ac[a] && !e->tables[NUM_HUFF_TBLS + a].build(*at, true)) return refuse();
+    if (b == 0 && appended.any()) {
+      if (d != appended.table || !e->first_dc.build(*dt, false)) return refuse();
+    }
     built_dc[d] = built_ac[a] = true;
     e->component[b] = ci;
     e->needed[b] = comp->component_needed != FALSE;
@@ -373,6 +413,11 @@ bool install_own_huffman(jpeg_decompress_struct& cinfo, JpegErrorManager& err, s
   e->mcus_left = static_cast<long long>(cinfo.MCUs_per_row) * cinfo.MCU_rows_in_scan;
   e->pub.start_pass = start_pass;
   e->pub.decode_mcu = decode_mcu;
+  if (appended.any()) {
+    e->later_dc = e->dc[0];
+    e->dc[0] = &e->first_dc;
+    e->pub.decode_mcu = decode_first_mcu;
+  }
   e->pub.insufficient_data = FALSE;
   cinfo.entropy = &e->pub;
   installed_count.fetch_add(1, std::memory_order_relaxed);

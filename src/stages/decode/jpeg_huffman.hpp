@@ -20,6 +20,8 @@
 
 #include <jpeglib.h>
 
+#include "stages/decode/jpeg_resume.hpp"
+
 namespace sluice::stages {
 
 struct JpegErrorManager;  // stages/decode/jpeg_errors.hpp
@@ -40,6 +42,12 @@ OwnHuffmanCounts own_huffman_counts();
 // Right after jpeg_start_decompress, before any row is read: puts sluice's decoder in cinfo's
 // entropy slot when own_huffman_enabled() and the scan qualifies (see above); `jpeg` is the file
 // the memory source reads. Returns whether it did; libjpeg's decoder stays otherwise.
-bool install_own_huffman(jpeg_decompress_struct& cinfo, JpegErrorManager& err, std::span<const std::uint8_t> jpeg);
+// A spliced file with an appended DC code (jpeg_resume.hpp) must not be decoded by libjpeg's
+// decoder, which would take that code anywhere: with `appended` set this decoder takes the code
+// in the scan's first block only, gives up where it appears later (where the original file held
+// a code no table has), and gives up instead of returning false; the caller then decodes the
+// original file.
+bool install_own_huffman(jpeg_decompress_struct& cinfo, JpegErrorManager& err, std::span<const std::uint8_t> jpeg,
+                         AppendedDcCode appended = {});
 
 }  // namespace sluice::stages

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "stages/decode/jpeg_decoder.hpp"
+#include "stages/decode/jpeg_huffman.hpp"
 #include "stages/decode/jpeg_resume.hpp"
 #include "stages/program/sample_program.hpp"
 #include "one_file_table.hpp"
@@ -218,6 +219,107 @@ TEST(JpegResume, StoreGivesPointsOnlyForTheBytesTheyWereFoundIn) {
   store.get(3, changed, got);
   EXPECT_EQ(got.size(), 7u);
   EXPECT_EQ(store.bytes(), ResumeStore::capacity_bytes(1));
+}
+
+// `jpeg` with the entropy-coded bits from `at` on replaced by `bits` ('0' and '1'): the scan's
+// bytes unstuffed, changed, and stuffed again.
+Bytes overwrite_scan_bits(const Bytes& jpeg, const ScanLayout& layout, const ResumePoint& at, const std::string& bits) {
+  Bytes data;
+  std::size_t first_bit = 0;
+  std::size_t i = layout.scan_offset;
+  for (; i < jpeg.size() && !(jpeg[i] == 0xFF && i + 1 < jpeg.size() && jpeg[i + 1] != 0x00); ++i) {
+    if (i == at.byte) first_bit = data.size() * 8 + at.bit;
+    data.push_back(jpeg[i]);
+    if (jpeg[i] == 0xFF) ++i;  // the stuffed 0x00
+  }
+  for (std::size_t k = 0; k < bits.size(); ++k) {
+    const std::size_t bit = first_bit + k;
+    const auto mask = static_cast<std::uint8_t>(0x80 >> (bit % 8));
+    data[bit / 8] = static_cast<std::uint8_t>(bits[k] == '1' ? data[bit / 8] | mask : data[bit / 8] & ~mask);
+  }
+  Bytes out(jpeg.begin(), jpeg.begin() + layout.scan_offset);
+  for (const std::uint8_t byte : data) {
+    out.push_back(byte);
+    if (byte == 0xFF) out.push_back(0x00);
+  }
+  out.insert(out.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(i), jpeg.end());
+  return out;
+}
+
+// Found by jpeg_resume_fuzzer. A splice that appends a DC code gives bits that no code of the
+// original file has a meaning: in damaged data below the splice, libjpeg decodes them in the
+// original as a difference of 0 (17 bits taken) and in the spliced file as the new code. The
+// decode through resume points must still give the original's pixels.
+TEST(JpegResume, DamageBelowASpliceWithAnAppendedDcCodeDecodesAsTheOriginal) {
+  const int w = 96, h = 120;
+  const Bytes good = test::encode_jpeg(test::make_pattern(w, h, 3, 11), w, h, 3, {.quality = 90, .subsampling = 0});
+  ScanLayout layout;
+  ASSERT_TRUE(parse_scan_layout(good, layout));
+  std::vector<ResumePoint> points;
+  ASSERT_EQ(scan_resume_points(good, layout, layout.mcu_rows - 1, points), layout.mcu_rows);
+  int row = 1;
+  Splice splice;
+  while (row + 1 < layout.mcu_rows && !(splice_at(good, layout, row, points[static_cast<std::size_t>(row)], splice) &&
+                                        splice.appended.any())) {
+    ++row;
+  }
+  ASSERT_LT(row + 1, layout.mcu_rows) << "no splice appended a DC code";
+  // Row row + 1 starts with 9 ones, the code TurboJPEG's luminance DC table leaves free, then the
+  // zeros that make the appended code: damage libjpeg-turbo's fast path decodes without a warning.
+  const Bytes bad = overwrite_scan_bits(good, layout, points[static_cast<std::size_t>(row) + 1], "1111111110000000");
+  ScanLayout bad_layout;
+  ASSERT_TRUE(parse_scan_layout(bad, bad_layout));
+  Splice cut;
+  ASSERT_TRUE(splice_at(bad, bad_layout, row, points[static_cast<std::size_t>(row)], cut));
+  ASSERT_TRUE(cut.appended.any());
+  JpegDecoder decoder{DecodeOptions{}};
+  const int y = (row + 1) * layout.mcu_height;
+  const Bytes want = decode_rows(decoder, bad, y, h - y);
+  // The spliced file alone decodes the damaged row otherwise: what the decoder must not hand out.
+  ASSERT_NE(want, decode_rows(decoder, spliced_file(bad, cut), layout.mcu_height, h - y));
+
+  const JpegHeader header = decoder.read_header(bad);
+  JpegRequest request;
+  request.region = {0, y, w, h - y};
+  Bytes got(static_cast<std::size_t>(w) * (h - y) * 3);
+  std::vector<ResumePoint> found;
+  decoder.decode(bad, header, request, ImageView{got.data(), w, h - y, 3, w * 3}, found);
+  EXPECT_EQ(want, got);
+  EXPECT_GT(found.size(), static_cast<std::size_t>(row)) << "the decode found the points to splice at";
+  // Without sluice's entropy decoder no code is appended (libjpeg's would take it anywhere).
+  set_own_huffman(false);
+  std::fill(got.begin(), got.end(), 0);
+  found.clear();
+  decoder.decode(bad, decoder.read_header(bad), request, ImageView{got.data(), w, h - y, 3, w * 3}, found);
+  set_own_huffman(true);
+  EXPECT_EQ(want, got) << "libjpeg's entropy decoder";
+}
+
+// Found by jpeg_resume_fuzzer: bytes between the scan's end and the EOI marker, which a whole
+// decode reports and a region decode that starts below the top never reads (it stops after the
+// region's last row). The decode through points must not report them either: its spliced file's
+// region is whole, from its first row to the bottom.
+TEST(JpegResume, GarbageBeforeEoiIsNotReportedByARegionDecodeThroughPoints) {
+  const int w = 64, h = 96;
+  Bytes jpeg = test::encode_jpeg(test::make_pattern(w, h, 3, 5), w, h, 3, {.quality = 85, .subsampling = 0});
+  ASSERT_GE(jpeg.size(), 2u);
+  jpeg.insert(jpeg.end() - 2, 24, 0x5A);
+  JpegDecoder decoder{DecodeOptions{}};
+  const int y = 48;
+  const Bytes want = decode_rows(decoder, jpeg, y, h - y);
+  ASSERT_EQ(decoder.warnings().count, 0);
+  decode_rows(decoder, jpeg, 0, h);
+  ASSERT_EQ(decoder.warnings().count, 1) << "a whole decode reports the bytes";
+
+  const JpegHeader header = decoder.read_header(jpeg);
+  JpegRequest request;
+  request.region = {0, y, w, h - y};
+  Bytes got(static_cast<std::size_t>(w) * (h - y) * 3);
+  std::vector<ResumePoint> points;
+  decoder.decode(jpeg, header, request, ImageView{got.data(), w, h - y, 3, w * 3}, points);
+  EXPECT_EQ(want, got);
+  EXPECT_EQ(decoder.warnings().count, 0) << decoder.warnings().first;
+  EXPECT_GE(points.size(), 2u) << "the decode went through points";
 }
 
 TEST(JpegResume, RefusesProgressiveFiles) {
