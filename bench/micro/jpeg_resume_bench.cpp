@@ -11,8 +11,8 @@
 //   rows_scan:          scan_resume_points from the top, tables built per file
 //   rows_libjpeg_skip:  jpeg_start_decompress, jpeg_skip_scanlines over the same rows, abort
 //   rows_libjpeg_start: jpeg_start_decompress and abort (the skip's set-up, to subtract)
-//   rows_splice, rows_splice_table_only: splice_at at every row, with and without appending a DC
-//                       code (counters: the share of rows spliced, of splices that appended one)
+//   rows_splice:        splice_at at every row (counters: the share of rows spliced, and of
+//                       splices that appended a DC code)
 // and the floor under any loader that decodes these crops with libjpeg-turbo, against the decode
 // limit's work:
 //   tj_full:         tjDecompress2 of the whole file, fast IDCT (what the limit does per image)
@@ -23,6 +23,7 @@
 // libjpeg-turbo's own (set_own_huffman, as SLUICE_JPEG_HUFFMAN=libjpeg sets it):
 //   full_own_huffman, full_libjpeg_huffman:  JpegDecoder::decode of the whole file, fast IDCT
 //   eval_splice_libjpeg_huffman, train_splice_libjpeg_huffman: splice with libjpeg's decoder
+//                    (a comparison only: JpegDecoder splices for sluice's decoder alone, SplicedScan)
 //   needed_entropy:  jpeg_read_coefficients of the crop's MCU rows only (the file spliced at the
 //                    crop's first row, its frame height cut after the crop's last): the Huffman
 //                    decoding no loader can skip, since a baseline scan has no column access
@@ -127,9 +128,7 @@ void run(benchmark::State& state, bool train, Mode mode, bool own_huffman = true
         scan_resume_points(jpeg, f.layout, row, points);
         at = &points;
       }
-      // As JpegDecoder splices: a DC code appended only where sluice's entropy decoder runs.
-      const DcCodes codes = own_huffman ? DcCodes::kMayAppend : DcCodes::kTableOnly;
-      if (splice_at(jpeg, f.layout, row, (*at)[static_cast<std::size_t>(row)], splice, codes)) {
+      if (splice_at(jpeg, f.layout, row, (*at)[static_cast<std::size_t>(row)], splice)) {
         spliced.assign(splice.head.begin(), splice.head.end());
         spliced.insert(spliced.end(), f.bytes.begin() + splice.tail_offset, f.bytes.end());
         jpeg = spliced;
@@ -283,7 +282,7 @@ void needed_entropy(benchmark::State& state, bool train) {
 
 // splice_at at every MCU row of each file but the first: its time per row, and the share of rows
 // it splices and of splices that append a DC code (jpeg_resume.hpp, AppendedDcCode).
-void splice_rows(benchmark::State& state, DcCodes codes) {
+void BM_rows_splice(benchmark::State& state) {
   const auto& all = files();
   if (all.empty()) return state.SkipWithError("no baseline JPEGs (SLUICE_BENCH_DATA)");
   Splice splice;
@@ -293,7 +292,7 @@ void splice_rows(benchmark::State& state, DcCodes codes) {
     const File& f = all[i++ % all.size()];
     for (int row = 1; row < f.layout.mcu_rows; ++row) {
       ++rows;
-      if (!splice_at(f.bytes, f.layout, row, f.points[static_cast<std::size_t>(row)], splice, codes)) continue;
+      if (!splice_at(f.bytes, f.layout, row, f.points[static_cast<std::size_t>(row)], splice)) continue;
       ++spliced;
       appended += splice.appended.any() ? 1 : 0;
     }
@@ -322,8 +321,6 @@ void BM_tj_full(benchmark::State& s) { tj_decode(s, false); }
 void BM_tj_eval_scaled(benchmark::State& s) { tj_decode(s, true); }
 void BM_eval_needed_entropy(benchmark::State& s) { needed_entropy(s, false); }
 void BM_train_needed_entropy(benchmark::State& s) { needed_entropy(s, true); }
-void BM_rows_splice(benchmark::State& s) { splice_rows(s, DcCodes::kMayAppend); }
-void BM_rows_splice_table_only(benchmark::State& s) { splice_rows(s, DcCodes::kTableOnly); }
 BENCHMARK(BM_tj_full)->Iterations(passes());
 BENCHMARK(BM_full_own_huffman)->Iterations(passes());
 BENCHMARK(BM_full_libjpeg_huffman)->Iterations(passes());
@@ -336,7 +333,6 @@ BENCHMARK(BM_rows_scan)->Iterations(passes());
 BENCHMARK(BM_rows_libjpeg_skip)->Iterations(passes());
 BENCHMARK(BM_rows_libjpeg_start)->Iterations(passes());
 BENCHMARK(BM_rows_splice)->Iterations(passes());
-BENCHMARK(BM_rows_splice_table_only)->Iterations(passes());
 BENCHMARK(BM_eval_skip)->Iterations(passes());
 BENCHMARK(BM_eval_splice)->Iterations(passes());
 BENCHMARK(BM_eval_first_read)->Iterations(passes());

@@ -397,10 +397,10 @@ bool JpegDecoder::decode_image(std::span<const std::uint8_t> jpeg, const JpegHea
     // never reads the markers after the scan (whose damage a whole decode reports), so neither
     // does the spliced file's, whose region is whole from its first row to the bottom.
     job.whole = false;
-    job.appended = splice->appended;
+    job.spliced = {true, splice->appended};
   }
   RowStatus status = run_rows(job, out, pooled);
-  if (status == RowStatus::kLibjpegFailed && s.err.own_huffman_gave_up && job.appended.any()) return false;
+  if (status == RowStatus::kLibjpegFailed && s.err.own_huffman_gave_up && job.spliced.spliced) return false;
   if (status == RowStatus::kLibjpegFailed && s.err.own_huffman_gave_up) {
     job.own_huffman = false;
     job.header_read = false;
@@ -436,12 +436,21 @@ void JpegDecoder::decode(std::span<const std::uint8_t> jpeg, const JpegHeader& h
 // The file spliced at the last resume point at or above the region's first MCU row (one row
 // higher where fancy upsampling reads the chroma row above), decoded from there: the same
 // coefficients, so the same pixels, without the rows above Huffman-decoded again. False where it
-// does not apply (nothing decoded), or where sluice's entropy decoder gave up on a spliced file
-// with an appended DC code (damaged data below the splice; out partly written): the caller then
-// decodes the original, as it does for a file without points.
+// does not apply (nothing decoded), or where sluice's entropy decoder gave up on the spliced file
+// (damaged data below the splice; out partly written): the caller then decodes the original, as
+// it does for a file without points, with decode()'s pixels, warnings and errors.
 bool JpegDecoder::decode_spliced(std::span<const std::uint8_t> jpeg, const JpegHeader& header,
                                  const JpegRequest& request, ImageView out, std::vector<ResumePoint>& points) {
   if (header.progressive || header.components == 4 || request.region.width == 0) return false;
+  // A spliced file is decoded by sluice's entropy decoder or not at all (SplicedScan).
+  if (!own_huffman_enabled()) return false;
+  // Only files ending with EOI (998 of imagenet-photos' 1,000). Where the data simply stops,
+  // libjpeg's memory source warns as soon as its read-ahead (the bytes that fill its bit buffer
+  // beyond the bits a code needs) reaches the end, and how far it reads ahead depends on every bit
+  // before (found by jpeg_resume_fuzzer): the spliced
+  // file, with other bits before, would warn where the original does not, or the other way. At a
+  // marker libjpeg warns only for bits a code needs, which are the same in both.
+  if (jpeg.size() < 2 || jpeg[jpeg.size() - 2] != 0xFF || jpeg[jpeg.size() - 1] != 0xD9) return false;
   const Rect region = decoded_region(header, request);
   if (region.y == 0) return false;
   State& s = *state_;
@@ -451,15 +460,10 @@ bool JpegDecoder::decode_spliced(std::span<const std::uint8_t> jpeg, const JpegH
   const int row = region.y * denom / s.layout.mcu_height - (fancy && s.layout.mcu_height > 8 ? 1 : 0);
   if (row < 1) return false;
   scan_resume_points(jpeg, s.layout, row, points);
-  // A DC code appended for the first block needs sluice's entropy decoder on the spliced file
-  // (AppendedDcCode), which takes only files ending with EOI.
-  const bool own = own_huffman_enabled() && jpeg.size() >= 2 && jpeg[jpeg.size() - 2] == 0xFF &&
-                   jpeg[jpeg.size() - 1] == 0xD9;
-  const DcCodes codes = own ? DcCodes::kMayAppend : DcCodes::kTableOnly;
   // splice_at refuses a row now and then (jpeg_resume.hpp): the rows above are tried too.
   constexpr int kTries = 4;
   for (int r = std::min(row, static_cast<int>(points.size()) - 1), tries = 0; r >= 1 && tries < kTries; --r, ++tries) {
-    if (!splice_at(jpeg, s.layout, r, points[static_cast<std::size_t>(r)], s.splice, codes)) continue;
+    if (!splice_at(jpeg, s.layout, r, points[static_cast<std::size_t>(r)], s.splice)) continue;
     const std::size_t head = s.splice.head.size();
     const std::size_t size = head + (jpeg.size() - s.splice.tail_offset);
     if (!s.spliced.try_reserve(std::max(size, kSpliceFloor)) && !s.spliced.try_reserve(size)) return false;

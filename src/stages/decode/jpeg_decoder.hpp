@@ -168,9 +168,9 @@ class JpegDecoder {
   bool decode_spliced(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request,
                       ImageView out, std::vector<ResumePoint>& points);
   // decode() of a file, or of one spliced from it (`splice` not null; the spliced file is `jpeg`),
-  // ended as the original's region decode ends: early, not reading on to the EOI marker. False,
-  // out not all written, where sluice's entropy decoder gave up on a spliced file with an
-  // appended DC code: the caller decodes the original file instead.
+  // by sluice's entropy decoder only, ended as the original's region decode ends: early, not
+  // reading on to the EOI marker. False, out not all written, where that decoder gave up on the
+  // spliced file: the caller decodes the original file instead.
   bool decode_image(std::span<const std::uint8_t> jpeg, const JpegHeader& header, const JpegRequest& request,
                     ImageView out, const Splice* splice);
   // Reserves the coefficient buffer `header` needs beyond what the decoder holds: kept when the

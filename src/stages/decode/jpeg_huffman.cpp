@@ -14,8 +14,8 @@
 // - A spliced file with an appended DC code (jpeg_resume.hpp): the first MCU's first block takes
 //   its DC code from the table with that code (decode_first_mcu), every other block from the
 //   table without it, where those bits are a code no table has, as in the original file.
-// Anything else gives up (the decode runs again with libjpeg's decoder, or, for a spliced file
-// with an appended code, the original file is decoded instead).
+// Anything else gives up (the decode runs again with libjpeg's decoder, or, for a spliced file,
+// the original file is decoded instead).
 #include "stages/decode/jpeg_huffman.hpp"
 
 #include <algorithm>
@@ -372,13 +372,13 @@ OwnHuffmanCounts own_huffman_counts() {
 }
 
 bool install_own_huffman(jpeg_decompress_struct& cinfo, JpegErrorManager& err, std::span<const std::uint8_t> jpeg,
-                         AppendedDcCode appended) {
-  // Without this decoder a file with an appended code is not decoded at all (the caller decodes
-  // the original).
+                         SplicedScan spliced) {
+  // Without this decoder a spliced file is not decoded at all (the caller decodes the original).
   const auto refuse = [&] {
-    if (appended.any()) give_up(err);
+    if (spliced.spliced) give_up(err);
     return false;
   };
+  const AppendedDcCode appended = spliced.appended;
   if (!own_huffman_enabled() || !qualifies(cinfo, jpeg)) return refuse();
   auto* e = static_cast<OwnEntropy*>(
       (*cinfo.mem->alloc_large)(reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE, sizeof(OwnEntropy)));

@@ -42,12 +42,18 @@ OwnHuffmanCounts own_huffman_counts();
 // Right after jpeg_start_decompress, before any row is read: puts sluice's decoder in cinfo's
 // entropy slot when own_huffman_enabled() and the scan qualifies (see above); `jpeg` is the file
 // the memory source reads. Returns whether it did; libjpeg's decoder stays otherwise.
-// A spliced file with an appended DC code (jpeg_resume.hpp) must not be decoded by libjpeg's
-// decoder, which would take that code anywhere: with `appended` set this decoder takes the code
-// in the scan's first block only, gives up where it appears later (where the original file held
-// a code no table has), and gives up instead of returning false; the caller then decodes the
-// original file.
+// A spliced file (jpeg_resume.hpp) is decoded by this decoder or not at all: with `spliced` set it
+// gives up instead of returning false, and the caller decodes the original file, as it does when
+// this decoder gives up on the spliced one. Only so does a spliced file give the original's
+// warnings on damaged data: libjpeg-turbo warns of a bad code on its slow path only, and which path
+// an MCU takes depends on how many bytes its read-ahead holds, so on all the bits before. A DC
+// code appended for the first block is taken there only; where it appears later, this decoder
+// gives up, as the original held a code no table has there.
+struct SplicedScan {
+  bool spliced = false;
+  AppendedDcCode appended;
+};
 bool install_own_huffman(jpeg_decompress_struct& cinfo, JpegErrorManager& err, std::span<const std::uint8_t> jpeg,
-                         AppendedDcCode appended = {});
+                         SplicedScan spliced = {});
 
 }  // namespace sluice::stages

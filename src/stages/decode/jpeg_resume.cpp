@@ -352,11 +352,9 @@ struct DcCode {
   bool appended = false;
 };
 
-int dc_code_options(const ScanLayout::Huffman& table, const EncodeTable& enc, int category, DcCodes codes,
-                    DcCode* options) {
+int dc_code_options(const ScanLayout::Huffman& table, const EncodeTable& enc, int category, DcCode* options) {
   int n = 0;
   if (enc.size[category] != 0) options[n++] = {enc.code[category], enc.size[category], false};
-  if (codes == DcCodes::kTableOnly) return n;
   int longest = 0;
   std::uint32_t next = 0;
   for (int len = 1; len <= 16; ++len) {
@@ -387,7 +385,7 @@ void append_dc_table(std::vector<std::uint8_t>& out, const ScanLayout::Huffman& 
 }  // namespace
 
 bool splice_at(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int row, const ResumePoint& point,
-               Splice& out, DcCodes codes) {
+               Splice& out) {
   if (row <= 0 || row >= layout.mcu_rows || point.byte < layout.scan_offset || point.byte >= jpeg.size() ||
       point.bit > 7) {
     return false;
@@ -422,7 +420,7 @@ bool splice_at(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int
       const int s = category(blocks[count].dc_diff);
       if (s > 11) return false;
       if (count == 0) {
-        first_dc_options = dc_code_options(layout.dc[layout.dc_table[c]], dc[c], s, codes, first_dc);
+        first_dc_options = dc_code_options(layout.dc[layout.dc_table[c]], dc[c], s, first_dc);
       } else {
         if (dc[c].size[s] == 0) return false;
         bits += dc[c].size[s];

@@ -76,11 +76,11 @@ bool make_codes(const ScanLayout::Huffman& t, std::uint16_t* code, std::uint8_t*
 void decode_limits(const ScanLayout::Huffman& t, const std::uint16_t* code, std::int32_t (&maxcode)[18],
                    std::int32_t (&offset)[18]);
 
-// The code splice_at added to a DC table for the spliced file's first block. The original file
-// has no such code: there the same bits are a code no table has, which libjpeg-turbo decodes as a
-// difference of 0 after 17 bits (warning only on its slow path). So in damaged data below the
-// splice the two files would decode apart; only a decoder that accepts the code in the first block
-// alone keeps them the same (install_own_huffman, jpeg_huffman.hpp).
+// The code splice_at added to a DC table for the spliced file's first block (43% of splices on
+// imagenet-photos need one). The original file has no such code: there the same bits are a code
+// no table has, which libjpeg-turbo decodes as a difference of 0 after 17 bits (a warning only on
+// its slow path). So in damaged data below the splice the two files would decode apart; sluice's
+// entropy decoder takes the code in the first block alone (install_own_huffman, jpeg_huffman.hpp).
 struct AppendedDcCode {
   int table = -1;  // the DC table's slot; -1: no code appended
   int length = 0;  // its length in bits: the table's last (longest) code
@@ -94,14 +94,10 @@ struct Splice {
   AppendedDcCode appended;         // the DC code added for the first block, if one was
 };
 
-// Whether splice_at may add a DC code (AppendedDcCode) when the table's own code cannot end the
-// re-encoded MCUs on the right bit: most splices of camera files need one (87% on imagenet-photos).
-enum class DcCodes : std::uint8_t { kTableOnly, kMayAppend };
-
 // The splice at MCU row `row` (0 < row < mcu_rows) from its resume point. False where the row's
 // first MCU cannot be re-encoded (a DC category or the ZRL code missing from an optimised table,
 // no room for the padding, damaged data): try another row or keep the skip.
 bool splice_at(std::span<const std::uint8_t> jpeg, const ScanLayout& layout, int row, const ResumePoint& point,
-               Splice& out, DcCodes codes = DcCodes::kMayAppend);
+               Splice& out);
 
 }  // namespace sluice::stages

@@ -86,7 +86,7 @@ bool read_planes(jpeg_decompress_struct& cinfo, JpegErrorManager& err, RowJob& j
   if (offset[count] > job.planes_capacity) return false;
   cinfo.raw_data_out = TRUE;
   jpeg_start_decompress(&cinfo);
-  if (job.own_huffman || job.appended.any()) install_own_huffman(cinfo, err, job.jpeg, job.appended);
+  if (job.own_huffman || job.spliced.spliced) install_own_huffman(cinfo, err, job.jpeg, job.spliced);
   std::uint8_t* base[3];
   for (int c = 0; c < count; ++c) {
     const jpeg_component_info& comp = cinfo.comp_info[c];
@@ -262,7 +262,7 @@ RowStatus start_rows_guarded(jpeg_decompress_struct& cinfo, JpegErrorManager& er
     return RowStatus::kOk;
   }
   jpeg_start_decompress(&cinfo);
-  if (job.own_huffman || job.appended.any()) install_own_huffman(cinfo, err, job.jpeg, job.appended);
+  if (job.own_huffman || job.spliced.spliced) install_own_huffman(cinfo, err, job.jpeg, job.spliced);
 
   if (job.crop) {
     auto x = static_cast<JDIMENSION>(job.crop_x);

@@ -15,7 +15,7 @@
 
 #include "sluice/detail/core/image.hpp"
 #include "stages/decode/jpeg_errors.hpp"
-#include "stages/decode/jpeg_resume.hpp"
+#include "stages/decode/jpeg_huffman.hpp"
 #include "stages/decode/ycc_planes.hpp"
 
 namespace sluice::stages {
@@ -56,9 +56,9 @@ struct RowJob {
   // Put sluice's entropy decoder in libjpeg's place where it applies (jpeg_huffman.hpp); when it
   // gives up, err.own_huffman_gave_up is set and the caller runs the job again without it.
   bool own_huffman = false;
-  // A spliced file's appended DC code: only sluice's decoder may decode it (it gives up where it
-  // cannot), and a job that gives up is not run again on this file.
-  AppendedDcCode appended;
+  // A spliced file: only sluice's decoder decodes it (it gives up where it cannot), and a job
+  // that gives up is not run again on this file (SplicedScan, jpeg_huffman.hpp).
+  SplicedScan spliced;
 };
 
 enum class RowStatus : std::uint8_t {

@@ -275,6 +275,7 @@ TEST(JpegResume, DamageBelowASpliceWithAnAppendedDcCodeDecodesAsTheOriginal) {
   JpegDecoder decoder{DecodeOptions{}};
   const int y = (row + 1) * layout.mcu_height;
   const Bytes want = decode_rows(decoder, bad, y, h - y);
+  const int warnings = decoder.warnings().count;
   // The spliced file alone decodes the damaged row otherwise: what the decoder must not hand out.
   ASSERT_NE(want, decode_rows(decoder, spliced_file(bad, cut), layout.mcu_height, h - y));
 
@@ -285,14 +286,16 @@ TEST(JpegResume, DamageBelowASpliceWithAnAppendedDcCodeDecodesAsTheOriginal) {
   std::vector<ResumePoint> found;
   decoder.decode(bad, header, request, ImageView{got.data(), w, h - y, 3, w * 3}, found);
   EXPECT_EQ(want, got);
+  EXPECT_EQ(decoder.warnings().count, warnings);
   EXPECT_GT(found.size(), static_cast<std::size_t>(row)) << "the decode found the points to splice at";
-  // Without sluice's entropy decoder no code is appended (libjpeg's would take it anywhere).
+  // Without sluice's entropy decoder no file is spliced (SplicedScan, jpeg_huffman.hpp).
   set_own_huffman(false);
   std::fill(got.begin(), got.end(), 0);
   found.clear();
   decoder.decode(bad, decoder.read_header(bad), request, ImageView{got.data(), w, h - y, 3, w * 3}, found);
   set_own_huffman(true);
   EXPECT_EQ(want, got) << "libjpeg's entropy decoder";
+  EXPECT_TRUE(found.empty()) << "libjpeg's entropy decoder";
 }
 
 // Found by jpeg_resume_fuzzer: bytes between the scan's end and the EOI marker, which a whole
@@ -320,6 +323,28 @@ TEST(JpegResume, GarbageBeforeEoiIsNotReportedByARegionDecodeThroughPoints) {
   EXPECT_EQ(want, got);
   EXPECT_EQ(decoder.warnings().count, 0) << decoder.warnings().first;
   EXPECT_GE(points.size(), 2u) << "the decode went through points";
+}
+
+// Found by jpeg_resume_fuzzer: where the data ends without a marker, libjpeg warns when its
+// read-ahead reaches the end, which depends on all the bits before; a spliced file would warn
+// where the original does not. Such files decode through points as without (no splice, no scan).
+TEST(JpegResume, AFileWithoutEoiIsNotSpliced) {
+  const int w = 64, h = 96;
+  Bytes jpeg = test::encode_jpeg(test::make_pattern(w, h, 3, 6), w, h, 3, {.quality = 85, .subsampling = 1});
+  jpeg.resize(jpeg.size() - 2);  // the EOI marker
+  JpegDecoder decoder{DecodeOptions{}};
+  const int y = 40;
+  const Bytes want = decode_rows(decoder, jpeg, y, h - y);
+  const int warnings = decoder.warnings().count;
+  const JpegHeader header = decoder.read_header(jpeg);
+  JpegRequest request;
+  request.region = {0, y, w, h - y};
+  Bytes got(static_cast<std::size_t>(w) * (h - y) * 3);
+  std::vector<ResumePoint> points;
+  decoder.decode(jpeg, header, request, ImageView{got.data(), w, h - y, 3, w * 3}, points);
+  EXPECT_EQ(want, got);
+  EXPECT_EQ(decoder.warnings().count, warnings);
+  EXPECT_TRUE(points.empty()) << "no points found for a file that is never spliced";
 }
 
 TEST(JpegResume, RefusesProgressiveFiles) {
