@@ -103,6 +103,52 @@ TEST(JpegResume, SplicedImagenetPhotosDecodeToTheSameRows) {
   EXPECT_LT(refused_row * 50, spliced) << refused_row << " rows refused, " << spliced << " spliced";
 }
 
+// The product path on real photographs: a crop decoded through resume points (splice, sluice's
+// entropy decoder on the spliced file, its first block's appended code) equals decode() of the
+// crop without points, in pixels and warnings, and sluice's decoder gives up on none of them (a
+// give-up would decode the original again: the same pixels at twice the cost).
+TEST(JpegResume, CropsOfImagenetPhotosThroughPointsEqualDecodesWithout) {
+  const fs::path dir = fs::path(SLUICE_DATASETS_DIR) / "imagenet-photos";
+  if (!fs::exists(dir)) GTEST_SKIP() << "no " << dir;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::mt19937 rng(31);
+  DecodeOptions fast;
+  fast.fast_upsample = true;
+  JpegDecoder fancy_decoder{DecodeOptions{}}, fast_decoder{fast};
+  const OwnHuffmanCounts before = own_huffman_counts();
+  int crops = 0, spliced = 0;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    JpegDecoder& decoder = i % 2 == 0 ? fancy_decoder : fast_decoder;
+    const Bytes jpeg = test::read_bytes(files[i]);
+    const JpegHeader header = decoder.read_header(jpeg);
+    // A train-like crop: rows from a random place, a random width from the left.
+    JpegRequest request;
+    const int y = 1 + static_cast<int>(rng() % static_cast<unsigned>(header.height - 1));
+    const int height = 1 + static_cast<int>(rng() % static_cast<unsigned>(header.height - y));
+    const int x = static_cast<int>(rng() % static_cast<unsigned>(header.width / 2));
+    request.region = {x, y, header.width / 2, height};
+    const Rect r = decoder.decoded_region(header, request);
+    const auto row_bytes = static_cast<std::ptrdiff_t>(r.width) * 3;
+    Bytes want(static_cast<std::size_t>(row_bytes) * r.height), got(want.size());
+    decoder.decode(jpeg, header, request, ImageView{want.data(), r.width, r.height, 3, row_bytes});
+    const int warnings = decoder.warnings().count;
+    std::vector<ResumePoint> points;
+    decoder.decode(jpeg, decoder.read_header(jpeg), request, ImageView{got.data(), r.width, r.height, 3, row_bytes},
+                   points);
+    ASSERT_EQ(want, got) << files[i];
+    ASSERT_EQ(decoder.warnings().count, warnings) << files[i];
+    ++crops;
+    spliced += points.size() > 1 ? 1 : 0;
+  }
+  const OwnHuffmanCounts after = own_huffman_counts();
+  std::printf("%d crops, %d through points\n", crops, spliced);
+  EXPECT_GT(spliced * 10, crops * 8) << "most crops start below a file's first MCU row";
+  EXPECT_EQ(after.gave_up, before.gave_up) << "sluice's decoder gave up on sound files";
+  EXPECT_GT(after.installed, before.installed);
+}
+
 TEST(JpegResume, GeneratedFilesOfEachSubsamplingSpliceAtEveryRow) {
   DecodeOptions fast;
   fast.fast_upsample = true;
