@@ -41,6 +41,21 @@ Bytes decode_rows(JpegDecoder& decoder, const Bytes& jpeg, int y, int rows) {
   return out;
 }
 
+// The same rows as decode_rows, decoded through resume points as the loader decodes a crop;
+// `points` (cleared first) comes back with the points the decode found.
+Bytes decode_rows_through_points(JpegDecoder& decoder, const Bytes& jpeg, int y, int rows,
+                                 std::vector<ResumePoint>& points) {
+  const JpegHeader h = decoder.read_header(jpeg);
+  JpegRequest request;
+  request.region = {0, y, h.width, std::min(rows, h.height - y)};
+  const Rect r = decoder.decoded_region(h, request);
+  Bytes out(static_cast<std::size_t>(r.width) * r.height * 3);
+  points.clear();
+  decoder.decode(jpeg, h, request, ImageView{out.data(), r.width, r.height, 3, static_cast<std::ptrdiff_t>(r.width) * 3},
+                 points);
+  return out;
+}
+
 // Splices `jpeg` at `row` and checks the rows from the splice (from one MCU row further where
 // chroma is subsampled vertically and upsampled the fancy way, which reads the chroma row above)
 // against the original's. Returns false where splice_at refused the row.
@@ -325,22 +340,15 @@ TEST(JpegResume, DamageBelowASpliceWithAnAppendedDcCodeDecodesAsTheOriginal) {
   // The spliced file alone decodes the damaged row otherwise: what the decoder must not hand out.
   ASSERT_NE(want, decode_rows(decoder, spliced_file(bad, cut), layout.mcu_height, h - y));
 
-  const JpegHeader header = decoder.read_header(bad);
-  JpegRequest request;
-  request.region = {0, y, w, h - y};
-  Bytes got(static_cast<std::size_t>(w) * (h - y) * 3);
   std::vector<ResumePoint> found;
-  decoder.decode(bad, header, request, ImageView{got.data(), w, h - y, 3, w * 3}, found);
-  EXPECT_EQ(want, got);
+  EXPECT_EQ(want, decode_rows_through_points(decoder, bad, y, h - y, found));
   EXPECT_EQ(decoder.warnings().count, warnings);
   EXPECT_GT(found.size(), static_cast<std::size_t>(row)) << "the decode found the points to splice at";
   // Without sluice's entropy decoder no file is spliced (SplicedScan, jpeg_huffman.hpp).
   set_own_huffman(false);
-  std::fill(got.begin(), got.end(), 0);
-  found.clear();
-  decoder.decode(bad, decoder.read_header(bad), request, ImageView{got.data(), w, h - y, 3, w * 3}, found);
+  const Bytes libjpeg = decode_rows_through_points(decoder, bad, y, h - y, found);
   set_own_huffman(true);
-  EXPECT_EQ(want, got) << "libjpeg's entropy decoder";
+  EXPECT_EQ(want, libjpeg) << "libjpeg's entropy decoder";
   EXPECT_TRUE(found.empty()) << "libjpeg's entropy decoder";
 }
 
@@ -360,13 +368,8 @@ TEST(JpegResume, GarbageBeforeEoiIsNotReportedByARegionDecodeThroughPoints) {
   decode_rows(decoder, jpeg, 0, h);
   ASSERT_EQ(decoder.warnings().count, 1) << "a whole decode reports the bytes";
 
-  const JpegHeader header = decoder.read_header(jpeg);
-  JpegRequest request;
-  request.region = {0, y, w, h - y};
-  Bytes got(static_cast<std::size_t>(w) * (h - y) * 3);
   std::vector<ResumePoint> points;
-  decoder.decode(jpeg, header, request, ImageView{got.data(), w, h - y, 3, w * 3}, points);
-  EXPECT_EQ(want, got);
+  EXPECT_EQ(want, decode_rows_through_points(decoder, jpeg, y, h - y, points));
   EXPECT_EQ(decoder.warnings().count, 0) << decoder.warnings().first;
   EXPECT_GE(points.size(), 2u) << "the decode went through points";
 }
@@ -382,13 +385,8 @@ TEST(JpegResume, AFileWithoutEoiIsNotSpliced) {
   const int y = 40;
   const Bytes want = decode_rows(decoder, jpeg, y, h - y);
   const int warnings = decoder.warnings().count;
-  const JpegHeader header = decoder.read_header(jpeg);
-  JpegRequest request;
-  request.region = {0, y, w, h - y};
-  Bytes got(static_cast<std::size_t>(w) * (h - y) * 3);
   std::vector<ResumePoint> points;
-  decoder.decode(jpeg, header, request, ImageView{got.data(), w, h - y, 3, w * 3}, points);
-  EXPECT_EQ(want, got);
+  EXPECT_EQ(want, decode_rows_through_points(decoder, jpeg, y, h - y, points));
   EXPECT_EQ(decoder.warnings().count, warnings);
   EXPECT_TRUE(points.empty()) << "no points found for a file that is never spliced";
 }
